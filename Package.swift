@@ -1,0 +1,57 @@
+// swift-tools-version:6.0
+// wspipe: a WebSocket <-> stdio bridge. Layers, bottom up:
+//   WebSocketCore       sans-I/O RFC 6455 protocol (frames, handshake, UTF-8, close codes)
+//   WebSocketTransport  TCP and TLS (system OpenSSL) byte streams, deadlines, poll
+//   WSPipeBridge        stdin/stdout <-> messages, event loop, exit statuses
+//   wspipe              the command line
+import PackageDescription
+
+let package = Package(
+    name: "wspipe",
+    products: [
+        .executable(name: "wspipe", targets: ["wspipe"]),
+        .library(name: "WebSocketCore", targets: ["WebSocketCore"]),
+        .library(name: "WebSocketTransport", targets: ["WebSocketTransport"]),
+    ],
+    targets: [
+        // Syscalls the Glibc module does not import (getrandom, eventfd).
+        .target(name: "CWSPipeShims", path: "Sources/CWSPipeShims"),
+        .systemLibrary(
+            name: "COpenSSL",
+            path: "Sources/COpenSSL",
+            pkgConfig: "openssl",
+            providers: [.apt(["libssl-dev"])]
+        ),
+        // OpenSSL macros Swift cannot import (SSL_set_tlsext_host_name and friends).
+        .target(name: "CTLSShims", dependencies: ["COpenSSL"], path: "Sources/CTLSShims"),
+        .target(
+            name: "WebSocketCore",
+            dependencies: ["CWSPipeShims"]
+        ),
+        .target(
+            name: "WebSocketTransport",
+            dependencies: ["WebSocketCore", "COpenSSL", "CTLSShims", "CWSPipeShims"]
+        ),
+        .target(
+            name: "WSPipeBridge",
+            dependencies: ["WebSocketCore", "WebSocketTransport", "CWSPipeShims"]
+        ),
+        .executableTarget(
+            name: "wspipe",
+            dependencies: ["WSPipeBridge"]
+        ),
+        .testTarget(
+            name: "WebSocketCoreTests",
+            dependencies: ["WebSocketCore"]
+        ),
+        .testTarget(
+            name: "WSPipeBridgeTests",
+            dependencies: ["WSPipeBridge"]
+        ),
+        .testTarget(
+            name: "IntegrationTests",
+            dependencies: ["wspipe"],
+            exclude: ["peers"]
+        ),
+    ]
+)

@@ -1,0 +1,199 @@
+import Glibc
+import Synchronization
+
+/// A fixed-capacity block of bytes, recycled through `BufferPool` when released.
+///
+/// Buffers carry data between the threads without copying: a stdin read lands in one and
+/// is masked in place and written to the socket from it; a socket read lands in one and
+/// payload ranges of it are written to stdout. A `Segment` keeps its buffer alive until the
+/// bytes are written. Each buffer is filled by one thread at a time; bytes already handed
+/// to another thread are never written again.
+final class ByteBuffer: @unchecked Sendable {
+    let base: UnsafeMutableRawPointer
+    let capacity: Int
+    /// Bytes in use, from `base`. Only the thread that fills the buffer touches it.
+    var count = 0
+    private let pooled: Bool
+
+    init(capacity: Int) {
+        self.capacity = capacity
+        base = BufferPool.take(capacity: capacity)
+        pooled = true
+    }
+
+    /// A buffer over static bytes that are never freed (separators).
+    init(constant bytes: [UInt8]) {
+        capacity = bytes.count
+        let storage = UnsafeMutableRawPointer.allocate(byteCount: max(bytes.count, 1), alignment: 16)
+        bytes.withUnsafeBytes { storage.copyMemory(from: $0.baseAddress!, byteCount: bytes.count) }
+        base = storage
+        count = bytes.count
+        pooled = false
+    }
+
+    deinit {
+        if pooled { BufferPool.give(base, capacity: capacity) } else { base.deallocate() }
+    }
+
+    var free: Int { capacity - count }
+    var end: UnsafeMutableRawPointer { base + count }
+
+    static let newline = ByteBuffer(constant: [0x0A])
+    static let nul = ByteBuffer(constant: [0x00])
+}
+
+/// Free buffers by size, so steady streaming does not mmap/munmap and page-fault a fresh
+/// block for every read. Holds at most `limit` idle buffers of each size.
+enum BufferPool {
+    // Addresses as integers: raw pointers are not Sendable.
+    private static let idle = Mutex<[Int: [UInt]]>([:])
+    private static let limit = 16
+
+    static func take(capacity: Int) -> UnsafeMutableRawPointer {
+        if let reused = idle.withLock({ $0[capacity]?.popLast() }), let pointer = UnsafeMutableRawPointer(bitPattern: reused) {
+            return pointer
+        }
+        return UnsafeMutableRawPointer.allocate(byteCount: capacity, alignment: 64)
+    }
+
+    static func give(_ pointer: UnsafeMutableRawPointer, capacity: Int) {
+        let address = UInt(bitPattern: pointer)
+        let kept = idle.withLock { pool -> Bool in
+            if pool[capacity, default: []].count >= limit { return false }
+            pool[capacity, default: []].append(address)
+            return true
+        }
+        if !kept { pointer.deallocate() }
+    }
+}
+
+/// A run of bytes inside a buffer that keeps the buffer alive.
+struct Segment: @unchecked Sendable {
+    var owner: ByteBuffer
+    var start: UnsafeMutableRawPointer
+    var count: Int
+}
+
+/// An ordered list of segments; appending bytes that continue the last segment in the
+/// same buffer extends it, so runs of small copies become one iovec.
+struct SegmentList {
+    private(set) var segments: [Segment] = []
+    private var head = 0
+    private(set) var byteCount = 0
+
+    var isEmpty: Bool { head == segments.count }
+
+    mutating func append(_ owner: ByteBuffer, _ start: UnsafeMutableRawPointer, _ count: Int) {
+        guard count > 0 else { return }
+        byteCount += count
+        if head < segments.count, let last = segments.last, last.owner === owner, last.start + last.count == start {
+            segments[segments.count - 1].count += count
+            return
+        }
+        segments.append(Segment(owner: owner, start: start, count: count))
+    }
+
+    mutating func append(contentsOf other: SegmentList) {
+        for segment in other.segments[other.head...] { append(segment.owner, segment.start, segment.count) }
+    }
+
+    /// Fills `vectors` with up to `vectors.count` iovecs from the front; returns how many.
+    func fill(_ vectors: UnsafeMutableBufferPointer<iovec>) -> Int {
+        var n = 0
+        var i = head
+        while i < segments.count && n < vectors.count {
+            vectors[n] = iovec(iov_base: segments[i].start, iov_len: segments[i].count)
+            n += 1
+            i += 1
+        }
+        return n
+    }
+
+    /// Drops `bytes` from the front (they were written).
+    mutating func consume(_ bytes: Int) {
+        var left = bytes
+        byteCount -= bytes
+        while left > 0 {
+            let first = segments[head].count
+            if left >= first {
+                left -= first
+                head += 1
+            } else {
+                segments[head].start += left
+                segments[head].count -= left
+                left = 0
+            }
+        }
+        if head == segments.count {
+            segments.removeAll(keepingCapacity: true)
+            head = 0
+        } else if head > 256 && head * 2 > segments.count {
+            segments.removeFirst(head)
+            head = 0
+        }
+    }
+
+    mutating func removeAll() {
+        segments.removeAll(keepingCapacity: true)
+        head = 0
+        byteCount = 0
+    }
+
+    /// Takes the whole list, leaving this one empty.
+    mutating func take() -> SegmentList {
+        let taken = self
+        self = SegmentList()
+        return taken
+    }
+}
+
+/// A pthread mutex and condition variable at a stable address.
+final class Condition: @unchecked Sendable {
+    private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
+    private let cond = UnsafeMutablePointer<pthread_cond_t>.allocate(capacity: 1)
+
+    init() {
+        pthread_mutex_init(mutex, nil)
+        pthread_cond_init(cond, nil)
+    }
+
+    deinit {
+        pthread_cond_destroy(cond)
+        pthread_mutex_destroy(mutex)
+        cond.deallocate()
+        mutex.deallocate()
+    }
+
+    func lock() { pthread_mutex_lock(mutex) }
+    func unlock() { pthread_mutex_unlock(mutex) }
+    /// Waits for a signal; call with the lock held.
+    func wait() { pthread_cond_wait(cond, mutex) }
+    func broadcast() { pthread_cond_broadcast(cond) }
+
+    func withLock<T>(_ body: () throws -> T) rethrows -> T {
+        lock()
+        defer { unlock() }
+        return try body()
+    }
+}
+
+/// Starts a detached thread running `body`. Returns false if no thread could be made.
+@discardableResult
+func startThread(_ body: @escaping @Sendable () -> Void) -> Bool {
+    final class Box: @unchecked Sendable {
+        let body: @Sendable () -> Void
+        init(_ body: @escaping @Sendable () -> Void) { self.body = body }
+    }
+    let context = Unmanaged.passRetained(Box(body)).toOpaque()
+    var thread = pthread_t()
+    let status = pthread_create(&thread, nil, { raw in
+        Unmanaged<Box>.fromOpaque(raw!).takeRetainedValue().body()
+        return nil
+    }, context)
+    if status != 0 {
+        Unmanaged<Box>.fromOpaque(context).release()
+        return false
+    }
+    pthread_detach(thread)
+    return true
+}

@@ -1,0 +1,59 @@
+import Glibc
+import WebSocketCore
+
+/// Lines on stderr, each written with one write(2) so lines from different moments never
+/// interleave mid-line. Every line starts with "wspipe: ". Verbose lines have a second
+/// marker: "> " request header, "< " response header, "* " an event.
+public final class Diagnostics: @unchecked Sendable {
+    /// -1: errors only (-q); 0: errors and warnings; 1: also verbose events (-v).
+    public let verbosity: Int
+
+    public init(verbosity: Int) { self.verbosity = verbosity }
+
+    public var isVerbose: Bool { verbosity > 0 }
+
+    /// An error: always printed.
+    public func error(_ message: String) { emit("wspipe: \(message)") }
+
+    /// A warning: hidden by -q.
+    public func warning(_ message: String) {
+        if verbosity >= 0 { emit("wspipe: warning: \(message)") }
+    }
+
+    /// A verbose event line ("wspipe: * ...").
+    public func event(_ message: @autoclosure () -> String) {
+        if verbosity > 0 { emit("wspipe: * \(message())") }
+    }
+
+    /// A handshake header line, redacted where secret.
+    public func header(_ direction: String, _ header: HTTPHeader) {
+        guard verbosity > 0 else { return }
+        emit("wspipe: \(direction) \(header.name): \(Diagnostics.redacted(header))")
+    }
+
+    public func line(_ direction: String, _ text: String) {
+        if verbosity > 0 { emit("wspipe: \(direction) \(text)") }
+    }
+
+    /// The value to show for a header: secrets keep only their scheme ("Bearer [redacted]").
+    public static func redacted(_ header: HTTPHeader) -> String {
+        guard header.isSensitive else { return header.value }
+        let lower = header.name.lowercased()
+        if lower == "authorization" || lower == "proxy-authorization", let space = header.value.firstIndex(of: " ") {
+            return "\(header.value[..<space]) [redacted]"
+        }
+        return "[redacted]"
+    }
+
+    private func emit(_ line: String) {
+        var bytes = Array(line.utf8)
+        bytes.append(0x0A)
+        bytes.withUnsafeBytes { raw in
+            var offset = 0
+            while offset < raw.count {
+                let n = write(2, raw.baseAddress! + offset, raw.count - offset)
+                if n > 0 { offset += n } else if n < 0 && errno == EINTR { continue } else { break }
+            }
+        }
+    }
+}

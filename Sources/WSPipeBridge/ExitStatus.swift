@@ -1,0 +1,36 @@
+/// wspipe's exit statuses: one per class of outcome, so scripts can tell them apart.
+/// The man page's EXIT STATUS section lists the same table.
+public enum ExitStatus: Int32, Sendable, CaseIterable {
+    /// Clean end: closing handshake done (stdin EOF, or the server closed with 1000 or an
+    /// empty Close), or the stdout reader went away.
+    case success = 0
+    /// Local input or output error (stdin not UTF-8 in text mode, a read or write failed).
+    case localError = 1
+    /// Usage error: bad option, bad URL.
+    case usage = 2
+    /// Cannot connect: DNS, refused, unreachable, or --connect-timeout expired.
+    case cannotConnect = 3
+    /// TLS failure (handshake, certificate verification).
+    case tlsFailure = 4
+    /// The server refused the WebSocket handshake (non-101, bad Accept, subprotocol or
+    /// extension mismatch, not HTTP).
+    case handshakeRejected = 5
+    /// The server broke the protocol; we failed the connection (1002, 1007, 1009).
+    case protocolViolation = 6
+    /// Connection lost without a closing handshake, or no pong within --ping-timeout.
+    case connectionLost = 7
+    /// The server closed with a code other than 1000 (code and reason on stderr).
+    case closedByPeer = 8
+    /// SIGHUP, SIGINT, SIGTERM: closing handshake with 1001, then 128 + the signal.
+    case hangup = 129
+    case interrupted = 130
+    case terminated = 143
+
+    static func signal(_ number: Int32) -> ExitStatus {
+        switch number {
+        case 1: return .hangup
+        case 2: return .interrupted
+        default: return .terminated
+        }
+    }
+}

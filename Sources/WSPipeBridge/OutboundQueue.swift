@@ -1,0 +1,85 @@
+import Glibc
+import WebSocketCore
+import WebSocketTransport
+
+/// Frames waiting for the socket, in order, written with writev(2).
+///
+/// Headers and small frames are copied (masked on the way) into an arena buffer, so many
+/// small messages become one contiguous run and one iovec; large payloads stay where stdin
+/// put them, masked in place, and are referenced. Control frames are appended whole, so
+/// they always land on a frame boundary.
+struct OutboundQueue {
+    private var list = SegmentList()
+    private var arena = ByteBuffer(capacity: OutboundQueue.arenaSize)
+    static let arenaSize = 64 * 1024
+    /// Bytes ever queued and ever written: a ping counts as sent once `totalWritten`
+    /// passes the position where it was queued.
+    private(set) var totalQueued: UInt64 = 0
+    private(set) var totalWritten: UInt64 = 0
+
+    var isEmpty: Bool { list.isEmpty }
+    var byteCount: Int { list.byteCount }
+
+    /// Room for `count` bytes at the end of the queue, in the arena.
+    private mutating func reserve(_ count: Int) -> UnsafeMutableRawPointer {
+        if arena.free < count {
+            arena = ByteBuffer(capacity: max(OutboundQueue.arenaSize, count))
+        }
+        let start = arena.end
+        arena.count += count
+        list.append(arena, start, count)
+        totalQueued += UInt64(count)
+        return start
+    }
+
+    /// Queues a frame, copying and masking its payload into the arena.
+    mutating func appendFrame(_ header: FrameHeader, copying payload: UnsafeRawPointer?, count: Int) {
+        let headerSize = header.encodedSize
+        let start = reserve(headerSize + count)
+        header.encode(into: start)
+        if count > 0, let payload {
+            if let key = header.maskingKey {
+                key.copyMasked(from: payload, to: start + headerSize, count: count)
+            } else {
+                (start + headerSize).copyMemory(from: payload, byteCount: count)
+            }
+        }
+    }
+
+    /// Queues a frame whose payload stays in `owner`, masking it there.
+    mutating func appendFrame(_ header: FrameHeader, inPlace owner: ByteBuffer, _ payload: UnsafeMutableRawPointer, count: Int) {
+        header.maskingKey?.apply(to: payload, count: count)
+        header.encode(into: reserve(header.encodedSize))
+        list.append(owner, payload, count)
+        totalQueued += UInt64(count)
+    }
+
+    /// Queues ready-made bytes (control frames from `WebSocketConnection`).
+    mutating func appendBytes(_ bytes: [UInt8]) {
+        guard !bytes.isEmpty else { return }
+        let start = reserve(bytes.count)
+        bytes.withUnsafeBytes { start.copyMemory(from: $0.baseAddress!, byteCount: bytes.count) }
+    }
+
+    /// Writes as much as the stream takes. `.done` when the queue (and the stream's own
+    /// pending output) is empty; `.wouldBlock` when the socket is full.
+    mutating func write(to stream: ByteStream, vectors: UnsafeMutableBufferPointer<iovec>) -> IOResult {
+        while !list.isEmpty {
+            let count = list.fill(vectors)
+            switch stream.write(vectors.baseAddress!, count: count) {
+            case .done(let n):
+                list.consume(n)
+                totalWritten += UInt64(n)
+            case .endOfStream:
+                return .failed("connection closed")
+            case let other:
+                return other
+            }
+        }
+        if stream.hasPendingOutput { return stream.flush() }
+        return .done(0)
+    }
+
+    /// Forgets everything queued (the connection is gone).
+    mutating func discard() { list.removeAll() }
+}

@@ -1,0 +1,64 @@
+/// One HTTP header field as sent or received.
+public struct HTTPHeader: Sendable, Equatable {
+    public var name: String
+    public var value: String
+
+    public init(name: String, value: String) {
+        self.name = name
+        self.value = value
+    }
+
+    /// Parses a command-line `Name: value` header. Throws `HeaderError` unless the name is an
+    /// HTTP token (RFC 9110 §5.1) and the value has no CR, LF, NUL or other control bytes
+    /// besides tab (no header injection, RFC 9110 §5.5).
+    public init(parsing line: String) throws(HeaderError) {
+        guard let colon = line.firstIndex(of: ":") else { throw .missingColon(line) }
+        let name = String(line[..<colon])
+        var value = Substring(line[line.index(after: colon)...])
+        while let first = value.first, first == " " || first == "\t" { value.removeFirst() }
+        while let last = value.last, last == " " || last == "\t" { value.removeLast() }
+        try self.init(validating: name, String(value))
+    }
+
+    /// A header from a name and a value, validated as in `init(parsing:)`.
+    public init(validating name: String, _ value: String) throws(HeaderError) {
+        guard !name.isEmpty, name.utf8.allSatisfy(HTTPHeader.isTokenByte) else { throw .badName(name) }
+        guard value.utf8.allSatisfy({ $0 == 0x09 || ($0 >= 0x20 && $0 != 0x7F) }) else { throw .badValue(name) }
+        self.init(name: name, value: value)
+    }
+
+    /// tchar (RFC 9110 §5.6.2).
+    static func isTokenByte(_ byte: UInt8) -> Bool {
+        switch byte {
+        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"):
+            return true
+        default:
+            return "!#$%&'*+-.^_`|~".utf8.contains(byte)
+        }
+    }
+
+    /// Whether the name matches `other`, ignoring ASCII case.
+    public func hasName(_ other: String) -> Bool { name.lowercased() == other.lowercased() }
+
+    /// Whether the value is a secret that diagnostics must not print.
+    public var isSensitive: Bool {
+        ["authorization", "proxy-authorization", "cookie", "set-cookie"].contains(name.lowercased())
+    }
+}
+
+/// Why a header given on the command line was refused.
+public enum HeaderError: Error, Equatable, CustomStringConvertible {
+    case missingColon(String)
+    case badName(String)
+    case badValue(String)
+    case reserved(String)
+
+    public var description: String {
+        switch self {
+        case .missingColon: return "header must look like 'Name: value'"
+        case .badName(let name): return "header name '\(name)' is not a valid HTTP token"
+        case .badValue(let name): return "value of header '\(name)' contains CR, LF or another control character"
+        case .reserved(let name): return "header '\(name)' is part of the WebSocket handshake and set by wspipe itself"
+        }
+    }
+}

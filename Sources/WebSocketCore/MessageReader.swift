@@ -1,0 +1,173 @@
+/// What a `MessageReader` reports, one event at a time.
+public enum InboundEvent: Equatable, Sendable {
+    /// A data message begins (its first frame's header arrived).
+    case messageStart(MessageKind)
+    /// Payload bytes of the current message at `range` of the input buffer. Text is valid
+    /// UTF-8 so far (a code point may continue in the next piece).
+    case messageData(Range<Int>)
+    /// The current message is complete (FIN received; text ends on a code point boundary).
+    case messageEnd
+    /// A Ping frame with its payload (at most 125 bytes).
+    case ping([UInt8])
+    /// A Pong frame with its payload.
+    case pong([UInt8])
+    /// A valid Close frame. The reader reports nothing after it (§5.5.1).
+    case close(ClosePayload)
+}
+
+/// Applies RFC 6455's receiving rules on top of `FrameParser` for a client (frames from a
+/// server): reassembles fragmented messages (§5.4), validates text as UTF-8 as bytes arrive
+/// (§8.1), enforces the control-frame rules (§5.5), rejects masked frames (§5.1), RSV bits
+/// without an extension (§5.2), continuation frames out of place and messages over the
+/// size limit (§10.4). Payload bytes are reported as ranges of the caller's buffer and never
+/// copied; control-frame payloads (at most 125 bytes) are collected.
+///
+/// After a Close frame or an error the reader is finished: `next` returns nil.
+public struct MessageReader: Sendable {
+    /// Largest message accepted, in bytes; a frame header that would take the current
+    /// message past it fails the connection with 1009 before any of its payload is read.
+    public var maximumMessageSize: UInt64
+
+    private var parser = FrameParser()
+    private var frame: FrameHeader?
+    private var message: MessageKind?
+    private var messageSize: UInt64 = 0       // bytes announced by the message's frames so far
+    private var messageBytesSeen: UInt64 = 0  // payload bytes of the message already checked
+    private var utf8 = UTF8Validator()
+    private var control: [UInt8] = []
+    private var endPending = false
+    /// True once a Close frame arrived or an error was thrown.
+    public private(set) var isFinished = false
+
+    public init(maximumMessageSize: UInt64 = 64 << 20) {
+        self.maximumMessageSize = maximumMessageSize
+        control.reserveCapacity(125)
+    }
+
+    /// True when a data message has started and not yet ended.
+    public var isInsideMessage: Bool { message != nil }
+
+    /// The next event from `input[index...]`, advancing `index`; nil when all input is
+    /// consumed (or the reader is finished). Throws `ReceiveError` when the server broke a
+    /// rule; the caller then fails the connection with `error.closeCode`.
+    public mutating func next(_ input: UnsafeRawBufferPointer, _ index: inout Int) throws(ReceiveError) -> InboundEvent? {
+        if endPending {
+            endPending = false
+            return .messageEnd
+        }
+        if isFinished { return nil }
+        do {
+            return try step(input, &index)
+        } catch {
+            isFinished = true
+            throw error
+        }
+    }
+
+    private mutating func step(_ input: UnsafeRawBufferPointer, _ index: inout Int) throws(ReceiveError) -> InboundEvent? {
+        while true {
+            guard let event = try parser.next(input, &index) else { return nil }
+            switch event {
+            case .header(let header):
+                if let started = try begin(header) { return .messageStart(started) }
+            case .payload(let range, let frameEnd):
+                guard let header = frame else { continue }
+                if header.opcode.isControl {
+                    if !range.isEmpty, let base = input.baseAddress {
+                        control.append(contentsOf: UnsafeRawBufferPointer(start: base + range.lowerBound, count: range.count))
+                    }
+                    if frameEnd {
+                        frame = nil
+                        return try finishControl(header.opcode)
+                    }
+                    continue
+                }
+                if message == .text, !range.isEmpty, let base = input.baseAddress {
+                    if let bad = utf8.validate(base + range.lowerBound, count: range.count) {
+                        let byte = base.load(fromByteOffset: range.lowerBound + bad, as: UInt8.self)
+                        let offset = messageBytesSeen + UInt64(bad)
+                        throw .invalidUTF8("text message is not valid UTF-8 (byte 0x\(hex(byte)) at offset \(offset))")
+                    }
+                }
+                messageBytesSeen += UInt64(range.count)
+                if frameEnd {
+                    frame = nil
+                    if header.fin {
+                        if message == .text && !utf8.isComplete {
+                            throw .invalidUTF8("text message ends in the middle of a UTF-8 sequence")
+                        }
+                        message = nil
+                        if range.isEmpty { return .messageEnd }
+                        endPending = true
+                        return .messageData(range)
+                    }
+                }
+                if !range.isEmpty { return .messageData(range) }
+            }
+        }
+    }
+
+    /// Checks a header against the receiving rules; returns the kind of a message it starts.
+    private mutating func begin(_ header: FrameHeader) throws(ReceiveError) -> MessageKind? {
+        if header.maskingKey != nil {
+            throw .protocolError("the server sent a masked frame (RFC 6455 §5.1: servers never mask)")
+        }
+        if header.rsv != 0 {
+            throw .protocolError("\(header.opcode) frame with RSV bits \(rsvNames(header.rsv)) set, but no extension was negotiated")
+        }
+        frame = header
+        if header.opcode.isControl {
+            if !header.fin { throw .protocolError("fragmented \(header.opcode) frame (control frames must have FIN set)") }
+            if header.payloadLength > 125 {
+                throw .protocolError("\(header.opcode) frame with a \(header.payloadLength)-byte payload (control frames carry at most 125)")
+            }
+            control.removeAll(keepingCapacity: true)
+            return nil
+        }
+        var started: MessageKind?
+        switch header.opcode {
+        case .continuation:
+            guard message != nil else { throw .protocolError("continuation frame without a message to continue") }
+        default:
+            if let current = message {
+                throw .protocolError("new \(header.opcode) frame while a fragmented \(current) message is unfinished")
+            }
+            let kind: MessageKind = header.opcode == .text ? .text : .binary
+            message = kind
+            messageSize = 0
+            messageBytesSeen = 0
+            utf8.reset()
+            started = kind
+        }
+        let (total, overflow) = messageSize.addingReportingOverflow(header.payloadLength)
+        if overflow || total > maximumMessageSize {
+            throw .messageTooBig("a message of at least \(overflow ? UInt64.max : total) bytes exceeds the limit of \(maximumMessageSize) bytes")
+        }
+        messageSize = total
+        return started
+    }
+
+    private mutating func finishControl(_ opcode: Opcode) throws(ReceiveError) -> InboundEvent {
+        switch opcode {
+        case .ping: return .ping(control)
+        case .pong: return .pong(control)
+        default:
+            let payload = try ClosePayload(parsing: control)
+            isFinished = true
+            return .close(payload)
+        }
+    }
+}
+
+@inline(__always) func hex(_ byte: UInt8) -> String {
+    let digits = Array("0123456789ABCDEF")
+    return String([digits[Int(byte >> 4)], digits[Int(byte & 15)]])
+}
+
+private func rsvNames(_ rsv: UInt8) -> String {
+    var names: [String] = []
+    if rsv & 4 != 0 { names.append("RSV1") }
+    if rsv & 2 != 0 { names.append("RSV2") }
+    if rsv & 1 != 0 { names.append("RSV3") }
+    return names.joined(separator: "+")
+}

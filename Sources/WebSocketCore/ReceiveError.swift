@@ -1,0 +1,25 @@
+/// Why received data made us fail the connection (RFC 6455 §7.1.7). Each case carries a
+/// one-line description for the user and maps to the close code we send.
+public enum ReceiveError: Error, Equatable, Sendable, CustomStringConvertible {
+    /// A framing or protocol rule was broken: close code 1002.
+    case protocolError(String)
+    /// A text message or close reason was not UTF-8: close code 1007.
+    case invalidUTF8(String)
+    /// A message exceeded our size limit: close code 1009.
+    case messageTooBig(String)
+
+    /// The close code to send when failing the connection for this error.
+    public var closeCode: CloseCode {
+        switch self {
+        case .protocolError: return .protocolError
+        case .invalidUTF8: return .invalidPayloadData
+        case .messageTooBig: return .messageTooBig
+        }
+    }
+
+    public var description: String {
+        switch self {
+        case .protocolError(let text), .invalidUTF8(let text), .messageTooBig(let text): return text
+        }
+    }
+}

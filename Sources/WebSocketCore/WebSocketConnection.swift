@@ -1,0 +1,132 @@
+/// The client side of an open WebSocket connection, without any I/O (RFC 6455 §5–§7).
+///
+/// Feed received bytes to `receive(_:_:)` and act on the events; write the bytes that
+/// `takeOutboundControl()` hands out (pongs, Close frames) at the next frame boundary;
+/// frame outgoing data with `makeHeader(...)` and mask it with the key in the header.
+/// The connection answers pings with pongs carrying the same payload (§5.5.2), echoes the
+/// server's Close (§5.5.1) and, when the server breaks a rule, queues a Close with the
+/// matching code (1002, 1007, 1009) before rethrowing the error (§7.1.7).
+public struct WebSocketConnection: Sendable {
+    public enum State: Sendable, Equatable {
+        /// Data may flow both ways.
+        case open
+        /// We sent a Close and wait for the server's (we still receive data, §1.4).
+        case closeSent
+        /// Both Close frames have been exchanged (or we failed the connection): the TCP
+        /// connection should be closed once the queued output is written.
+        case closed
+    }
+
+    public private(set) var state = State.open
+    /// The Close we sent (or queued), if any.
+    public private(set) var closeSent: ClosePayload?
+    /// The Close the server sent, if any.
+    public private(set) var closeReceived: ClosePayload?
+    /// Why we failed the connection, if we did.
+    public private(set) var failure: ReceiveError?
+
+    private var reader: MessageReader
+    private var keys: MaskingKeyGenerator
+    private var outbound: [UInt8] = []
+
+    /// - Parameters:
+    ///   - maximumMessageSize: largest message accepted from the server, in bytes.
+    ///   - keys: the source of masking keys (`.system` outside tests).
+    public init(maximumMessageSize: UInt64 = 64 << 20, keys: MaskingKeyGenerator = .system) {
+        reader = MessageReader(maximumMessageSize: maximumMessageSize)
+        self.keys = keys
+    }
+
+    /// Whether data frames may still be sent (no Close sent, connection not failed).
+    public var canSendData: Bool { state == .open }
+
+    /// Whether a data message from the server is partly received.
+    public var isReceivingMessage: Bool { reader.isInsideMessage }
+
+    /// The next event from `input[index...]` (see `MessageReader`), with the automatic
+    /// replies queued: a pong for each ping (unless we already sent a Close), the echo of the
+    /// server's Close. Throws `ReceiveError` after queueing the failing Close.
+    public mutating func receive(_ input: UnsafeRawBufferPointer, _ index: inout Int) throws(ReceiveError) -> InboundEvent? {
+        let event: InboundEvent?
+        do {
+            event = try reader.next(input, &index)
+        } catch {
+            fail(error)
+            throw error
+        }
+        guard let event else { return nil }
+        switch event {
+        case .ping(let payload):
+            if state == .open { queue(.pong, payload) }
+        case .close(let payload):
+            closeReceived = payload
+            if closeSent == nil {
+                // Echo the status code (§5.5.1), without the reason.
+                let echo = ClosePayload(code: payload.code)
+                closeSent = echo
+                queue(.close, echo.bytes)
+            }
+            state = .closed
+        default:
+            break
+        }
+        return event
+    }
+
+    /// Starts the closing handshake: queues a Close frame. Does nothing if one was sent.
+    public mutating func close(_ payload: ClosePayload) {
+        guard closeSent == nil else { return }
+        closeSent = payload
+        queue(.close, payload.bytes)
+        if state == .open { state = .closeSent }
+    }
+
+    /// Queues a Ping with `payload` (at most 125 bytes). Returns false once closing.
+    @discardableResult
+    public mutating func ping(_ payload: [UInt8]) -> Bool {
+        guard state == .open, payload.count <= 125 else { return false }
+        queue(.ping, payload)
+        return true
+    }
+
+    /// Fails the connection (§7.1.7): queues a Close with the error's code if none was sent.
+    public mutating func fail(_ error: ReceiveError) {
+        failure = error
+        if closeSent == nil {
+            let payload = ClosePayload(code: error.closeCode)
+            closeSent = payload
+            queue(.close, payload.bytes)
+        }
+        state = .closed
+    }
+
+    /// Marks the connection closed without a Close frame (TCP lost, or given up on).
+    public mutating func abandon() { state = .closed }
+
+    /// True when control frames wait to be written.
+    public var hasOutboundControl: Bool { !outbound.isEmpty }
+
+    /// Masked control frames (pongs, pings, Close) to write at the next frame boundary.
+    public mutating func takeOutboundControl() -> [UInt8] {
+        defer { outbound.removeAll(keepingCapacity: true) }
+        return outbound
+    }
+
+    /// The header of an outgoing data frame with a fresh masking key (§5.3). The caller
+    /// masks the payload with `header.maskingKey` and writes header then payload.
+    public mutating func makeHeader(opcode: Opcode, fin: Bool = true, payloadLength: Int) -> FrameHeader {
+        FrameHeader(fin: fin, opcode: opcode, maskingKey: keys.next(), payloadLength: UInt64(payloadLength))
+    }
+
+    /// A whole masked data frame as bytes (convenient for small messages and tests).
+    public mutating func frame(_ opcode: Opcode, _ payload: [UInt8], fin: Bool = true) -> [UInt8] {
+        FrameEncoder.frame(opcode: opcode, payload: payload, fin: fin, maskingKey: keys.next())
+    }
+
+    /// A fresh masking key (for callers that build headers themselves).
+    public mutating func nextMaskingKey() -> MaskingKey { keys.next() }
+
+    private mutating func queue(_ opcode: Opcode, _ payload: [UInt8]) {
+        outbound += FrameEncoder.frame(opcode: opcode, payload: payload, maskingKey: keys.next())
+    }
+}

@@ -1,0 +1,55 @@
+import CWSPipeShims
+import Glibc
+
+/// A non-blocking TCP connection.
+public final class TCPStream: ByteStream {
+    public let fileDescriptor: Int32
+    /// The address connected to, for messages ("127.0.0.1:9000", "[::1]:9000").
+    public let remoteAddress: String
+    private var closed = false
+
+    init(fileDescriptor: Int32, remoteAddress: String) {
+        self.fileDescriptor = fileDescriptor
+        self.remoteAddress = remoteAddress
+    }
+
+    deinit { close() }
+
+    public func read(into buffer: UnsafeMutableRawPointer, count: Int) -> IOResult {
+        while true {
+            let n = Glibc.read(fileDescriptor, buffer, count)
+            if n > 0 { return .done(n) }
+            if n == 0 { return .endOfStream }
+            let code = errno
+            if code == EINTR { continue }
+            if code == EAGAIN || code == EWOULDBLOCK { return .wouldBlock(.read) }
+            return .failed(errnoText(code))
+        }
+    }
+
+    public func write(_ vectors: UnsafePointer<iovec>, count: Int) -> IOResult {
+        while true {
+            let n = Glibc.writev(fileDescriptor, vectors, Int32(min(count, 1024)))
+            if n >= 0 { return .done(n) }
+            let code = errno
+            if code == EINTR { continue }
+            if code == EAGAIN || code == EWOULDBLOCK { return .wouldBlock(.write) }
+            return .failed(errnoText(code))
+        }
+    }
+
+    public var hasBufferedInput: Bool { false }
+    public var hasPendingOutput: Bool { false }
+    public func flush() -> IOResult { .done(0) }
+
+    public func shutdownOutput() {
+        if !closed { _ = Glibc.shutdown(fileDescriptor, Int32(SHUT_WR)) }
+    }
+
+    public func close() {
+        if !closed {
+            closed = true
+            _ = Glibc.close(fileDescriptor)
+        }
+    }
+}
