@@ -1,0 +1,31 @@
+# wspipe: common tasks. `make demo` and `make test` work on a fresh machine (they run
+# scripts/setup first); everything else assumes it has run once.
+SWIFT_BUILD_FLAGS ?= -c release --static-swift-stdlib
+BIN := .build/release/wspipe
+PY := .venv/bin/python
+
+.PHONY: all setup build demo test unit conformance fuzz bench clean
+
+all: build
+
+setup:
+	@scripts/setup
+
+build:
+	swift build $(SWIFT_BUILD_FLAGS)
+
+# The main job on real input: a JSON feed through a local WebSocket server, into jq.
+demo: setup build
+	@scripts/demo
+
+# Everything CI runs: the conformance harness against the release binary, then swift test.
+test: setup build conformance unit
+
+unit:
+	swift test
+
+conformance:
+	@scripts/conformance
+
+clean:
+	rm -rf .build
