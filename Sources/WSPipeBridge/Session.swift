@@ -174,7 +174,7 @@ public final class Session {
             entries[0].events = events
             entries[0].revents = 0
             entries[1].revents = 0
-            let timeout: Int32 = (readReady && mayRead) || stream.hasBufferedInput && mayRead ? 0 : nextTimeout()
+            let timeout: Int32 = (readReady || stream.hasBufferedInput) && mayRead || stdinWaiting ? 0 : nextTimeout()
             let ready = poll(&entries, 2, timeout)
             if ready < 0 {
                 if errno == EINTR { continue }
@@ -189,6 +189,14 @@ public final class Session {
             }
             if entries[1].revents != 0 { wakeup.drain() }
         }
+    }
+
+    /// Whether stdin has data we could take now. The stdin thread signals only when it adds
+    /// an item, so after the outbound queue drains below its high-water mark the loop must
+    /// come back for items that are already waiting instead of sleeping in poll(2).
+    private var stdinWaiting: Bool {
+        stdinOpen && connection.canSendData && outbound.byteCount < Session.outboundHighWater
+            && (stdinReader?.hasItems ?? false)
     }
 
     /// Whether the socket should be read now: not after EOF, and not while stdout lags.

@@ -43,6 +43,9 @@ final class StdinReader: @unchecked Sendable {
         return item
     }
 
+    /// Whether an item is waiting.
+    var hasItems: Bool { condition.withLock { !items.isEmpty } }
+
     /// Asks the thread to stop reading; it ends after its current read returns.
     func stop() {
         condition.withLock {
