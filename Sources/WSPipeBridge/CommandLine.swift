@@ -276,6 +276,9 @@ private struct ParsedOptions {
 
     func configuration(url: WebSocketURL, environment: (String) -> String?,
                        readFile: (String) -> [UInt8]?) throws(UsageError) -> BridgeConfiguration {
+        if null && mode == .binary {
+            throw UsageError("-0/--null sets the line separator of text mode; it cannot be combined with --binary")
+        }
         var config = BridgeConfiguration(url: url)
         config.mode = mode
         if null { config.separator = 0 }
@@ -372,10 +375,13 @@ public func readWholeFile(_ path: String) -> [UInt8]? {
 }
 
 extension StringProtocol {
+    /// The text without leading and trailing bytes from `set` (ASCII only). Works on UTF-8
+    /// bytes: as Characters, "\r\n" is one grapheme that matches neither "\r" nor "\n".
     func trimmingCharacters(in set: String) -> String {
-        var slice = Substring(self)
-        while let first = slice.first, set.contains(first) { slice.removeFirst() }
-        while let last = slice.last, set.contains(last) { slice.removeLast() }
-        return String(slice)
+        let strip = Set(set.utf8)
+        var bytes = Array(utf8)[...]
+        while let first = bytes.first, strip.contains(first) { bytes.removeFirst() }
+        while let last = bytes.last, strip.contains(last) { bytes.removeLast() }
+        return String(decoding: bytes, as: UTF8.self)
     }
 }

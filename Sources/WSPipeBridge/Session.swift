@@ -38,11 +38,10 @@ public final class Session {
     private var closeDeadline: Instant?         // give up waiting for the server after this
     private var deferredClose: ClosePayload?    // stdin EOF: sent once the barrier ping is answered
     private var barrierDeadline: Instant?
+    private var barrierLimit: Instant?          // the barrier never outlasts this
     private static let barrierPayload = Array("wspipe:eof".utf8)
     /// Longest wait for the server to close TCP once both Close frames are exchanged.
     static let tcpCloseWait = 1.0
-    /// Longest wait for the barrier pong before closing anyway.
-    static let barrierTimeout = 1.0
     private var localEnd: LocalEnd?
     private var lost: String?                   // why the connection ended without a closing handshake
     private var pings: PingTracker
@@ -249,6 +248,13 @@ public final class Session {
     private func processReceived() {
         let buffer = receiveBuffer
         let input = UnsafeRawBufferPointer(start: buffer.base, count: buffer.count)
+        let before = parsed
+        defer {
+            // Frames from the server while the end-of-input barrier waits: it is still busy.
+            if parsed != before, let limit = barrierLimit, barrierDeadline != nil {
+                barrierDeadline = min(Instant.now().adding(seconds: config.closeTimeout), limit)
+            }
+        }
         do {
             while let event = try connection.receive(input, &parsed) {
                 switch event {
@@ -265,8 +271,8 @@ public final class Session {
                 case .ping(let payload):
                     log.event("received ping (\(payload.count) bytes)\(connection.state == .open ? ", answering with pong" : "")")
                 case .pong(let payload):
-                    if deferredClose != nil && payload == Session.barrierPayload {
-                        log.event("received barrier pong")
+                    if payload == Session.barrierPayload {
+                        log.event("received pong to the end-of-input ping")
                         releaseDeferredClose()
                     } else if let rtt = pings.pongReceived(payload, at: .now()) {
                         log.event("received pong (\(payload.count) bytes), round trip \(formatMilliseconds(rtt)) ms")
@@ -316,7 +322,8 @@ public final class Session {
                 log.error(error.description)
                 localEnd = localEnd ?? .inputError
                 stopStdin()
-                startClose(ClosePayload(code: .internalError, reason: Array("stdin error".utf8)))
+                // The lines before the bad one were sent: let their replies arrive first.
+                closeAfterBarrier(ClosePayload(code: .internalError, reason: Array("stdin error".utf8)))
                 return
             }
         }
@@ -333,7 +340,9 @@ public final class Session {
     /// a Ping sent behind them is answered only after the server has processed them
     /// (§5.5.2). A server that gets our Close in the same read as our last messages may
     /// otherwise close before answering them, and those replies would be lost. The wait
-    /// is short (`barrierTimeout`); without a Pong the Close goes out anyway.
+    /// lasts `--close-timeout` from the last frame received: a server that is still working
+    /// through our messages (its replies keep arriving) is given the time it needs, up to ten
+    /// times the timeout. Without a Pong the Close goes out anyway.
     private func closeAfterBarrier(_ payload: ClosePayload) {
         guard connection.closeSent == nil, deferredClose == nil else { return }
         guard connection.ping(Session.barrierPayload) else {
@@ -342,8 +351,9 @@ public final class Session {
         }
         log.event("end of input: sending ping to check the server has read everything, then Close")
         deferredClose = payload
-        let limit = min(Session.barrierTimeout, config.closeTimeout)
-        barrierDeadline = Instant.now().adding(seconds: limit)
+        let now = Instant.now()
+        barrierDeadline = now.adding(seconds: config.closeTimeout)
+        barrierLimit = now.adding(seconds: config.closeTimeout * 10)
     }
 
     private func releaseDeferredClose() {

@@ -40,9 +40,15 @@ public struct HTTPHeader: Sendable, Equatable {
     /// Whether the name matches `other`, ignoring ASCII case.
     public func hasName(_ other: String) -> Bool { name.lowercased() == other.lowercased() }
 
-    /// Whether the value is a secret that diagnostics must not print.
+    /// Whether the value may be a secret that diagnostics must not print: credentials and
+    /// cookies by name, and any header whose name mentions a token, key, secret, password,
+    /// session or auth (X-Api-Key, X-Auth-Token, ...). The handshake's own
+    /// Sec-WebSocket-Key/Accept are nonces, not secrets.
     public var isSensitive: Bool {
-        ["authorization", "proxy-authorization", "cookie", "set-cookie"].contains(name.lowercased())
+        let lower = name.lowercased()
+        if lower.hasPrefix("sec-websocket-") { return false }
+        if ["authorization", "proxy-authorization", "cookie", "set-cookie"].contains(lower) { return true }
+        return ["token", "key", "secret", "password", "passwd", "session", "auth", "credential"].contains { lower.contains($0) }
     }
 }
 

@@ -63,7 +63,10 @@ public struct WebSocketURL: Sendable, Equatable, CustomStringConvertible {
             throw .unsupportedScheme(scheme, hint: "use ws:// or wss://")
         }
         var rest = bytes[(colon + 3)...]
-        if rest.contains(UInt8(ascii: "#")) { throw .fragment }
+        if rest.contains(UInt8(ascii: "#")) {
+            // '#' is never valid here, but an unencoded one in a password is the likely cause.
+            throw rest.contains(UInt8(ascii: "@")) ? .badUserInfo : .fragment
+        }
         let authorityEnd = rest.firstIndex { $0 == UInt8(ascii: "/") || $0 == UInt8(ascii: "?") } ?? rest.endIndex
         var authority = rest[..<authorityEnd]
         rest = rest[authorityEnd...]
@@ -114,6 +117,9 @@ public struct WebSocketURL: Sendable, Equatable, CustomStringConvertible {
         if let portText {
             guard !portText.isEmpty, portText.count <= 5, portText.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }),
                   let value = Int(String(decoding: portText, as: UTF8.self)), value >= 1, value <= 65535 else {
+                // "ws://u:pa/ss@h/": an unencoded '/' or '?' in a password ends the authority
+                // early and the password's start looks like a port. Do not echo it.
+                if rest.contains(UInt8(ascii: "@")) { throw .badUserInfo }
                 throw .badPort(String(decoding: portText, as: UTF8.self))
             }
             port = UInt16(value)
@@ -186,7 +192,7 @@ public enum URLError: Error, Equatable, CustomStringConvertible {
         case .badPort(let text):
             return "bad port '\(text)' in URL (expected 1-65535)"
         case .badUserInfo:
-            return "bad user:password in URL (invalid percent-encoding or not UTF-8)"
+            return "bad user:password in URL (percent-encode '/', '?', '#', '@' and '%' in it as %2F, %3F, %23, %40, %25)"
         }
     }
 }
