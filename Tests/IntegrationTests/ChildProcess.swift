@@ -284,13 +284,6 @@ final class ChildProcess: @unchecked Sendable {
         if result == nil { Glibc.kill(pid, number) }
     }
 
-    /// Whether the child has exited (reaps it if so).
-    var hasExited: Bool {
-        lock.lock()
-        defer { lock.unlock() }
-        return reap(blocking: false)
-    }
-
     /// Reaps the child if it has ended (or waits for it). Call with the lock held.
     private func reap(blocking: Bool) -> Bool {
         if result != nil { return true }

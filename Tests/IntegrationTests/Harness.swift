@@ -1,6 +1,14 @@
 // The integration-test harness: where things are, peers (Python servers in peers/),
 // TLS material made at run time, raw sockets, and the XCTestCase base class that runs
 // wspipe and cleans up after each test.
+//
+// Run: scripts/setup (once: .venv with websockets and websocat), then
+//   swift build --build-tests && swift test --skip-build --filter IntegrationTests
+// The binary under test is .build/debug/wspipe (next to the test bundle), or $WSPIPE_BIN.
+//
+// Peers print `PORT <n>` when listening on a free port and `RECORDED <n>` when they have
+// written the record of their n-th connection: tests wait for these lines, never sleep.
+// Every run has a hard timeout that kills the child and fails the test.
 import Foundation
 import XCTest
 #if canImport(Glibc)
@@ -95,11 +103,6 @@ final class Peer {
         guard records.count >= n else { throw HarnessError("record file has \(records.count) records, expected \(n)") }
         return records[n - 1]
     }
-
-    /// Whether the peer has recorded `n` connections by now (no waiting).
-    func hasRecord(_ n: Int) -> Bool {
-        process.stdout.waitForLine(startingWith: "RECORDED \(n)", timeout: 0) != nil
-    }
 }
 
 // MARK: - TLS material
@@ -153,7 +156,7 @@ final class TLSMaterial: Sendable {
             guard result.exitCode == 0 else { throw HarnessError("openssl \(arguments.joined(separator: " ")) failed: \(result)") }
         }
         func write(_ name: String, _ text: String) throws {
-            try text.write(toFile: directory + "/" + name, atomically: true, encoding: .utf8)
+            try text.write(toFile: directory + "/" + name, atomically: false, encoding: .utf8)
         }
         try openssl(["req", "-x509"] + ec + ["-keyout", directory + "/ca.key", "-out", directory + "/ca.pem", "-days", "2",
                      "-subj", "/CN=wspipe integration test CA",

@@ -46,7 +46,7 @@ final class RequestTests: IntegrationTestCase {
     func testBearerTokenSourcesAndPrecedence() throws {
         let recorder = try startRecorder()
         let file = path("token")
-        try " \tfrom-file-token \r\n".write(toFile: file, atomically: true, encoding: .utf8)
+        try " \tfrom-file-token \r\n".write(toFile: file, atomically: false, encoding: .utf8)
         let environment = ["WSPIPE_BEARER": "from-env-token"]
 
         assertExit(try runWspipe([url(recorder)], environment: environment), 0)
@@ -71,7 +71,7 @@ final class RequestTests: IntegrationTestCase {
         // Repro: echo tok > /tmp/t; wspipe --bearer-file /tmp/t ws://127.0.0.1:9/; echo $?
         let recorder = try startRecorder()
         let file = path("token")
-        try "from-file-token\n".write(toFile: file, atomically: true, encoding: .utf8)
+        try "from-file-token\n".write(toFile: file, atomically: false, encoding: .utf8)
         let result = try runWspipe(["--bearer-file", file, url(recorder)])
         assertExit(result, 0)
         if result.exitCode == 0 {
