@@ -1,0 +1,18 @@
+import XCTest
+
+/// stdout going away (`wspipe ... | head -n1`).
+final class StdoutTests: IntegrationTestCase {
+    func testReaderGoneAfterFirstLineExits0QuietlyWithClose1001() throws {
+        let recorder = try startRecorder(["--send-text", "line", "--send-forever"])
+        // stdin stays open (like an idle terminal): only the stdout reader ends the session.
+        let child = try spawnWspipe([url(recorder)], stdin: .pipe, closeStdoutAfterFirstLine: true)
+        let result = finish(child, timeout: 10)
+        assertExit(result, 0)
+        XCTAssertTrue(result.stdoutText.hasPrefix("line\n"), "\(result)")
+        XCTAssertEqual(result.stderr, "", "no error noise on EPIPE")
+        XCTAssertLessThan(result.elapsed, 5)
+        let record = try recorder.record()
+        XCTAssertEqual(record.close?.code, 1001)
+        XCTAssertEqual(record.client_started_close, true)
+    }
+}

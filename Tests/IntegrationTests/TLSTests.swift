@@ -1,0 +1,66 @@
+import XCTest
+
+/// wss:// against echo.py over TLS, with a CA and certificates made for this run.
+final class TLSTests: IntegrationTestCase {
+    private func startTLSEcho(cert: String, key: String) throws -> Peer {
+        try startEcho(["--tls", cert, key])
+    }
+
+    func testEchoOverTLSWithCACertOption() throws {
+        let tls = try TLSMaterial.shared()
+        let echo = try startTLSEcho(cert: tls.serverCert, key: tls.serverKey)
+        for host in ["localhost", "127.0.0.1"] {
+            let result = try runWspipe(["--cacert", tls.caCert, url(echo, scheme: "wss", host: host)],
+                                       stdin: .bytes(Array("a\nb\n".utf8)))
+            assertExit(result, 0)
+            assertStdout(result, "a\nb\n")
+            XCTAssertEqual(result.stderr, "")
+        }
+    }
+
+    func testSSLCertFileEnvironmentIsTheSystemStore() throws {
+        let tls = try TLSMaterial.shared()
+        let echo = try startTLSEcho(cert: tls.serverCert, key: tls.serverKey)
+        let result = try runWspipe([url(echo, scheme: "wss", host: "localhost")], stdin: .bytes(Array("tls\n".utf8)),
+                                   environment: ["SSL_CERT_FILE": tls.caCert])
+        assertExit(result, 0)
+        assertStdout(result, "tls\n")
+    }
+
+    func testInsecureAcceptsAnUntrustedCertificate() throws {
+        let tls = try TLSMaterial.shared()
+        // Unknown CA and a name that does not match: -k accepts it all.
+        let echo = try startTLSEcho(cert: tls.otherCert, key: tls.otherKey)
+        let result = try runWspipe(["-k", url(echo, scheme: "wss", host: "localhost")], stdin: .bytes(Array("k\n".utf8)))
+        assertExit(result, 0)
+        assertStdout(result, "k\n")
+    }
+
+    func testUnknownCAExits4() throws {
+        let tls = try TLSMaterial.shared()
+        let echo = try startTLSEcho(cert: tls.serverCert, key: tls.serverKey)
+        let result = try runWspipe([url(echo, scheme: "wss", host: "localhost")])
+        assertExit(result, 4)
+        assertStderr(result, contains: "unknown CA")
+        assertStderr(result, contains: "--cacert")
+        assertStderrLinesPrefixed(result)
+    }
+
+    func testHostnameMismatchExits4() throws {
+        let tls = try TLSMaterial.shared()
+        let echo = try startTLSEcho(cert: tls.otherCert, key: tls.otherKey)
+        for host in ["localhost", "127.0.0.1"] {
+            let result = try runWspipe(["--cacert", tls.caCert, url(echo, scheme: "wss", host: host)])
+            assertExit(result, 4)
+            assertStderr(result, contains: "not valid for '\(host)'")
+        }
+    }
+
+    func testPlainWebSocketToATLSPortFails() throws {
+        let tls = try TLSMaterial.shared()
+        let echo = try startTLSEcho(cert: tls.serverCert, key: tls.serverKey)
+        let result = try runWspipe(["--connect-timeout", "5", url(echo)])
+        XCTAssertNotEqual(result.exitCode, 0, "\(result)")
+        XCTAssertLessThan(result.elapsed, 6)
+    }
+}
