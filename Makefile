@@ -22,7 +22,7 @@ demo: setup build
 test: setup build conformance unit
 
 unit:
-	swift test
+	swift test --disable-swift-testing
 
 conformance:
 	@scripts/conformance

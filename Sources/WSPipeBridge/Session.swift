@@ -84,6 +84,7 @@ public final class Session {
 
     /// Runs the session to its end and returns the exit status (errors already printed).
     public func run() -> ExitStatus {
+        Signals.install(wakeFD: wakeup.fd)
         let reader = StdinReader(bufferSize: max(Session.receiveBufferSize, config.chunkSize), wakeup: wakeup)
         guard reader.start() else {
             log.error("cannot start the stdin thread")
@@ -92,7 +93,7 @@ public final class Session {
         stdinReader = reader
 
         do {
-            try open()
+            try open()  // from its successful handshake on, a signal means a closing handshake
         } catch {
             log.error(error.message)
             return error.status
@@ -104,7 +105,6 @@ public final class Session {
             return .localError
         }
         stdoutWriter = writer
-        Signals.install(wakeFD: wakeup.fd)
         pings.start(at: .now())
 
         processReceived()
@@ -146,6 +146,7 @@ public final class Session {
         let handshake = ClientHandshake(url: url, subprotocols: config.subprotocols, headers: config.requestHeaders)
         let exchange = HandshakeExchange(stream: stream, deadline: deadline, timeoutSeconds: config.connectTimeout, log: log)
         let (_, headLength) = try exchange.perform(handshake, into: receiveBuffer)
+        Signals.exitAtOnce.store(false, ordering: .relaxed)
         parsed = headLength
         log.event("connected: \(url)")
     }

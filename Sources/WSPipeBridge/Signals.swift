@@ -2,14 +2,15 @@ import CWSPipeShims
 import Glibc
 import Synchronization
 
-/// SIGINT, SIGTERM and SIGHUP during a session: the first one asks the network thread for a
-/// closing handshake (1001) and an exit with 128 + the signal; a second one, or any once
-/// the session is only flushing stdout, exits at once. The handler only touches atomics
-/// and an eventfd, which is async-signal-safe.
+/// SIGINT, SIGTERM and SIGHUP. Installed before connecting, when there is no WebSocket to
+/// close yet: a signal then exits at once with 128 + the signal. Once the handshake is done,
+/// the first signal asks the network thread for a closing handshake (1001) and an exit with
+/// 128 + the signal; a second one, or any once the session is only flushing stdout, exits
+/// at once. The handler only touches atomics and an eventfd, which is async-signal-safe.
 enum Signals {
     static let pending = Atomic<Int32>(0)
     static let received = Atomic<Int32>(0)
-    static let exitAtOnce = Atomic<Bool>(false)
+    static let exitAtOnce = Atomic<Bool>(true)
     nonisolated(unsafe) static var wakeFD: Int32 = -1
 
     static func install(wakeFD: Int32) {
