@@ -16,14 +16,21 @@ let package = Package(
     targets: [
         // Syscalls the Glibc module does not import (getrandom, eventfd).
         .target(name: "CWSPipeShims", path: "Sources/CWSPipeShims"),
+        // OpenSSL's headers (libssl-dev). Not linked: CTLSShims loads libssl.so.3 with
+        // dlopen only for wss://, keeping OpenSSL off the ws:// path entirely.
         .systemLibrary(
             name: "COpenSSL",
             path: "Sources/COpenSSL",
-            pkgConfig: "openssl",
             providers: [.apt(["libssl-dev"])]
         ),
-        // OpenSSL macros Swift cannot import (SSL_set_tlsext_host_name and friends).
-        .target(name: "CTLSShims", dependencies: ["COpenSSL"], path: "Sources/CTLSShims"),
+        // Loads OpenSSL at run time and wraps the calls the TLS layer makes, including the
+        // macros Swift cannot import (SSL_set_tlsext_host_name and friends).
+        .target(
+            name: "CTLSShims",
+            dependencies: ["COpenSSL"],
+            path: "Sources/CTLSShims",
+            linkerSettings: [.linkedLibrary("dl")]
+        ),
         .target(
             name: "WebSocketCore",
             dependencies: ["CWSPipeShims"]

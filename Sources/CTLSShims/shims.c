@@ -1,20 +1,130 @@
 #include "CTLSShims.h"
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
 
-long wsp_ssl_set_sni(SSL *ssl, const char *name) { return SSL_set_tlsext_host_name(ssl, name); }
+/* Function pointers with OpenSSL's own types, filled by wsp_tls_load(). */
+#define WSP_SSL_FUNCTIONS(X)                                                                  \
+    X(TLS_client_method) X(SSL_CTX_new) X(SSL_CTX_free) X(SSL_CTX_set_verify)                 \
+    X(SSL_CTX_load_verify_locations) X(SSL_CTX_set_default_verify_paths)                      \
+    X(SSL_CTX_set_alpn_protos) X(SSL_CTX_use_certificate_chain_file)                          \
+    X(SSL_CTX_use_PrivateKey_file) X(SSL_CTX_check_private_key)                               \
+    X(SSL_CTX_set_default_passwd_cb_userdata) X(SSL_CTX_ctrl) X(SSL_CTX_set_options)          \
+    X(SSL_new) X(SSL_free) X(SSL_set_fd) X(SSL_ctrl) X(SSL_set1_host) X(SSL_get0_param)       \
+    X(SSL_connect) X(SSL_get_error) X(SSL_get_verify_result) X(SSL_get_version)               \
+    X(SSL_get_current_cipher) X(SSL_CIPHER_get_name) X(SSL_read) X(SSL_write)                 \
+    X(SSL_has_pending) X(SSL_shutdown)
+#define WSP_CRYPTO_FUNCTIONS(X)                                                               \
+    X(ERR_clear_error) X(ERR_get_error) X(ERR_error_string_n) X(X509_VERIFY_PARAM_set1_ip_asc) \
+    X(X509_verify_cert_error_string)
 
-long wsp_ssl_ctx_set_min_version(SSL_CTX *ctx, int version) { return SSL_CTX_set_min_proto_version(ctx, version); }
+#define WSP_DECLARE(name) static __typeof__(&name) p_##name;
+WSP_SSL_FUNCTIONS(WSP_DECLARE)
+WSP_CRYPTO_FUNCTIONS(WSP_DECLARE)
 
-long wsp_ssl_set_nonblocking_modes(SSL *ssl) {
-    return SSL_set_mode(ssl, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+static pthread_mutex_t load_lock = PTHREAD_MUTEX_INITIALIZER;
+static int loaded;
+
+static void *open_first(const char *const *names, char *error, size_t length) {
+    for (const char *const *name = names; *name; name++) {
+        void *handle = dlopen(*name, RTLD_NOW | RTLD_LOCAL);
+        if (handle) return handle;
+    }
+    const char *why = dlerror();
+    snprintf(error, length, "cannot load %s (install OpenSSL 3: apt-get install libssl3): %s", names[0],
+             why ? why : "not found");
+    return NULL;
 }
 
-void wsp_ssl_ctx_ignore_unexpected_eof(SSL_CTX *ctx) {
+int wsp_tls_load(char *error, size_t length) {
+    pthread_mutex_lock(&load_lock);
+    if (loaded) {
+        pthread_mutex_unlock(&load_lock);
+        return 0;
+    }
+    static const char *const ssl_names[] = {"libssl.so.3", "libssl.so", NULL};
+    static const char *const crypto_names[] = {"libcrypto.so.3", "libcrypto.so", NULL};
+    void *crypto = open_first(crypto_names, error, length);
+    void *ssl = crypto ? open_first(ssl_names, error, length) : NULL;
+    int ok = ssl != NULL;
+#define WSP_RESOLVE(handle, name)                                                             \
+    if (ok) {                                                                                 \
+        p_##name = (__typeof__(p_##name))dlsym(handle, #name);                                \
+        if (!p_##name) {                                                                      \
+            snprintf(error, length, "the OpenSSL library has no %s (OpenSSL 3 is needed)", #name); \
+            ok = 0;                                                                           \
+        }                                                                                     \
+    }
+#define WSP_RESOLVE_SSL(name) WSP_RESOLVE(ssl, name)
+#define WSP_RESOLVE_CRYPTO(name) WSP_RESOLVE(crypto, name)
+    WSP_SSL_FUNCTIONS(WSP_RESOLVE_SSL)
+    WSP_CRYPTO_FUNCTIONS(WSP_RESOLVE_CRYPTO)
+    loaded = ok;
+    pthread_mutex_unlock(&load_lock);
+    return ok ? 0 : -1;
+}
+
+const SSL_METHOD *wsp_TLS_client_method(void) { return p_TLS_client_method(); }
+SSL_CTX *wsp_SSL_CTX_new(const SSL_METHOD *method) { return p_SSL_CTX_new(method); }
+void wsp_SSL_CTX_free(SSL_CTX *ctx) { p_SSL_CTX_free(ctx); }
+void wsp_SSL_CTX_set_verify(SSL_CTX *ctx, int mode) { p_SSL_CTX_set_verify(ctx, mode, NULL); }
+int wsp_SSL_CTX_load_verify_locations(SSL_CTX *ctx, const char *file, const char *path) {
+    return p_SSL_CTX_load_verify_locations(ctx, file, path);
+}
+int wsp_SSL_CTX_set_default_verify_paths(SSL_CTX *ctx) { return p_SSL_CTX_set_default_verify_paths(ctx); }
+int wsp_SSL_CTX_set_alpn_protos(SSL_CTX *ctx, const unsigned char *protos, unsigned int length) {
+    return p_SSL_CTX_set_alpn_protos(ctx, protos, length);
+}
+int wsp_SSL_CTX_use_certificate_chain_file(SSL_CTX *ctx, const char *file) {
+    return p_SSL_CTX_use_certificate_chain_file(ctx, file);
+}
+int wsp_SSL_CTX_use_PrivateKey_file(SSL_CTX *ctx, const char *file, int type) {
+    return p_SSL_CTX_use_PrivateKey_file(ctx, file, type);
+}
+int wsp_SSL_CTX_check_private_key(const SSL_CTX *ctx) { return p_SSL_CTX_check_private_key(ctx); }
+void wsp_SSL_CTX_set_default_passwd_cb_userdata(SSL_CTX *ctx, void *password) {
+    p_SSL_CTX_set_default_passwd_cb_userdata(ctx, password);
+}
+long wsp_SSL_CTX_set_min_proto_version(SSL_CTX *ctx, int version) {
+    return p_SSL_CTX_ctrl(ctx, SSL_CTRL_SET_MIN_PROTO_VERSION, version, NULL);
+}
+void wsp_SSL_CTX_ignore_unexpected_eof(SSL_CTX *ctx) {
 #ifdef SSL_OP_IGNORE_UNEXPECTED_EOF
-    SSL_CTX_set_options(ctx, SSL_OP_IGNORE_UNEXPECTED_EOF);
+    p_SSL_CTX_set_options(ctx, SSL_OP_IGNORE_UNEXPECTED_EOF);
 #else
     (void)ctx;
 #endif
 }
 
-int wsp_tls1_2_version(void) { return TLS1_2_VERSION; }
-int wsp_tls1_3_version(void) { return TLS1_3_VERSION; }
+SSL *wsp_SSL_new(SSL_CTX *ctx) { return p_SSL_new(ctx); }
+void wsp_SSL_free(SSL *ssl) { p_SSL_free(ssl); }
+int wsp_SSL_set_fd(SSL *ssl, int fd) { return p_SSL_set_fd(ssl, fd); }
+long wsp_SSL_set_tlsext_host_name(SSL *ssl, const char *name) {
+    return p_SSL_ctrl(ssl, SSL_CTRL_SET_TLSEXT_HOSTNAME, TLSEXT_NAMETYPE_host_name, (void *)name);
+}
+long wsp_SSL_set_nonblocking_modes(SSL *ssl) {
+    return p_SSL_ctrl(ssl, SSL_CTRL_MODE, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER, NULL);
+}
+int wsp_SSL_set1_host(SSL *ssl, const char *hostname) { return p_SSL_set1_host(ssl, hostname); }
+int wsp_SSL_set1_ip(SSL *ssl, const char *ip) { return p_X509_VERIFY_PARAM_set1_ip_asc(p_SSL_get0_param(ssl), ip); }
+int wsp_SSL_connect(SSL *ssl) { return p_SSL_connect(ssl); }
+int wsp_SSL_get_error(const SSL *ssl, int result) { return p_SSL_get_error(ssl, result); }
+long wsp_SSL_get_verify_result(const SSL *ssl) { return p_SSL_get_verify_result(ssl); }
+const char *wsp_SSL_get_version(const SSL *ssl) { return p_SSL_get_version(ssl); }
+const char *wsp_SSL_cipher_name(const SSL *ssl) {
+    const SSL_CIPHER *cipher = p_SSL_get_current_cipher(ssl);
+    return cipher ? p_SSL_CIPHER_get_name(cipher) : NULL;
+}
+int wsp_SSL_read(SSL *ssl, void *buffer, int count) { return p_SSL_read(ssl, buffer, count); }
+int wsp_SSL_write(SSL *ssl, const void *buffer, int count) { return p_SSL_write(ssl, buffer, count); }
+int wsp_SSL_has_pending(const SSL *ssl) { return p_SSL_has_pending(ssl); }
+int wsp_SSL_shutdown(SSL *ssl) { return p_SSL_shutdown(ssl); }
+
+void wsp_ERR_clear_error(void) { p_ERR_clear_error(); }
+unsigned long wsp_ERR_get_error(void) { return p_ERR_get_error(); }
+void wsp_ERR_error_string_n(unsigned long code, char *buffer, size_t length) { p_ERR_error_string_n(code, buffer, length); }
+const char *wsp_X509_verify_cert_error_string(long code) { return p_X509_verify_cert_error_string(code); }
+
+int wsp_TLS1_2_VERSION(void) { return TLS1_2_VERSION; }
+int wsp_TLS1_3_VERSION(void) { return TLS1_3_VERSION; }

@@ -57,56 +57,57 @@ public final class TLSStream: ByteStream {
     /// (certificate expired, wrong host, unknown CA, protocol failure) or `.timedOut`.
     public static func connect(over tcp: TCPStream, options: TLSOptions, deadline: Instant, timeoutSeconds: Double,
                                log: (String) -> Void = { _ in }) throws(TransportError) -> TLSStream {
-        guard let context = SSL_CTX_new(TLS_client_method()) else { throw .tls("cannot create a TLS context: \(errorQueueText())") }
-        _ = wsp_ssl_ctx_set_min_version(context, wsp_tls1_2_version())
-        wsp_ssl_ctx_ignore_unexpected_eof(context)
+        try loadOpenSSL()
+        guard let context = wsp_SSL_CTX_new(wsp_TLS_client_method()) else { throw .tls("cannot create a TLS context: \(errorQueueText())") }
+        _ = wsp_SSL_CTX_set_min_proto_version(context, wsp_TLS1_2_VERSION())
+        wsp_SSL_CTX_ignore_unexpected_eof(context)
         if options.verifyPeer {
-            SSL_CTX_set_verify(context, SSL_VERIFY_PEER, nil)
+            wsp_SSL_CTX_set_verify(context, SSL_VERIFY_PEER)
             if let caFile = options.caFile {
-                guard SSL_CTX_load_verify_locations(context, caFile, nil) == 1 else {
-                    SSL_CTX_free(context)
+                guard wsp_SSL_CTX_load_verify_locations(context, caFile, nil) == 1 else {
+                    wsp_SSL_CTX_free(context)
                     throw .tls("cannot load CA certificates from '\(caFile)': \(errorQueueText())")
                 }
-            } else if SSL_CTX_set_default_verify_paths(context) != 1 {
-                SSL_CTX_free(context)
+            } else if wsp_SSL_CTX_set_default_verify_paths(context) != 1 {
+                wsp_SSL_CTX_free(context)
                 throw .tls("cannot load the system CA store: \(errorQueueText())")
             }
         } else {
-            SSL_CTX_set_verify(context, SSL_VERIFY_NONE, nil)
+            wsp_SSL_CTX_set_verify(context, SSL_VERIFY_NONE)
         }
         // ALPN: only HTTP/1.1 can carry the upgrade; this keeps h2-first servers from choosing h2.
         let alpn: [UInt8] = [8] + Array("http/1.1".utf8)
-        _ = alpn.withUnsafeBufferPointer { SSL_CTX_set_alpn_protos(context, $0.baseAddress, UInt32($0.count)) }
+        _ = alpn.withUnsafeBufferPointer { wsp_SSL_CTX_set_alpn_protos(context, $0.baseAddress, UInt32($0.count)) }
 
-        guard let ssl = SSL_new(context) else {
-            SSL_CTX_free(context)
+        guard let ssl = wsp_SSL_new(context) else {
+            wsp_SSL_CTX_free(context)
             throw .tls("cannot create a TLS session: \(errorQueueText())")
         }
         let stream = TLSStream(tcp: tcp, context: context, ssl: ssl)
-        SSL_set_fd(ssl, tcp.fileDescriptor)
-        _ = wsp_ssl_set_nonblocking_modes(ssl)
+        _ = wsp_SSL_set_fd(ssl, tcp.fileDescriptor)
+        _ = wsp_SSL_set_nonblocking_modes(ssl)
         if options.serverNameIsIP {
             if options.verifyPeer {
-                X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), options.serverName)
+                _ = wsp_SSL_set1_ip(ssl, options.serverName)
             }
         } else {
-            _ = wsp_ssl_set_sni(ssl, options.serverName)
+            _ = wsp_SSL_set_tlsext_host_name(ssl, options.serverName)
             if options.verifyPeer {
-                SSL_set1_host(ssl, options.serverName)
+                _ = wsp_SSL_set1_host(ssl, options.serverName)
             }
         }
 
         while true {
-            ERR_clear_error()
-            let result = SSL_connect(ssl)
+            wsp_ERR_clear_error()
+            let result = wsp_SSL_connect(ssl)
             if result == 1 { break }
-            let error = SSL_get_error(ssl, result)
+            let error = wsp_SSL_get_error(ssl, result)
             let interest: PollInterest
             switch error {
             case SSL_ERROR_WANT_READ: interest = .read
             case SSL_ERROR_WANT_WRITE: interest = .write
             default:
-                let verify = SSL_get_verify_result(ssl)
+                let verify = wsp_SSL_get_verify_result(ssl)
                 if options.verifyPeer && verify != Int(X509_V_OK) {
                     throw .tls(verificationMessage(Int32(verify), name: options.serverName))
                 }
@@ -123,16 +124,16 @@ public final class TLSStream: ByteStream {
             let ready = poll(&entry, 1, deadline.pollTimeout())
             if ready == 0 { throw .timedOut(stage: "in the TLS handshake", seconds: timeoutSeconds) }
         }
-        let version = SSL_get_version(ssl).map { String(cString: $0) } ?? "TLS"
-        let cipher = SSL_get_current_cipher(ssl).flatMap { SSL_CIPHER_get_name($0) }.map { String(cString: $0) } ?? ""
+        let version = wsp_SSL_get_version(ssl).map { String(cString: $0) } ?? "TLS"
+        let cipher = wsp_SSL_cipher_name(ssl).map { String(cString: $0) } ?? ""
         stream.summary = "\(version) \(cipher)"
         log("TLS established: \(stream.summary)\(options.verifyPeer ? "" : " (certificate not verified: --insecure)")")
         return stream
     }
 
     public func read(into buffer: UnsafeMutableRawPointer, count: Int) -> IOResult {
-        ERR_clear_error()
-        let n = SSL_read(ssl, buffer, Int32(min(count, Int(Int32.max))))
+        wsp_ERR_clear_error()
+        let n = wsp_SSL_read(ssl, buffer, Int32(min(count, Int(Int32.max))))
         if n > 0 { return .done(Int(n)) }
         return outcome(of: n, closedIsEnd: true)
     }
@@ -147,8 +148,8 @@ public final class TLSStream: ByteStream {
         guard count > 0 else { return .done(0) }
         let first = vectors[0]
         if first.iov_len >= TLSStream.recordSize {
-            ERR_clear_error()
-            let n = SSL_write(ssl, first.iov_base, Int32(min(first.iov_len, Int(Int32.max))))
+            wsp_ERR_clear_error()
+            let n = wsp_SSL_write(ssl, first.iov_base, Int32(min(first.iov_len, Int(Int32.max))))
             if n > 0 { return .done(Int(n)) }
             return outcome(of: n, closedIsEnd: false)
         }
@@ -173,8 +174,8 @@ public final class TLSStream: ByteStream {
     /// Writes the staged record. Retries use the same buffer and length, as OpenSSL asks.
     public func flush() -> IOResult {
         while stagedCount > 0 {
-            ERR_clear_error()
-            let n = SSL_write(ssl, staging, Int32(stagedCount))
+            wsp_ERR_clear_error()
+            let n = wsp_SSL_write(ssl, staging, Int32(stagedCount))
             if n <= 0 { return outcome(of: n, closedIsEnd: false) }
             let written = Int(n)
             if written < stagedCount {
@@ -185,27 +186,27 @@ public final class TLSStream: ByteStream {
         return .done(0)
     }
 
-    public var hasBufferedInput: Bool { SSL_has_pending(ssl) != 0 }
+    public var hasBufferedInput: Bool { wsp_SSL_has_pending(ssl) != 0 }
     public var hasPendingOutput: Bool { stagedCount > 0 }
 
     public func shutdownOutput() {
         guard !closed else { return }
-        ERR_clear_error()
-        _ = SSL_shutdown(ssl)  // sends close_notify; the answer is not awaited
+        wsp_ERR_clear_error()
+        _ = wsp_SSL_shutdown(ssl)  // sends close_notify; the answer is not awaited
         tcp.shutdownOutput()
     }
 
     public func close() {
         guard !closed else { return }
         closed = true
-        SSL_free(ssl)
-        SSL_CTX_free(context)
+        wsp_SSL_free(ssl)
+        wsp_SSL_CTX_free(context)
         tcp.close()
     }
 
     private func outcome(of result: Int32, closedIsEnd: Bool) -> IOResult {
         let code = errno
-        switch SSL_get_error(ssl, result) {
+        switch wsp_SSL_get_error(ssl, result) {
         case SSL_ERROR_WANT_READ: return .wouldBlock(.read)
         case SSL_ERROR_WANT_WRITE: return .wouldBlock(.write)
         case SSL_ERROR_ZERO_RETURN: return closedIsEnd ? .endOfStream : .failed("the server closed the TLS session")
@@ -220,14 +221,21 @@ public final class TLSStream: ByteStream {
     }
 }
 
+/// Loads OpenSSL on first use (it is not linked; see CTLSShims). Throws `.tls` if the
+/// library is missing.
+func loadOpenSSL() throws(TransportError) {
+    var error = [CChar](repeating: 0, count: 512)
+    if wsp_tls_load(&error, error.count) != 0 { throw .tls(cString(error)) }
+}
+
 /// The OpenSSL error queue as one line (emptied), or "unknown error".
 func errorQueueText() -> String {
     var parts: [String] = []
     while true {
-        let code = ERR_get_error()
+        let code = wsp_ERR_get_error()
         if code == 0 { break }
         var text = [CChar](repeating: 0, count: 256)
-        ERR_error_string_n(code, &text, text.count)
+        wsp_ERR_error_string_n(code, &text, text.count)
         let line = cString(text)
         // "error:0A000086:SSL routines::certificate verify failed" -> the reason part.
         parts.append(line.split(separator: ":", omittingEmptySubsequences: false).last.map(String.init) ?? line)
@@ -237,7 +245,7 @@ func errorQueueText() -> String {
 
 /// A certificate verification failure in words a user can act on.
 func verificationMessage(_ code: Int32, name: String) -> String {
-    let detail = X509_verify_cert_error_string(Int(code)).map { String(cString: $0) } ?? "error \(code)"
+    let detail = wsp_X509_verify_cert_error_string(Int(code)).map { String(cString: $0) } ?? "error \(code)"
     let reason: String
     switch code {
     case X509_V_ERR_CERT_HAS_EXPIRED:

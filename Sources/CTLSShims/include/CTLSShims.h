@@ -1,21 +1,68 @@
 #ifndef WSPIPE_TLS_SHIMS_H
 #define WSPIPE_TLS_SHIMS_H
+#include <stddef.h>
+#include <stdint.h>
+#include <openssl/err.h>
 #include <openssl/ssl.h>
+#include <openssl/x509v3.h>
 
-/* OpenSSL API that is a macro (SSL_ctrl / SSL_CTX_ctrl underneath), which Swift cannot
- * import. Each returns what the macro returns. */
+/* OpenSSL, loaded on demand.
+ *
+ * wspipe does not link libssl or libcrypto: wsp_tls_load() dlopens libssl.so.3 and
+ * libcrypto.so.3 the first time a TLS connection is made and resolves every function
+ * below. Each wsp_X function calls OpenSSL's X with the same arguments and result; the
+ * ones named after macros (SNI, modes, minimum version) expand the macro here, since
+ * Swift cannot import macros. Call wsp_tls_load() successfully before any other. */
 
-/// SSL_set_tlsext_host_name: the SNI name sent in the ClientHello.
-long wsp_ssl_set_sni(SSL *ssl, const char *name);
-/// SSL_CTX_set_min_proto_version.
-long wsp_ssl_ctx_set_min_version(SSL_CTX *ctx, int version);
-/// SSL_set_mode(ssl, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER).
-long wsp_ssl_set_nonblocking_modes(SSL *ssl);
+/// Loads OpenSSL 3. Returns 0, or -1 with a one-line reason in `error`.
+int wsp_tls_load(char *error, size_t length);
+
+const SSL_METHOD *wsp_TLS_client_method(void);
+SSL_CTX *wsp_SSL_CTX_new(const SSL_METHOD *method);
+void wsp_SSL_CTX_free(SSL_CTX *ctx);
+void wsp_SSL_CTX_set_verify(SSL_CTX *ctx, int mode);
+int wsp_SSL_CTX_load_verify_locations(SSL_CTX *ctx, const char *file, const char *path);
+int wsp_SSL_CTX_set_default_verify_paths(SSL_CTX *ctx);
+int wsp_SSL_CTX_set_alpn_protos(SSL_CTX *ctx, const unsigned char *protos, unsigned int length);
+int wsp_SSL_CTX_use_certificate_chain_file(SSL_CTX *ctx, const char *file);
+int wsp_SSL_CTX_use_PrivateKey_file(SSL_CTX *ctx, const char *file, int type);
+int wsp_SSL_CTX_check_private_key(const SSL_CTX *ctx);
+/// The password OpenSSL's default callback uses for an encrypted private key.
+void wsp_SSL_CTX_set_default_passwd_cb_userdata(SSL_CTX *ctx, void *password);
+/// SSL_CTX_set_min_proto_version (a macro).
+long wsp_SSL_CTX_set_min_proto_version(SSL_CTX *ctx, int version);
 /// SSL_CTX_set_options(ctx, SSL_OP_IGNORE_UNEXPECTED_EOF): a peer that drops TCP without
 /// close_notify reads as end of stream (WebSocket has its own closing handshake).
-void wsp_ssl_ctx_ignore_unexpected_eof(SSL_CTX *ctx);
-/// Version constants as ints (they are macros too).
-int wsp_tls1_2_version(void);
-int wsp_tls1_3_version(void);
+void wsp_SSL_CTX_ignore_unexpected_eof(SSL_CTX *ctx);
+
+SSL *wsp_SSL_new(SSL_CTX *ctx);
+void wsp_SSL_free(SSL *ssl);
+int wsp_SSL_set_fd(SSL *ssl, int fd);
+/// SSL_set_tlsext_host_name (a macro): the SNI name.
+long wsp_SSL_set_tlsext_host_name(SSL *ssl, const char *name);
+/// SSL_set_mode(ssl, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER).
+long wsp_SSL_set_nonblocking_modes(SSL *ssl);
+int wsp_SSL_set1_host(SSL *ssl, const char *hostname);
+/// X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), ip): verify an IP address instead.
+int wsp_SSL_set1_ip(SSL *ssl, const char *ip);
+int wsp_SSL_connect(SSL *ssl);
+int wsp_SSL_get_error(const SSL *ssl, int result);
+long wsp_SSL_get_verify_result(const SSL *ssl);
+const char *wsp_SSL_get_version(const SSL *ssl);
+/// SSL_CIPHER_get_name(SSL_get_current_cipher(ssl)), or NULL.
+const char *wsp_SSL_cipher_name(const SSL *ssl);
+int wsp_SSL_read(SSL *ssl, void *buffer, int count);
+int wsp_SSL_write(SSL *ssl, const void *buffer, int count);
+int wsp_SSL_has_pending(const SSL *ssl);
+int wsp_SSL_shutdown(SSL *ssl);
+
+void wsp_ERR_clear_error(void);
+unsigned long wsp_ERR_get_error(void);
+void wsp_ERR_error_string_n(unsigned long code, char *buffer, size_t length);
+const char *wsp_X509_verify_cert_error_string(long code);
+
+/// Version constants (macros).
+int wsp_TLS1_2_VERSION(void);
+int wsp_TLS1_3_VERSION(void);
 
 #endif
