@@ -47,7 +47,7 @@ final class ByteBuffer: @unchecked Sendable {
 enum BufferPool {
     // Addresses as integers: raw pointers are not Sendable.
     private static let idle = Mutex<[Int: [UInt]]>([:])
-    private static let limit = 16
+    private static let limit = 4
 
     static func take(capacity: Int) -> UnsafeMutableRawPointer {
         if let reused = idle.withLock({ $0[capacity]?.popLast() }), let pointer = UnsafeMutableRawPointer(bitPattern: reused) {
