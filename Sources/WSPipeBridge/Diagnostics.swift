@@ -15,6 +15,9 @@ public final class Diagnostics: @unchecked Sendable {
     /// An error: always printed.
     public func error(_ message: String) { emit("wspipe: \(message)") }
 
+    /// A line printed whatever the verbosity (--stats asked for it), without the prefix.
+    public func always(_ line: String) { emit(line) }
+
     /// A warning: hidden by -q.
     public func warning(_ message: String) {
         if verbosity >= 0 { emit("wspipe: warning: \(message)") }

@@ -21,6 +21,8 @@ public enum ExitStatus: Int32, Sendable, CaseIterable {
     case connectionLost = 7
     /// The server closed with a code other than 1000 (code and reason on stderr).
     case closedByPeer = 8
+    /// --timeout expired (after a closing handshake), as timeout(1) does.
+    case timedOut = 124
     /// SIGHUP, SIGINT, SIGTERM: closing handshake with 1001, then 128 + the signal.
     case hangup = 129
     case interrupted = 130
