@@ -28,6 +28,10 @@ struct OutputAssembler {
     /// Write nothing at all (--send-only).
     let discard: Bool
     private let separatorBuffer: ByteBuffer?
+    /// The current message's payload: most messages arrive in one piece, kept here without
+    /// an array; further pieces go to `pending` after it.
+    private var first: Segment?
+    private var firstSize = 0
     private var pending = SegmentList()
     private(set) var batch = SegmentList()
     private var arena = ByteBuffer(capacity: OutputAssembler.arenaSize)
@@ -61,22 +65,38 @@ struct OutputAssembler {
 
     mutating func start(_ kind: MessageKind) {
         currentKind = kind
-        pending.removeAll()
+        clearPending()
     }
+
+    private mutating func clearPending() {
+        first = nil
+        firstSize = 0
+        if !pending.isEmpty { pending.removeAll() }
+    }
+
+    private var pendingSize: Int { firstSize + pending.byteCount }
 
     mutating func data(_ owner: ByteBuffer, _ start: UnsafeMutableRawPointer, _ count: Int) {
         bytes += UInt64(count)
         // Past the limit, or discarding: nothing is kept, so no buffer stays alive for it.
-        if discard || limitReached { return }
-        pending.append(owner, start, count)
+        if discard || limitReached || count == 0 { return }
+        if first == nil {
+            first = Segment(owner: owner, start: start, count: count)
+            firstSize = count
+        } else if pending.isEmpty, let held = first, held.owner === owner, held.start + held.count == start {
+            first = Segment(owner: owner, start: held.start, count: held.count + count)
+            firstSize += count
+        } else {
+            pending.append(owner, start, count)
+        }
     }
 
     mutating func end() {
-        let size = pending.byteCount
+        let size = pendingSize
         let kind = currentKind ?? .binary
         currentKind = nil
         guard !discard && !limitReached else {
-            pending.removeAll()
+            clearPending()
             messages += 1
             return
         }
@@ -106,7 +126,7 @@ struct OutputAssembler {
             line.append(UInt8(ascii: "}"))
             appendCopy(line, separator: true)
         }
-        pending.removeAll()
+        clearPending()
         messages += 1
     }
 
@@ -124,7 +144,7 @@ struct OutputAssembler {
 
     /// Drops a partly received message (the connection failed or was lost).
     mutating func discardPending() {
-        pending.removeAll()
+        clearPending()
         currentKind = nil
     }
 
@@ -135,11 +155,15 @@ struct OutputAssembler {
 
     /// The payload as it stands, small ones copied next to each other, large ones referenced.
     private mutating func appendRaw() {
-        let size = pending.byteCount
+        let size = pendingSize
         let total = size + (separatorBuffer == nil ? 0 : 1)
         if total <= OutputAssembler.copyLimit {
             let start = reserve(total)
             var offset = 0
+            if let first {
+                start.copyMemory(from: first.start, byteCount: first.count)
+                offset = first.count
+            }
             for segment in pending.segments {
                 (start + offset).copyMemory(from: segment.start, byteCount: segment.count)
                 offset += segment.count
@@ -147,6 +171,7 @@ struct OutputAssembler {
             if let separatorBuffer { (start + offset).copyMemory(from: separatorBuffer.base, byteCount: 1) }
             batch.append(arena, start, total)
         } else {
+            if let first { batch.append(first.owner, first.start, first.count) }
             batch.append(contentsOf: pending)
             if let separatorBuffer { batch.append(separatorBuffer, separatorBuffer.base, 1) }
         }
@@ -180,7 +205,8 @@ struct OutputAssembler {
 
     private func contiguousPending() -> [UInt8] {
         var payload: [UInt8] = []
-        payload.reserveCapacity(pending.byteCount)
+        payload.reserveCapacity(pendingSize)
+        if let first { payload += UnsafeRawBufferPointer(start: first.start, count: first.count) }
         for segment in pending.segments {
             payload += UnsafeRawBufferPointer(start: segment.start, count: segment.count)
         }
