@@ -42,9 +42,9 @@ public struct UTF8Validator: Sendable, Equatable {
                 while i + 8 <= count, (base + i).loadUnaligned(as: UInt64.self) & 0x8080_8080_8080_8080 == 0 {
                     i += 8
                 }
-                // A short ASCII tail: one load of the last eight bytes (overlapping bytes
-                // already checked) settles it.
-                if i < count && count >= 8
+                // Fewer than eight bytes left: one load of the last eight (overlapping bytes
+                // already checked) settles an ASCII tail.
+                if i < count && i + 8 > count && count >= 8
                     && (base + count - 8).loadUnaligned(as: UInt64.self) & 0x8080_8080_8080_8080 == 0 {
                     i = count
                 }
