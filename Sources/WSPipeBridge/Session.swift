@@ -452,6 +452,10 @@ public final class Session {
 
     private func queueControlFrames() {
         guard connection.hasOutboundControl else { return }
+        // While the socket queue is full, pongs wait in the connection, which keeps only the
+        // most recent few: a server that floods pings without reading cannot grow our memory.
+        // A Close or our own ping always goes.
+        if outbound.byteCount >= Session.outboundHighWater && !connection.hasOutboundCloseOrPing { return }
         outbound.appendBytes(connection.takeOutboundControl())
     }
 
