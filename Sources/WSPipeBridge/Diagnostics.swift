@@ -38,6 +38,19 @@ public final class Diagnostics: @unchecked Sendable {
         if verbosity > 0 { emit("wspipe: \(direction) \(text)") }
     }
 
+    /// A request target with the values of secret-looking query parameters hidden
+    /// (`?access_token=[redacted]&room=5`): tokens in URLs must not reach logs either.
+    public static func redactedTarget(_ target: String) -> String {
+        guard let question = target.firstIndex(of: "?") else { return target }
+        let query = target[target.index(after: question)...]
+        let parts = query.split(separator: "&", omittingEmptySubsequences: false).map { part -> String in
+            guard let equals = part.firstIndex(of: "=") else { return String(part) }
+            let name = HTTPHeader(name: String(part[..<equals]), value: "")
+            return name.isSensitive ? "\(part[..<equals])=[redacted]" : String(part)
+        }
+        return String(target[...question]) + parts.joined(separator: "&")
+    }
+
     /// The value to show for a header: secrets keep only their scheme ("Bearer [redacted]").
     public static func redacted(_ header: HTTPHeader) -> String {
         guard header.isSensitive else { return header.value }

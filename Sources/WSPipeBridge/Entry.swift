@@ -9,6 +9,7 @@ import Glibc
 /// left main.swift allocating a Session of a stale, smaller size.
 @inline(never)
 public func wspipeMain(arguments: [String], environment: (String) -> String?) -> Int32 {
+    occupyClosedStandardDescriptors()
     let command: Command
     do {
         command = try CommandLineParser.parse(arguments, environment: environment)
@@ -33,6 +34,18 @@ public func wspipeMain(arguments: [String], environment: (String) -> String?) ->
             log.error("\(error)")
             return ExitStatus.localError.rawValue
         }
+    }
+}
+
+/// A closed stdin, stdout or stderr (`<&-`, `>&-`) would otherwise be taken by the first
+/// descriptor wspipe opens (its eventfd, the socket): stdin would read the eventfd and
+/// diagnostics would go into the WebSocket connection. Each closed one is opened on
+/// /dev/null before anything else: stdin then reads end of input, stderr discards, and
+/// stdout is opened read-only so that writing to it still fails (EBADF).
+private func occupyClosedStandardDescriptors() {
+    for fd: Int32 in 0...2 where wsp_get_fl(fd) < 0 && errno == EBADF {
+        let mode = fd == 2 ? O_WRONLY : O_RDONLY
+        _ = open("/dev/null", mode)
     }
 }
 

@@ -294,7 +294,10 @@ struct InputFramer {
             throw .invalidUTF8(line: lines + 1, column: held + bad + 1, byte: start.load(fromByteOffset: bad, as: UInt8.self))
         }
         if (carry?.free ?? 0) < length {
-            let grown = ByteBuffer(capacity: max(OutboundQueue.arenaSize, (held + length) * 2))
+            // Powers of two: amortised growth, and few distinct sizes.
+            var capacity = OutboundQueue.arenaSize
+            while capacity < held + length { capacity *= 2 }
+            let grown = ByteBuffer(capacity: capacity)
             if let old = carry { grown.base.copyMemory(from: old.base, byteCount: old.count) }
             grown.count = held
             carry = grown

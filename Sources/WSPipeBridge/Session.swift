@@ -183,7 +183,7 @@ public final class Session {
         let (_, headLength) = try exchange.perform(handshake, into: receiveBuffer)
         Signals.exitAtOnce.store(false, ordering: .relaxed)
         parsed = headLength
-        log.event("connected: \(url)")
+        log.event("connected: \(Diagnostics.redactedTarget(url.description))")
     }
 
     // MARK: - The loop

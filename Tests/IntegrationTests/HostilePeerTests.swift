@@ -66,7 +66,7 @@ final class HostilePeerTests: HostileTestCase {
     }
 
     func testPingFloodFromAServerThatNeverReadsKeepsMemoryBounded() throws {
-        // BUG: wspipe queues one pong per ping, without limit, while the server does not read
+        // Regression test (fixed): wspipe queues one pong per ping, without limit, while the server does not read
         // (Session.loop reads the socket whatever the outbound queue holds; mayRead looks only
         // at stdout; WebSocketConnection.receive appends a 131-byte masked pong per ping).
         // A server that pings faster than it reads grows wspipe's memory ~131 bytes per ping,

@@ -36,7 +36,7 @@ final class LocalInputTests: HostileTestCase {
     }
 
     func testManyLongLinesOfVaryingLengthKeepMemoryBounded() throws {
-        // BUG: memory grows with the total volume of long lines, not with the longest line.
+        // Regression test (fixed): memory grows with the total volume of long lines, not with the longest line.
         // A line longer than one stdin read is collected in InputFramer's `carry`, which grows
         // to max(64 KiB, (held + length) * 2): a capacity that depends on the line's length
         // and where the reads cut it. Released buffers go to BufferPool, which keeps up to 16
@@ -101,7 +101,7 @@ final class LocalInputTests: HostileTestCase {
     }
 
     func testStdoutClosedWithMessagesToWriteFailsWithoutHanging() throws {
-        // BUG: with fd 1 closed, the eventfd wspipe creates first (Session.init -> Wakeup())
+        // Regression test (fixed): with fd 1 closed, the eventfd wspipe creates first (Session.init -> Wakeup())
         // gets descriptor 1, and the stdout thread writes the received messages into it.
         // Observed: a batch that is not 8 bytes long fails with EINVAL -> "cannot write to
         // stdout: Invalid argument", exit 1, Close 1011 (right status, misleading text); an
@@ -123,7 +123,7 @@ final class LocalInputTests: HostileTestCase {
     }
 
     func testStderrClosedNeverSendsDiagnosticsToTheServer() throws {
-        // BUG: with fds 1 and 2 closed, the eventfd gets 1 and the TCP socket gets 2, and
+        // Regression test (fixed): with fds 1 and 2 closed, the eventfd gets 1 and the TCP socket gets 2, and
         // every diagnostic line (here -v) is written into the WebSocket connection: the
         // server receives "wspipe: * connected to ..." before the HTTP request, and later lines
         // between frames (it sees garbage frames), and the session never ends. Expected: the
@@ -153,7 +153,7 @@ final class LocalInputTests: HostileTestCase {
     }
 
     func testStdinClosedIsLikeEmptyInput() throws {
-        // BUG: `wspipe URL <&-` never ends. The eventfd (Session.init -> Wakeup()) gets
+        // Regression test (fixed): `wspipe URL <&-` never ends. The eventfd (Session.init -> Wakeup()) gets
         // descriptor 0, so the stdin thread reads the eventfd instead of getting EBADF
         // (StdinReader handles EBADF as end of input, but it never sees it): it blocks in
         // poll, then steals the network thread's wake-ups (8-byte counter values). Expected:
