@@ -257,6 +257,35 @@ final class PipelineTests: IntegrationTestCase {
         XCTAssertEqual(lines(result).last, #"{"type":"close","code":4001,"reason":""}"#, "\(result)")
     }
 
+    func testJSONLinesInputLinesSpanningReadsAndPipeWrites() throws {
+        // Lines longer than one stdin read (256 KiB), and lines that arrive in pieces.
+        let server = try startFrames(["--echo"])
+        let big = noise(700_000)
+        let longText = String(repeating: "é\\n\\u0041 ", count: 40_000)  // 400 KB of escapes in the line
+        let child = try spawnWspipe(["--jsonl", url(server)], stdin: .pipe)
+        child.writeStdin("{\"type\":\"binary\",\"base64\":\"\(Data(big).base64EncodedString())\"}\n")
+        child.writeStdin("{\"type\":\"text\",\"data\":\"\(longText)\"}\n")
+        for piece in ["{\"type\":\"te", "xt\",\"data\":\"spl", "it é", "\"}", "\n{\"type\":\"binary\",\"base64\":\"AP", "8=\"}\n"] {
+            child.writeStdin(Array(piece.utf8))
+            usleep(50_000)
+        }
+        child.closeStdin()
+        let result = finish(child, timeout: 30)
+        assertExit(result, 0)
+        let record = try framesRecord(server)
+        let decodedText = String(repeating: "é\nA ", count: 40_000)
+        XCTAssertEqual(record.messages.map(\.type), ["binary", "text", "text", "binary"])
+        XCTAssertEqual(record.messages.map(\.bytes), [big, Array(decodedText.utf8), Array("split é".utf8), [0x00, 0xFF]])
+        // And the echoes come back as the same JSON lines (escapes normalised).
+        let output = lines(result)
+        XCTAssertEqual(output.count, 5, "four messages and the Close line")
+        guard output.count == 5 else { return }
+        XCTAssertEqual(output[0], "{\"type\":\"binary\",\"base64\":\"\(Data(big).base64EncodedString())\"}")
+        XCTAssertEqual(object(output[1])["data"] as? String, decodedText)
+        XCTAssertEqual(output[2], #"{"type":"text","data":"split é"}"#)
+        XCTAssertEqual(output[3], #"{"type":"binary","base64":"AP8="}"#)
+    }
+
     func testJSONLinesCloseWithNullCodeSendsAnEmptyClose() throws {
         let server = try startFrames()
         let result = try runWspipe(["--jsonl", url(server)],
@@ -336,7 +365,8 @@ final class PipelineTests: IntegrationTestCase {
 
     func testBinaryBase64RoundTripsThroughAnEcho() throws {
         let server = try startFrames(["--echo"])
-        let messages = [noise(100, seed: 1), [], [0, 0, 0], noise(70_000, seed: 2)]
+        // The last line (about 930 KB) spans several stdin reads.
+        let messages = [noise(100, seed: 1), [], [0, 0, 0], noise(70_000, seed: 2), noise(700_000, seed: 3)]
         let input = messages.map { Data($0).base64EncodedString() + "\n" }.joined()
         let result = try runWspipe(["-b", "--base64", url(server)], stdin: .bytes(Array(input.utf8)))
         assertExit(result, 0)
