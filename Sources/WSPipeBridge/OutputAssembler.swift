@@ -130,9 +130,10 @@ struct OutputAssembler {
         messages += 1
     }
 
-    /// --jsonl: the server's Close as an event line (written whatever the limit).
+    /// --jsonl: the server's Close as an event line (not after -n's count: a `head -n`-style
+    /// reader gets exactly the lines it asked for).
     mutating func close(_ payload: ClosePayload) {
-        guard case .jsonLines(let timestamps) = format, !discard else { return }
+        guard case .jsonLines(let timestamps) = format, !discard, !limitReached else { return }
         var line = Array("{\"type\":\"close\",\"code\":".utf8)
         line += Array((payload.code.map { String($0.rawValue) } ?? "null").utf8)
         line += Array(",\"reason\":".utf8)

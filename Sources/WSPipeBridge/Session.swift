@@ -126,6 +126,7 @@ public final class Session {
             log.error(error.message)
             return error.status
         }
+        lastActivity = .now()  // --idle-timeout counts from the open connection
         for text in config.sendMessages {
             let header = connection.makeHeader(opcode: .text, payloadLength: text.utf8.count)
             Array(text.utf8).withUnsafeBytes { outbound.appendFrame(header, copying: $0.baseAddress, count: $0.count) }
@@ -316,7 +317,7 @@ public final class Session {
                     } else if let rtt = pings.pongReceived(payload, at: .now()) {
                         log.event("received pong (\(payload.count) bytes), round trip \(formatMilliseconds(rtt)) ms")
                     } else {
-                        log.event("received unsolicited pong (\(payload.count) bytes)")
+                        log.event("received pong (\(payload.count) bytes)")
                     }
                 case .close(let payload):
                     log.event("received Close \(describe(payload))")
@@ -329,7 +330,8 @@ public final class Session {
                 // -n: enough messages; the ones that still arrive before the server's Close
                 // are not written.
                 limitClosing = true
-                log.event("received \(output.messages) messages (-n); closing")
+                let count = config.maxMessages ?? 0
+                log.event("received \(count) message\(count == 1 ? "" : "s") (-n); closing")
                 stopStdin()
                 startClose(ClosePayload(code: .normalClosure))
             }
@@ -504,12 +506,21 @@ public final class Session {
             lingerDeadline = nil
             closeAfterBarrier(endOfInputClose)
         }
-        if let deadline = sessionDeadline, now >= deadline, !timedOut {
-            timedOut = true
-            log.event("--timeout of \(formatSeconds(config.sessionTimeout ?? 0)) s reached; closing")
-            stopStdin()
-            lingerDeadline = nil
-            startClose(ClosePayload(code: .normalClosure))
+        if let deadline = sessionDeadline, now >= deadline {
+            sessionDeadline = nil
+            // The closing handshake after --timeout waits at most a second more, so the
+            // session ends close to the limit the user set.
+            let limit = now.adding(seconds: min(config.closeTimeout, Session.tcpCloseWait))
+            if connection.closeSent == nil {
+                timedOut = true
+                log.event("--timeout of \(formatSeconds(config.sessionTimeout ?? 0)) s reached; closing")
+                stopStdin()
+                lingerDeadline = nil
+                deferredClose = nil
+                barrierDeadline = nil
+                startClose(ClosePayload(code: .normalClosure))
+            }
+            closeDeadline = min(closeDeadline ?? limit, limit)
         }
         if let idle = config.idleTimeout, connection.state == .open, now.seconds(since: lastActivity) >= idle {
             log.event("no message for \(formatSeconds(idle)) s (--idle-timeout); closing")
