@@ -121,34 +121,11 @@ public final class Session {
     // MARK: - Opening
 
     private func open() throws(OpenError) {
-        let url = config.url
-        let deadline = Instant.now().adding(seconds: config.connectTimeout)
-        let tcp: TCPStream
-        do {
-            tcp = try TCPConnector.connect(host: url.host, port: url.port, deadline: deadline,
-                                           timeoutSeconds: config.connectTimeout, log: { log.event($0) })
-        } catch {
-            throw .transport(error)
-        }
-        if url.isSecure {
-            let options = TLSOptions(serverName: url.host, serverNameIsIP: url.isIPLiteral,
-                                     verifyPeer: !config.insecure, caFile: config.caFile)
-            do {
-                stream = try TLSStream.connect(over: tcp, options: options, deadline: deadline,
-                                               timeoutSeconds: config.connectTimeout, log: { log.event($0) })
-            } catch {
-                throw .transport(error)
-            }
-        } else {
-            stream = tcp
-        }
-        guard let stream else { return }
-        let handshake = ClientHandshake(url: url, subprotocols: config.subprotocols, headers: config.requestHeaders)
-        let exchange = HandshakeExchange(stream: stream, deadline: deadline, timeoutSeconds: config.connectTimeout, log: log)
-        let (_, headLength) = try exchange.perform(handshake, into: receiveBuffer)
+        let opened = try Opener(config: config, log: log).open(into: receiveBuffer)
+        stream = opened.stream
         Signals.exitAtOnce.store(false, ordering: .relaxed)
-        parsed = headLength
-        log.event("connected: \(url)")
+        parsed = opened.headLength
+        log.event("connected: \(opened.url)")
     }
 
     // MARK: - The loop
