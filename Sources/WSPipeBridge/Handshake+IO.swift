@@ -120,9 +120,17 @@ struct HandshakeExchange {
             case .wouldBlock(let interest):
                 try wait(for: interest, stage: "waiting for the server's handshake response")
             case .endOfStream:
-                if buffer.count == 0, let tls = stream as? TLSStream, tls.serverWantedCertificate {
-                    throw .transport(.tls("the server asked for a client certificate and closed the connection without "
-                                          + "one: it requires a client certificate (give one with --cert and --key)"))
+                // TLS 1.3 servers check the client certificate after the TLS handshake; many
+                // (Python's among them) then close without sending their alert.
+                if buffer.count == 0, let tls = stream as? TLSStream {
+                    if tls.serverWantedCertificate {
+                        throw .transport(.tls("the server asked for a client certificate and closed the connection without "
+                                              + "one: it requires a client certificate (give one with --cert and --key)"))
+                    }
+                    if tls.sentClientCertificate {
+                        throw .transport(.tls("the server closed the connection right after the TLS handshake without "
+                                              + "answering: it probably refused the client certificate (--cert)"))
+                    }
                 }
                 throw .handshakeLost(buffer.count == 0
                     ? "the server closed the connection without answering the WebSocket handshake"

@@ -79,7 +79,8 @@ public final class TLSStream: ByteStream {
     private var outgoingStart = 0
     private var outgoingEnd = 0
     private static let pairSize = 64 * 1024
-    private var sentClientCertificate = false
+    /// Whether a client certificate was configured (and so sent if the server asked).
+    public private(set) var sentClientCertificate = false
     /// Set by OpenSSL (through a callback) when the server asked for a certificate we lack.
     private let certificateRequested = UnsafeMutablePointer<Int32>.allocate(capacity: 1)
 
