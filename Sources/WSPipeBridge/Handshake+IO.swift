@@ -90,6 +90,7 @@ struct HandshakeExchange {
             case .wouldBlock(let interest): try wait(for: interest, stage: "sending the handshake")
             case .failed(let why):
                 if why.hasPrefix("TLS: ") { throw .transport(.tls(String(why.dropFirst(5)))) }
+                try checkClientCertificateRefusal()
                 throw .handshakeLost("connection lost while sending the handshake: \(why)")
             case .endOfStream: throw .handshakeLost("the server closed the connection during the handshake")
             }
@@ -120,18 +121,7 @@ struct HandshakeExchange {
             case .wouldBlock(let interest):
                 try wait(for: interest, stage: "waiting for the server's handshake response")
             case .endOfStream:
-                // TLS 1.3 servers check the client certificate after the TLS handshake; many
-                // (Python's among them) then close without sending their alert.
-                if buffer.count == 0, let tls = stream as? TLSStream {
-                    if tls.serverWantedCertificate {
-                        throw .transport(.tls("the server asked for a client certificate and closed the connection without "
-                                              + "one: it requires a client certificate (give one with --cert and --key)"))
-                    }
-                    if tls.sentClientCertificate {
-                        throw .transport(.tls("the server closed the connection right after the TLS handshake without "
-                                              + "answering: it probably refused the client certificate (--cert)"))
-                    }
-                }
+                if buffer.count == 0 { try checkClientCertificateRefusal() }
                 throw .handshakeLost(buffer.count == 0
                     ? "the server closed the connection without answering the WebSocket handshake"
                     : "the server closed the connection in the middle of its handshake response")
@@ -139,8 +129,24 @@ struct HandshakeExchange {
                 // TLS 1.3 servers refuse a client certificate after the TLS handshake: the
                 // alert arrives with the first read. It is a TLS failure (4), not a lost one.
                 if why.hasPrefix("TLS: ") { throw .transport(.tls(String(why.dropFirst(5)))) }
+                if buffer.count == 0 { try checkClientCertificateRefusal() }
                 throw .handshakeLost("connection lost during the handshake: \(why)")
             }
+        }
+    }
+
+    /// TLS 1.3 servers check the client certificate after the TLS handshake; many (Python's
+    /// among them) then close or reset the connection without sending their alert. With no
+    /// answer at all, say so as a TLS failure when certificates were involved.
+    private func checkClientCertificateRefusal() throws(OpenError) {
+        guard let tls = stream as? TLSStream else { return }
+        if tls.serverWantedCertificate {
+            throw .transport(.tls("the server asked for a client certificate and closed the connection without "
+                                  + "one: it requires a client certificate (give one with --cert and --key)"))
+        }
+        if tls.sentClientCertificate {
+            throw .transport(.tls("the server closed the connection right after the TLS handshake without "
+                                  + "answering: it probably refused the client certificate (--cert)"))
         }
     }
 

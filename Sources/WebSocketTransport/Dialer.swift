@@ -133,8 +133,19 @@ public enum Dialer {
                     carrier = try TLSStream.connect(over: tcp, options: tls, deadline: deadline, timeoutSeconds: timeoutSeconds,
                                                     log: { log("\(proxy.name): \($0)") })
                 } catch {
-                    if case .tls(let why) = error { throw .tls("with the \(proxy.name): \(why)") }
-                    throw error
+                    // A plain HTTP proxy written as https:// (a common slip in proxy variables)
+                    // answers the TLS ClientHello with HTTP, or not at all.
+                    let hint = " (if it is a plain HTTP proxy, write http:// in its URL)"
+                    switch error {
+                    case .tls(let why):
+                        let plain = ["wrong version number", "packet length too long", "record layer failure",
+                                     "unexpected eof", "closed the connection"].contains { why.contains($0) }
+                        throw .tls("with the \(proxy.name): \(why)\(plain ? hint : "")")
+                    case .timedOut(_, let seconds):
+                        throw .timedOut(stage: "in the TLS handshake with the \(proxy.name)\(hint)", seconds: seconds)
+                    default:
+                        throw error
+                    }
                 }
             }
             let context = ProxyTunnel.Context(proxy: proxy, target: target, deadline: deadline,

@@ -154,6 +154,15 @@ final class ProxyTests: IntegrationTestCase {
         assertStderr(result, contains: "with the HTTPS proxy localhost:\(proxy.port): certificate verification failed")
     }
 
+    func testPlainProxyWrittenAsHTTPSGetsAHint() throws {
+        let proxy = try startProxy()  // plain HTTP: never answers a TLS ClientHello
+        let result = try runWspipe(["--connect-timeout", "1", "ws://127.0.0.1:9/"],
+                                   environment: ["http_proxy": "https://127.0.0.1:\(proxy.port)"])
+        assertExit(result, 3)
+        assertStderr(result, contains: "in the TLS handshake with the HTTPS proxy 127.0.0.1:\(proxy.port) (if it is a plain "
+                     + "HTTP proxy, write http:// in its URL)")
+    }
+
     // MARK: - The environment, as a corporate shell sets it
 
     func testEnvironmentVariablesChooseTheProxyByScheme() throws {
