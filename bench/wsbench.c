@@ -8,8 +8,10 @@
  *   wsbench source PORT BYTES SIZE  send BYTES in binary messages of SIZE bytes, then Close
  *   wsbench lines  PORT COUNT       send COUNT short text messages, then Close
  *   wsbench echo   PORT             echo every message until the client's Close
- *   wsbench tcpsink PORT            raw TCP: read until EOF (reference, no WebSocket)
+ *   wsbench echo-loop PORT          like echo, for one connection after another (startup runs)
+ *   wsbench tcpsink PORT            raw TCP (or TLS): read until EOF (reference, no WebSocket)
  *   wsbench tcpsource PORT BYTES    raw TCP: write BYTES then close (reference)
+ *   wsbench count                   read stdin to EOF; print "messages <newlines> bytes <b>"
  *
  * PORT 0 picks a free port. The first stdout line is "PORT <n>"; at the end, one line
  * "messages <m> bytes <b>" says what was received (sink, echo) or sent (source, lines).
@@ -29,6 +31,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 static SSL *tls;
@@ -213,37 +216,46 @@ static int listen_on(int port) {
 }
 
 int main(int argc, char **argv) {
-    if (argc < 3) {
-        fprintf(stderr, "usage: wsbench sink|source|lines|echo|tcpsink|tcpsource PORT [ARGS]\n");
+    if (argc < 3 && !(argc == 2 && !strcmp(argv[1], "count"))) {
+        fprintf(stderr, "usage: wsbench sink|source|lines|echo|echo-loop|tcpsink|tcpsource PORT [ARGS] | wsbench count\n");
         return 2;
     }
     const char *mode = argv[1];
+    if (!strcmp(mode, "count")) {
+        size_t cap = 1 << 20;
+        unsigned char *buf = malloc(cap);
+        unsigned long long total = 0, lines = 0;
+        ssize_t r;
+        while ((r = read(0, buf, cap)) > 0) {
+            total += (unsigned long long)r;
+            for (unsigned char *p = buf, *end = buf + r; (p = memchr(p, '\n', (size_t)(end - p))); p++) lines++;
+        }
+        printf("messages %llu bytes %llu\n", lines, total);
+        return 0;
+    }
     int s = listen_on(atoi(argv[2]));
-    fd = accept(s, NULL, NULL);
+    if (!strcmp(mode, "echo-loop")) {
+        /* One connection after another, each in a child, until killed. */
+        for (;;) {
+            int c = accept(s, NULL, NULL);
+            if (c < 0) continue;
+            pid_t pid = fork();
+            if (pid == 0) {
+                close(s);
+                fd = c;
+                mode = "echo";
+                break;
+            }
+            close(c);
+            while (waitpid(-1, NULL, WNOHANG) > 0) {}
+        }
+    }
+    if (fd < 0) fd = accept(s, NULL, NULL);
     if (fd < 0) die("accept");
     close(s);
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     rbuf = malloc(rcap);
-
-    if (!strcmp(mode, "tcpsink")) {
-        uint64_t total = 0;
-        ssize_t r;
-        while ((r = read(fd, rbuf, rcap)) > 0) total += (uint64_t)r;
-        printf("messages 0 bytes %llu\n", (unsigned long long)total);
-        return 0;
-    }
-    if (!strcmp(mode, "tcpsource")) {
-        uint64_t left = strtoull(argv[3], NULL, 10);
-        memset(rbuf, 'x', rcap);
-        while (left > 0) {
-            size_t n = left < rcap ? (size_t)left : rcap;
-            wr(rbuf, n);
-            left -= n;
-        }
-        printf("messages 0 bytes %s\n", argv[3]);
-        return 0;
-    }
 
     const char *cert = getenv("WSBENCH_CERT"), *keyfile = getenv("WSBENCH_KEY");
     if (cert && keyfile) {
@@ -258,6 +270,25 @@ int main(int argc, char **argv) {
             ERR_print_errors_fp(stderr);
             return 1;
         }
+    }
+
+    if (!strcmp(mode, "tcpsink")) {
+        uint64_t total = 0;
+        ssize_t r;
+        while ((r = rd(rbuf, rcap)) > 0) total += (uint64_t)r;
+        printf("messages 0 bytes %llu\n", (unsigned long long)total);
+        return 0;
+    }
+    if (!strcmp(mode, "tcpsource")) {
+        uint64_t left = strtoull(argv[3], NULL, 10);
+        memset(rbuf, 'x', rcap);
+        while (left > 0) {
+            size_t n = left < rcap ? (size_t)left : rcap;
+            wr(rbuf, n);
+            left -= n;
+        }
+        printf("messages 0 bytes %s\n", argv[3]);
+        return 0;
     }
 
     handshake();

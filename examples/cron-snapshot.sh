@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # cron-snapshot.sh: a cron job that asks a feed for one snapshot and stores the reply.
 #
-# Shows wspipe unattended: one request on stdin, and the end of stdin closes the session
-# once the reply is in; time limits so a stuck server cannot hold the job; the token kept
-# out of the command line (--bearer-file or WSPIPE_BEARER, never --bearer); a `case` on
-# wspipe's exit status that tells "try again next run" from "a human must look"; the
-# reply written to a temporary file and renamed, so readers never see half a snapshot;
-# and flock(1), so a slow run never overlaps the next one.
+# Shows wspipe unattended, as a one-shot request: --send puts the request on the wire (no
+# stdin needed; cron's is /dev/null) and -n 1 closes cleanly once the one reply is written;
+# --timeout bounds the whole session, so a stuck server cannot hold the job (exit status
+# 124, like timeout(1)); the token kept out of the command line (--bearer-file or
+# WSPIPE_BEARER, never --bearer); a `case` on wspipe's exit status that tells "try again
+# next run" from "a human must look"; the reply written to a temporary file and renamed,
+# so readers never see half a snapshot; and flock(1), so a slow run never overlaps the
+# next one.
 #
 # Run it against the local feed server, from the repository root:
 #   .venv/bin/python examples/servers/feed_server.py --port 8765 &
@@ -57,10 +59,10 @@ fi
 tmp=$(mktemp "$out.XXXXXX") || { log "cannot create a temporary file next to $out"; exit 1; }
 trap 'rm -f "$tmp"' EXIT
 
-# timeout(1) bounds the whole session: on expiry wspipe gets SIGTERM, closes the
-# connection cleanly, and timeout exits with 124.
-printf '%s\n' "$request" | timeout "$limit" "$wspipe" "${options[@]}" "$url" >"$tmp"
-status=${PIPESTATUS[1]}
+# One request, one reply, a time limit: on expiry wspipe closes the connection cleanly
+# and exits with 124.
+"$wspipe" "${options[@]}" --send "$request" -n 1 --timeout "$limit" "$url" </dev/null >"$tmp"
+status=$?
 
 case $status in
     0)

@@ -17,8 +17,9 @@ final class ByteBuffer: @unchecked Sendable {
 
     init(capacity: Int) {
         self.capacity = capacity
-        base = BufferPool.take(capacity: capacity)
-        pooled = true
+        pooled = capacity <= BufferPool.largestPooled
+        base = pooled ? BufferPool.take(capacity: capacity)
+                      : UnsafeMutableRawPointer.allocate(byteCount: capacity, alignment: 64)
     }
 
     /// A buffer over static bytes that are never freed (separators).
@@ -43,11 +44,14 @@ final class ByteBuffer: @unchecked Sendable {
 }
 
 /// Free buffers by size, so steady streaming does not mmap/munmap and page-fault a fresh
-/// block for every read. Holds at most `limit` idle buffers of each size.
+/// block for every read. Holds at most `limit` idle buffers of each size, and only sizes up
+/// to `largestPooled` (the session's read and arena sizes); larger, rarer buffers (a long
+/// stdin line) are freed at once instead of being kept forever.
 enum BufferPool {
+    static let largestPooled = 1 << 20
     // Addresses as integers: raw pointers are not Sendable.
     private static let idle = Mutex<[Int: [UInt]]>([:])
-    private static let limit = 16
+    private static let limit = 4
 
     static func take(capacity: Int) -> UnsafeMutableRawPointer {
         if let reused = idle.withLock({ $0[capacity]?.popLast() }), let pointer = UnsafeMutableRawPointer(bitPattern: reused) {

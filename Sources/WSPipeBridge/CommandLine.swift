@@ -115,6 +115,8 @@ public enum Option: String, CaseIterable, Sendable {
     case bearer, bearerFile, cacert, insecure, verbose, quiet, help, version
     case proxy, noproxy, socks5, cert, key, keyPassEnv, keyPassFile, tlsMin, connectTo, sni, unixSocket, resolve
     case ipv4, ipv6, location, maxRedirs
+    case jsonl, base64, timestamps, wholeInput, maxMessages, oneMessage, send, timeout, idleTimeout, linger
+    case receiveOnly, sendOnly, stats
 
     public var longName: String {
         switch self {
@@ -158,6 +160,19 @@ public enum Option: String, CaseIterable, Sendable {
         case .ipv6: return "--ipv6"
         case .location: return "--location"
         case .maxRedirs: return "--max-redirs"
+        case .jsonl: return "--jsonl"
+        case .base64: return "--base64"
+        case .timestamps: return "--timestamps"
+        case .wholeInput: return "--whole-input"
+        case .maxMessages: return "--max-messages"
+        case .oneMessage: return "--one-message"
+        case .send: return "--send"
+        case .timeout: return "--timeout"
+        case .idleTimeout: return "--idle-timeout"
+        case .linger: return "--linger"
+        case .receiveOnly: return "--receive-only"
+        case .sendOnly: return "--send-only"
+        case .stats: return "--stats"
         }
     }
 
@@ -175,6 +190,8 @@ public enum Option: String, CaseIterable, Sendable {
         case .ipv4: return "4"
         case .ipv6: return "6"
         case .location: return "L"
+        case .maxMessages: return "n"
+        case .oneMessage: return "1"
         default: return nil
         }
     }
@@ -184,7 +201,8 @@ public enum Option: String, CaseIterable, Sendable {
         case .chunkSize, .closeCode, .closeReason, .closeTimeout, .connectTimeout, .maxMessageSize, .pingInterval,
              .pingTimeout, .header, .subprotocol, .origin, .userAgent, .bearer, .bearerFile, .cacert,
              .proxy, .noproxy, .socks5, .cert, .key, .keyPassEnv, .keyPassFile, .tlsMin, .connectTo, .sni, .unixSocket,
-             .resolve, .maxRedirs:
+             .resolve, .maxRedirs,
+             .maxMessages, .send, .timeout, .idleTimeout, .linger:
             return true
         default:
             return false
@@ -233,6 +251,19 @@ private struct ParsedOptions {
     var family = AddressFamily.any
     var location = false
     var maxRedirs: Int?
+    var jsonl = false
+    var base64 = false
+    var timestamps = false
+    var wholeInput = false
+    var maxMessages: Int?
+    var oneMessage = false
+    var send: [String] = []
+    var timeout: Double?
+    var idleTimeout: Double?
+    var linger: Double?
+    var receiveOnly = false
+    var sendOnly = false
+    var stats = false
 
     mutating func apply(_ option: Option, value: String?, readFile: (String) -> [UInt8]?) throws(UsageError) {
         let text = value ?? ""
@@ -363,7 +394,50 @@ private struct ParsedOptions {
         case .verbose: verbosity = 1
         case .quiet: verbosity = -1
         case .help, .version: break
+        case .jsonl: jsonl = true
+        case .base64: base64 = true
+        case .timestamps: timestamps = true
+        case .wholeInput: wholeInput = true
+        case .maxMessages:
+            guard let count = Int(text), count >= 1 else { throw UsageError("\(name) '\(text)' is not a positive number of messages") }
+            maxMessages = count
+        case .oneMessage: oneMessage = true
+        case .send: send.append(text)
+        case .timeout: timeout = try parseSeconds(text, option: name)
+        case .idleTimeout: idleTimeout = try parseSeconds(text, option: name)
+        case .linger: linger = try parseSeconds(text, option: name)
+        case .receiveOnly: receiveOnly = true
+        case .sendOnly: sendOnly = true
+        case .stats: stats = true
         }
+    }
+
+    /// Options that contradict each other are refused rather than one silently ignored.
+    func checkCombinations() throws(UsageError) {
+        func refuse(_ a: String, _ b: String, _ why: String) throws(UsageError) {
+            throw UsageError("\(a) cannot be combined with \(b): \(why)")
+        }
+        if null && mode == .binary && !base64 {
+            try refuse("-0/--null", "--binary", "binary mode has no separator (add --base64 for NUL-separated base64 lines)")
+        }
+        if jsonl {
+            if mode == .binary { try refuse("--jsonl", "--binary", "--jsonl carries both message types") }
+            if null { try refuse("--jsonl", "-0/--null", "JSON Lines are newline-separated") }
+            if base64 { try refuse("--jsonl", "--base64", "--jsonl already encodes binary messages in base64") }
+            if wholeInput { try refuse("--jsonl", "--whole-input", "--jsonl reads one message per line") }
+        }
+        if timestamps && !jsonl { throw UsageError("--timestamps needs --jsonl (it adds \"ts\" to each JSON line)") }
+        if wholeInput && base64 { try refuse("--whole-input", "--base64", "--base64 reads one message per line") }
+        if oneMessage && maxMessages != nil { try refuse("-1/--one-message", "-n/--max-messages", "-1 means -n 1") }
+        if receiveOnly && sendOnly { try refuse("--receive-only", "--send-only", "nothing would be bridged") }
+        if linger != nil {
+            if noClose { try refuse("--linger", "--no-close", "--no-close never closes at the end of input") }
+            if maxMessages != nil || oneMessage {
+                try refuse("--linger", oneMessage ? "-1" : "-n", "with a message count, the end of input does not close")
+            }
+            if receiveOnly { try refuse("--linger", "--receive-only", "stdin is not read") }
+        }
+        if receiveOnly && wholeInput { try refuse("--whole-input", "--receive-only", "stdin is not read") }
     }
 
     mutating func addSubprotocol(_ name: String, option: String) throws(UsageError) {
@@ -377,9 +451,7 @@ private struct ParsedOptions {
 
     func configuration(url: WebSocketURL, environment: (String) -> String?,
                        readFile: (String) -> [UInt8]?) throws(UsageError) -> BridgeConfiguration {
-        if null && mode == .binary {
-            throw UsageError("-0/--null sets the line separator of text mode; it cannot be combined with --binary")
-        }
+        try checkCombinations()
         var config = BridgeConfiguration(url: url)
         config.mode = mode
         if null { config.separator = 0 }
@@ -400,6 +472,19 @@ private struct ParsedOptions {
         config.insecure = insecure
         config.verbosity = verbosity
         try applyNetwork(to: &config, environment: environment, readFile: readFile)
+        config.jsonLines = jsonl
+        config.base64 = base64
+        config.timestamps = timestamps
+        config.wholeInput = wholeInput
+        config.oneMessage = oneMessage
+        config.maxMessages = oneMessage ? 1 : maxMessages
+        config.sendMessages = send
+        config.sessionTimeout = timeout
+        config.idleTimeout = idleTimeout
+        config.linger = linger
+        config.receiveOnly = receiveOnly
+        config.sendOnly = sendOnly
+        config.stats = stats
 
         // Bearer token: --bearer, else --bearer-file, else $WSPIPE_BEARER.
         if let bearer {

@@ -53,6 +53,54 @@ public struct BridgeConfiguration: Sendable {
     /// --max-redirs: at most this many redirects are followed.
     public var maxRedirects = 5
 
+    // Formats and counted sessions.
+    /// --base64: binary messages as base64 lines out; in binary mode, stdin lines are base64.
+    public var base64 = false
+    /// --jsonl: JSON Lines both ways (see `OutputFormat.jsonLines` and `InputFramer`).
+    public var jsonLines = false
+    /// --timestamps: "ts" in --jsonl output.
+    public var timestamps = false
+    /// --whole-input: all of stdin up to EOF is one message.
+    public var wholeInput = false
+    /// -n: close and exit after this many received messages.
+    public var maxMessages: Int?
+    /// -1: send only stdin's first message (and -n 1).
+    public var oneMessage = false
+    /// --send: text messages sent right after the handshake, before stdin.
+    public var sendMessages: [String] = []
+    /// --timeout: seconds for the whole session (then a closing handshake and exit 124).
+    public var sessionTimeout: Double?
+    /// --idle-timeout: seconds without a message either way (then a clean close, exit 0).
+    public var idleTimeout: Double?
+    /// --linger: seconds to wait after stdin EOF before closing.
+    public var linger: Double?
+    /// --receive-only: never read stdin. --send-only: never write stdout.
+    public var receiveOnly = false
+    public var sendOnly = false
+    /// --stats: a one-line JSON summary on stderr at exit.
+    public var stats = false
+
+    /// Whether stdin EOF starts the closing handshake: not with --no-close, and not when a
+    /// message count (-n, -1) decides the end.
+    var closesAtEndOfInput: Bool { closeOnEndOfInput && maxMessages == nil && !receiveOnly }
+
+    /// How stdin becomes messages.
+    var inputMode: InputFramer.Mode {
+        if jsonLines { return .jsonLines }
+        if wholeInput { return .whole(mode == .text ? .text : .binary, fragmentSize: chunkSize) }
+        switch mode {
+        case .text: return .lines(separator: separator)
+        case .binary: return base64 ? .base64Lines(separator: separator) : .chunks(size: chunkSize)
+        }
+    }
+
+    /// How received messages are written.
+    public var outputFormat: OutputFormat {
+        if jsonLines { return .jsonLines(timestamps: timestamps) }
+        if base64 { return .base64(separator: separator) }
+        return .raw(separator: mode == .text ? separator : nil)
+    }
+
     public init(url: WebSocketURL) { self.url = url }
 
     /// The handshake request headers beyond the mandatory ones, in order.

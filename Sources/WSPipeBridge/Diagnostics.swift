@@ -15,6 +15,9 @@ public final class Diagnostics: @unchecked Sendable {
     /// An error: always printed.
     public func error(_ message: String) { emit("wspipe: \(message)") }
 
+    /// A line printed whatever the verbosity (--stats asked for it), without the prefix.
+    public func always(_ line: String) { emit(line) }
+
     /// A warning: hidden by -q.
     public func warning(_ message: String) {
         if verbosity >= 0 { emit("wspipe: warning: \(message)") }
@@ -33,6 +36,19 @@ public final class Diagnostics: @unchecked Sendable {
 
     public func line(_ direction: String, _ text: String) {
         if verbosity > 0 { emit("wspipe: \(direction) \(text)") }
+    }
+
+    /// A request target with the values of secret-looking query parameters hidden
+    /// (`?access_token=[redacted]&room=5`): tokens in URLs must not reach logs either.
+    public static func redactedTarget(_ target: String) -> String {
+        guard let question = target.firstIndex(of: "?") else { return target }
+        let query = target[target.index(after: question)...]
+        let parts = query.split(separator: "&", omittingEmptySubsequences: false).map { part -> String in
+            guard let equals = part.firstIndex(of: "=") else { return String(part) }
+            let name = HTTPHeader(name: String(part[..<equals]), value: "")
+            return name.isSensitive ? "\(part[..<equals])=[redacted]" : String(part)
+        }
+        return String(target[...question]) + parts.joined(separator: "&")
     }
 
     /// The value to show for a header: secrets keep only their scheme ("Bearer [redacted]").

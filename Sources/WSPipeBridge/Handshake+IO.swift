@@ -58,7 +58,7 @@ struct HandshakeExchange {
     /// to and the offset in `buffer` where WebSocket frames start (bytes that arrived with
     /// the 101 are frames and stay in the buffer).
     func perform(_ handshake: ClientHandshake, into buffer: ByteBuffer) throws(OpenError) -> (ClientHandshake.Negotiated, Int) {
-        log.line(">", "GET \(handshake.url.requestTarget) HTTP/1.1")
+        log.line(">", "GET \(Diagnostics.redactedTarget(handshake.url.requestTarget)) HTTP/1.1")
         for header in handshake.requestHeaders { log.header(">", header) }
         try send(handshake.requestBytes)
 

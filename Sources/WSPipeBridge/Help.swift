@@ -12,8 +12,29 @@ Modes:
   -0, --null                 text mode with NUL instead of newline, both ways
       --chunk-size BYTES     binary mode: largest message made from stdin (default 64K)
 
+Formats:
+      --jsonl                JSON Lines both ways: {"type":"text","data":...}, {"type":"binary","base64":...},
+                             {"type":"close","code":...,"reason":...}; stdin may also send {"type":"ping"}
+      --timestamps           with --jsonl: add "ts" (Unix seconds) to each received line
+      --base64               binary messages written as one base64 line each; with -b, stdin lines
+                             are base64 and each becomes one binary message
+      --whole-input          all of stdin up to EOF is ONE message (text, or binary with -b),
+                             sent in frames of --chunk-size
+
+Counts and time limits:
+  -n, --max-messages N       close and exit after N received messages (like head -n; websocat's -n
+                             means something else); stdin EOF then does not close
+  -1, --one-message          send stdin's first message (or none), print one reply, close (-n 1)
+      --send TEXT            send this text message right after the handshake, before stdin (repeatable)
+      --timeout SECS         limit for the whole session: then a closing handshake and exit 124
+      --idle-timeout SECS    close cleanly (exit 0) after SECS without a message either way
+      --receive-only         never read stdin (for services and cron, where stdin is /dev/null)
+      --send-only            never write stdout; end after stdin EOF and the closing handshake
+      --stats                print a one-line JSON summary on stderr at exit
+
 Ending:
       --no-close             stdin EOF does not close; run until the server closes (or a signal)
+      --linger SECS          after stdin EOF, wait SECS (printing replies) before closing
       --close-code CODE      close code sent at stdin EOF (default 1000)
       --close-reason TEXT    close reason sent at stdin EOF (at most 123 bytes)
       --close-timeout SECS   wait this long for the server's Close and TCP close (default 5)
@@ -84,7 +105,7 @@ Exit status:
   2 usage error     3 cannot connect (also to the proxy) / connect timeout     4 TLS failure
   5 handshake rejected     6 server broke the protocol (we closed with 1002/1007/1009)
   7 connection lost without a closing handshake, or ping timeout
-  8 server closed with a code other than 1000
+  8 server closed with a code other than 1000     124 --timeout expired
   9 the proxy refused or failed (CONNECT status not 2xx, SOCKS5 failure, proxy authentication)
   129/130/143 SIGHUP/SIGINT/SIGTERM
 

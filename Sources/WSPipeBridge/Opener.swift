@@ -25,8 +25,10 @@ struct Opener {
         return options
     }
 
-    func open(into buffer: ByteBuffer) throws(OpenError) -> Opened {
-        let deadline = Instant.now().adding(seconds: config.connectTimeout)
+    /// - Parameter notAfter: an earlier limit than `--connect-timeout` (`--timeout`).
+    func open(into buffer: ByteBuffer, notAfter limit: Instant? = nil) throws(OpenError) -> Opened {
+        var deadline = Instant.now().adding(seconds: config.connectTimeout)
+        if let limit { deadline = min(deadline, limit) }
         let original = config.url
         var url = original
         var redirects = 0

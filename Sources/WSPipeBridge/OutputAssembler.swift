@@ -1,4 +1,18 @@
+import Glibc
 import WebSocketCore
+
+/// How received messages are written to stdout.
+public enum OutputFormat: Sendable, Equatable {
+    /// Each message's payload as it is, followed by `separator` if there is one (text mode:
+    /// newline or NUL; binary mode: nothing).
+    case raw(separator: UInt8?)
+    /// Binary messages as one padded base64 line each; text messages as they are; each
+    /// followed by `separator`.
+    case base64(separator: UInt8)
+    /// One JSON object per line: `{"type":"text","data":...}`, `{"type":"binary","base64":...}`,
+    /// `{"type":"close","code":...,"reason":...}`, with `"ts"` (Unix seconds) if asked.
+    case jsonLines(timestamps: Bool)
+}
 
 /// Turns received messages into stdout bytes, whole messages only.
 ///
@@ -6,23 +20,38 @@ import WebSocketCore
 /// until its last frame arrives, so an incomplete message or one that turns out to be
 /// invalid never reaches stdout. Complete messages collect in `batch`, which the session
 /// hands to the stdout writer after each socket read. Small messages are copied into one
-/// arena so a burst of them becomes a single iovec.
+/// arena so a burst of them becomes a single iovec; encoded formats are built there too.
 struct OutputAssembler {
-    /// nil: messages are written raw, back to back (binary mode). Otherwise each message is
-    /// followed by this byte (text mode: newline, or NUL with -0).
-    let separator: UInt8?
+    let format: OutputFormat
+    /// Messages after this many are not written (-n); nil: no limit.
+    let limit: UInt64?
+    /// Write nothing at all (--send-only).
+    let discard: Bool
     private let separatorBuffer: ByteBuffer?
+    /// The current message's payload: most messages arrive in one piece, kept here without
+    /// an array; further pieces go to `pending` after it.
+    private var first: Segment?
+    private var firstSize = 0
     private var pending = SegmentList()
     private(set) var batch = SegmentList()
     private var arena = ByteBuffer(capacity: OutputAssembler.arenaSize)
     static let arenaSize = 64 * 1024
     static let copyLimit = 1024
+    /// Messages and payload bytes received (written or not).
     private(set) var messages: UInt64 = 0
     private(set) var bytes: UInt64 = 0
     private(set) var currentKind: MessageKind?
 
-    init(separator: UInt8?) {
-        self.separator = separator
+    init(format: OutputFormat, limit: UInt64? = nil, discard: Bool = false) {
+        self.format = format
+        self.limit = limit
+        self.discard = discard
+        let separator: UInt8?
+        switch format {
+        case .raw(let byte): separator = byte
+        case .base64(let byte): separator = byte
+        case .jsonLines: separator = 0x0A
+        }
         switch separator {
         case nil: separatorBuffer = nil
         case 0x0A: separatorBuffer = ByteBuffer.newline
@@ -31,45 +60,165 @@ struct OutputAssembler {
         }
     }
 
+    /// True once `limit` messages have been received.
+    var limitReached: Bool { limit.map { messages >= $0 } ?? false }
+
     mutating func start(_ kind: MessageKind) {
         currentKind = kind
-        pending.removeAll()
+        clearPending()
     }
 
+    private mutating func clearPending() {
+        first = nil
+        firstSize = 0
+        if !pending.isEmpty { pending.removeAll() }
+    }
+
+    private var pendingSize: Int { firstSize + pending.byteCount }
+
     mutating func data(_ owner: ByteBuffer, _ start: UnsafeMutableRawPointer, _ count: Int) {
-        pending.append(owner, start, count)
+        bytes += UInt64(count)
+        // Past the limit, or discarding: nothing is kept, so no buffer stays alive for it.
+        if discard || limitReached || count == 0 { return }
+        if first == nil {
+            first = Segment(owner: owner, start: start, count: count)
+            firstSize = count
+        } else if pending.isEmpty, let held = first, held.owner === owner, held.start + held.count == start {
+            first = Segment(owner: owner, start: held.start, count: held.count + count)
+            firstSize += count
+        } else {
+            pending.append(owner, start, count)
+        }
     }
 
     mutating func end() {
-        let size = pending.byteCount
-        let total = size + (separator == nil ? 0 : 1)
-        if total <= OutputAssembler.copyLimit {
-            if arena.free < total { arena = ByteBuffer(capacity: OutputAssembler.arenaSize) }
-            let start = arena.end
-            var offset = 0
-            for segment in pending.segments {
-                (start + offset).copyMemory(from: segment.start, byteCount: segment.count)
-                offset += segment.count
-            }
-            if let separator { (start + offset).storeBytes(of: separator, as: UInt8.self) }
-            arena.count += total
-            batch.append(arena, start, total)
-        } else {
-            batch.append(contentsOf: pending)
-            if let separatorBuffer { batch.append(separatorBuffer, separatorBuffer.base, 1) }
-        }
-        pending.removeAll()
+        let size = pendingSize
+        let kind = currentKind ?? .binary
         currentKind = nil
+        guard !discard && !limitReached else {
+            clearPending()
+            messages += 1
+            return
+        }
+        switch format {
+        case .raw:
+            appendRaw()
+        case .base64:
+            if kind == .binary {
+                appendCopy(Array(Base64.encode(contiguousPending()).utf8), separator: true)
+            } else {
+                appendRaw()
+            }
+        case .jsonLines(let timestamps):
+            var line: [UInt8] = []
+            line.reserveCapacity(size + size / 3 + 48)
+            line += Array("{\"type\":".utf8)
+            let payload = contiguousPending()
+            if kind == .text {
+                line += Array("\"text\",\"data\":".utf8)
+                payload.withUnsafeBytes { JSONWriter.appendString($0, to: &line) }
+            } else {
+                line += Array("\"binary\",\"base64\":\"".utf8)
+                line += Array(Base64.encode(payload).utf8)
+                line.append(UInt8(ascii: "\""))
+            }
+            if timestamps { appendTimestamp(to: &line) }
+            line.append(UInt8(ascii: "}"))
+            appendCopy(line, separator: true)
+        }
+        clearPending()
         messages += 1
-        bytes += UInt64(size)
+    }
+
+    /// --jsonl: the server's Close as an event line (written whatever the limit).
+    mutating func close(_ payload: ClosePayload) {
+        guard case .jsonLines(let timestamps) = format, !discard else { return }
+        var line = Array("{\"type\":\"close\",\"code\":".utf8)
+        line += Array((payload.code.map { String($0.rawValue) } ?? "null").utf8)
+        line += Array(",\"reason\":".utf8)
+        payload.reason.withUnsafeBytes { JSONWriter.appendString($0, to: &line) }
+        if timestamps { appendTimestamp(to: &line) }
+        line.append(UInt8(ascii: "}"))
+        appendCopy(line, separator: true)
     }
 
     /// Drops a partly received message (the connection failed or was lost).
     mutating func discardPending() {
-        pending.removeAll()
+        clearPending()
         currentKind = nil
     }
 
     /// The complete messages collected since the last call.
     mutating func takeBatch() -> SegmentList { batch.take() }
+
+    // MARK: - Building output
+
+    /// The payload as it stands, small ones copied next to each other, large ones referenced.
+    private mutating func appendRaw() {
+        let size = pendingSize
+        let total = size + (separatorBuffer == nil ? 0 : 1)
+        if total <= OutputAssembler.copyLimit {
+            let start = reserve(total)
+            var offset = 0
+            if let first {
+                start.copyMemory(from: first.start, byteCount: first.count)
+                offset = first.count
+            }
+            for segment in pending.segments {
+                (start + offset).copyMemory(from: segment.start, byteCount: segment.count)
+                offset += segment.count
+            }
+            if let separatorBuffer { (start + offset).copyMemory(from: separatorBuffer.base, byteCount: 1) }
+            batch.append(arena, start, total)
+        } else {
+            if let first { batch.append(first.owner, first.start, first.count) }
+            batch.append(contentsOf: pending)
+            if let separatorBuffer { batch.append(separatorBuffer, separatorBuffer.base, 1) }
+        }
+    }
+
+    /// Encoded output (and the separator) copied into the arena, or into a buffer of its own
+    /// when it is large.
+    private mutating func appendCopy(_ bytes: [UInt8], separator: Bool) {
+        let total = bytes.count + (separator && separatorBuffer != nil ? 1 : 0)
+        let owner: ByteBuffer
+        let start: UnsafeMutableRawPointer
+        if total <= OutputAssembler.arenaSize {
+            start = reserve(total)
+            owner = arena
+        } else {
+            owner = ByteBuffer(capacity: total)
+            start = owner.base
+            owner.count = total
+        }
+        bytes.withUnsafeBytes { start.copyMemory(from: $0.baseAddress!, byteCount: bytes.count) }
+        if total > bytes.count, let separatorBuffer { (start + bytes.count).copyMemory(from: separatorBuffer.base, byteCount: 1) }
+        batch.append(owner, start, total)
+    }
+
+    private mutating func reserve(_ count: Int) -> UnsafeMutableRawPointer {
+        if arena.free < count { arena = ByteBuffer(capacity: OutputAssembler.arenaSize) }
+        let start = arena.end
+        arena.count += count
+        return start
+    }
+
+    private func contiguousPending() -> [UInt8] {
+        var payload: [UInt8] = []
+        payload.reserveCapacity(pendingSize)
+        if let first { payload += UnsafeRawBufferPointer(start: first.start, count: first.count) }
+        for segment in pending.segments {
+            payload += UnsafeRawBufferPointer(start: segment.start, count: segment.count)
+        }
+        return payload
+    }
+
+    /// `,"ts":<seconds since the Unix epoch, microseconds>` (wall clock).
+    private func appendTimestamp(to line: inout [UInt8]) {
+        var now = timespec()
+        clock_gettime(CLOCK_REALTIME, &now)
+        let micros = String(now.tv_nsec / 1000)
+        let padded = String(repeating: "0", count: max(0, 6 - micros.count)) + micros
+        line += Array(",\"ts\":\(now.tv_sec).\(padded)".utf8)
+    }
 }

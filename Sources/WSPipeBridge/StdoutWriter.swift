@@ -88,7 +88,11 @@ final class StdoutWriter: @unchecked Sendable {
                     continue
                 }
                 condition.lock()
-                failure = code == EPIPE ? .readerGone : .failed("cannot write to stdout: \(String(cString: strerror(code)))")
+                switch code {
+                case EPIPE: failure = .readerGone
+                case EBADF: failure = .failed("cannot write to stdout: it is closed")
+                default: failure = .failed("cannot write to stdout: \(String(cString: strerror(code)))")
+                }
                 queue.removeAll()
                 queued = 0
                 finished = true

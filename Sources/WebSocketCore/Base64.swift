@@ -28,7 +28,11 @@ public enum Base64 {
     /// The bytes of padded base64 `text`, or nil if it is not canonical base64 (wrong
     /// length, a character outside the alphabet, misplaced padding, non-zero pad bits).
     public static func decode(_ text: String) -> [UInt8]? {
-        let input = Array(text.utf8)
+        Array(text.utf8).withUnsafeBytes { decode(bytes: $0) }
+    }
+
+    /// `decode(_:)` over raw bytes (a stdin line, without copying it into a String first).
+    public static func decode(bytes input: UnsafeRawBufferPointer) -> [UInt8]? {
         guard input.count % 4 == 0 else { return nil }
         var out = [UInt8]()
         out.reserveCapacity(input.count / 4 * 3)

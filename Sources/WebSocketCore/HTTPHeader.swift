@@ -48,7 +48,7 @@ public struct HTTPHeader: Sendable, Equatable {
         let lower = name.lowercased()
         if lower.hasPrefix("sec-websocket-") { return false }
         if ["authorization", "proxy-authorization", "cookie", "set-cookie"].contains(lower) { return true }
-        return ["token", "key", "secret", "password", "passwd", "session", "auth", "credential"].contains { lower.contains($0) }
+        return ["token", "key", "secret", "password", "passwd", "session", "auth", "credential", "signature"].contains { lower.contains($0) }
     }
 }
 

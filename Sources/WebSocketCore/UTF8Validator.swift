@@ -42,9 +42,20 @@ public struct UTF8Validator: Sendable, Equatable {
                 while i + 8 <= count, (base + i).loadUnaligned(as: UInt64.self) & 0x8080_8080_8080_8080 == 0 {
                     i += 8
                 }
+                // Fewer than eight bytes left: one load of the last eight (overlapping bytes
+                // already checked) settles an ASCII tail.
+                if i < count && i + 8 > count && count >= 8
+                    && (base + count - 8).loadUnaligned(as: UInt64.self) & 0x8080_8080_8080_8080 == 0 {
+                    i = count
+                }
                 if i >= count { break }
             }
             let b = base.load(fromByteOffset: i, as: UInt8.self)
+            if s == UTF8Validator.accept && b < 0x80 {
+                // ASCII tail of a short message: skip the state switch.
+                i += 1
+                continue
+            }
             switch s {
             case UTF8Validator.accept:
                 switch b {

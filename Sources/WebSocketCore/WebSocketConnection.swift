@@ -28,6 +28,14 @@ public struct WebSocketConnection: Sendable {
     private var reader: MessageReader
     private var keys: MaskingKeyGenerator
     private var outbound: [UInt8] = []
+    /// Payloads of pings not yet answered, oldest first. A burst is answered in full; a
+    /// flood from a server that does not read our answers keeps only the most recent
+    /// `maximumPendingPongBytes` of payload (§5.5.3 lets an endpoint answer only the most
+    /// recent ping), so memory stays bounded.
+    private var pongs: [[UInt8]] = []
+    private var pongBytes = 0
+    /// About a thousand maximum-size pings.
+    public static let maximumPendingPongBytes = 128 * 1024
 
     /// - Parameters:
     ///   - maximumMessageSize: largest message accepted from the server, in bytes.
@@ -57,7 +65,14 @@ public struct WebSocketConnection: Sendable {
         guard let event else { return nil }
         switch event {
         case .ping(let payload):
-            if state == .open { queue(.pong, payload) }
+            if state == .open {
+                pongs.append(payload)
+                pongBytes += payload.count + 1
+                while pongBytes > WebSocketConnection.maximumPendingPongBytes, let oldest = pongs.first {
+                    pongs.removeFirst()
+                    pongBytes -= oldest.count + 1
+                }
+            }
         case .close(let payload):
             closeReceived = payload
             if closeSent == nil {
@@ -77,6 +92,7 @@ public struct WebSocketConnection: Sendable {
     public mutating func close(_ payload: ClosePayload) {
         guard closeSent == nil else { return }
         closeSent = payload
+        // Pings received before our Close are still answered; none after it (§5.5.2).
         queue(.close, payload.bytes)
         if state == .open { state = .closeSent }
     }
@@ -104,12 +120,21 @@ public struct WebSocketConnection: Sendable {
     public mutating func abandon() { state = .closed }
 
     /// True when control frames wait to be written.
-    public var hasOutboundControl: Bool { !outbound.isEmpty }
+    public var hasOutboundControl: Bool { !outbound.isEmpty || !pongs.isEmpty }
 
-    /// Masked control frames (pongs, pings, Close) to write at the next frame boundary.
+    /// True when a Close or one of our pings waits (not only pongs).
+    public var hasOutboundCloseOrPing: Bool { !outbound.isEmpty }
+
+    /// Masked control frames to write at the next frame boundary: pongs (the answers to the
+    /// pings received so far, oldest first), then our pings and Close in the order queued.
     public mutating func takeOutboundControl() -> [UInt8] {
-        defer { outbound.removeAll(keepingCapacity: true) }
-        return outbound
+        var frames: [UInt8] = []
+        for payload in pongs { frames += FrameEncoder.frame(opcode: .pong, payload: payload, maskingKey: keys.next()) }
+        pongs.removeAll(keepingCapacity: true)
+        pongBytes = 0
+        frames += outbound
+        outbound.removeAll(keepingCapacity: true)
+        return frames
     }
 
     /// The header of an outgoing data frame with a fresh masking key (§5.3). The caller

@@ -146,6 +146,155 @@ final class ExamplesTests: XCTestCase {
         XCTAssertTrue(result.stdout.contains("\(bytes.count) bytes"), result.summary)
     }
 
+    func testCronSnapshotGivesUpAfterItsTimeLimitWithStatus124() throws {
+        let tools = try ExampleTools.require(self)
+        // A server that takes 2.5 s to answer; the job allows 1 s.
+        let server = try ExampleServer.start("feed_server.py", ["--snapshot-delay", "2.5"], tools: tools)
+        defer { server.stop() }
+        let directory = try ExampleRun.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let output = directory + "/ticker.json"
+
+        let started = Date()
+        let result = try ExampleRun.script("examples/cron-snapshot.sh", [server.url, output], tools: tools,
+                                           environment: ["SNAPSHOT_TIME_LIMIT": "1"])
+        XCTAssertEqual(result.status, 75, "wspipe's --timeout (124) is a temporary failure\n" + result.summary)
+        XCTAssertTrue(result.stderr.contains("no reply within 1 s"), result.summary)
+        XCTAssertLessThan(Date().timeIntervalSince(started), 4.5, result.summary)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: output), "nothing stored")
+    }
+
+    // MARK: - subscribe-read-n.sh
+
+    func testSubscribeReadNPrintsExactlyNMessages() throws {
+        let tools = try ExampleTools.require(self)
+        let server = try ExampleServer.start("feed_server.py", ["--count", "10"], tools: tools)
+        defer { server.stop() }
+
+        let result = try ExampleRun.script("examples/subscribe-read-n.sh", [server.url, "3"], tools: tools)
+        XCTAssertEqual(result.status, 0, result.summary)
+        let lines = result.stdout.split(separator: "\n").map(String.init)
+        XCTAssertEqual(lines.count, 3, "exactly 3 of the 10 messages\n" + result.summary)
+        for (index, line) in lines.enumerated() {
+            let object = try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any]
+            XCTAssertEqual(object?["seq"] as? Int, index + 1, line)
+            XCTAssertNotNil(object?["price"] as? Double, line)
+        }
+        XCTAssertEqual(result.stderr, "", result.summary)
+
+        // More than the feed has: the server's Close 1000 ends it, status 0, all 10 printed.
+        let all = try ExampleRun.script("examples/subscribe-read-n.sh", [server.url, "50"], tools: tools)
+        XCTAssertEqual(all.status, 0, all.summary)
+        XCTAssertEqual(all.stdout.split(separator: "\n").count, 10, all.summary)
+    }
+
+    func testSubscribeReadNReportsTimeoutAs124() throws {
+        let tools = try ExampleTools.require(self)
+        // One message every 0.5 s: 10 of them take longer than the 1 s allowed.
+        let server = try ExampleServer.start("feed_server.py", ["--count", "10", "--interval", "0.5"], tools: tools)
+        defer { server.stop() }
+        let result = try ExampleRun.script("examples/subscribe-read-n.sh", [server.url, "10"], tools: tools,
+                                           environment: ["SUBSCRIBE_TIME_LIMIT": "1"])
+        XCTAssertEqual(result.status, 124, result.summary)
+        XCTAssertTrue(result.stderr.contains("status 124"), result.summary)
+        let count = result.stdout.split(separator: "\n").count
+        XCTAssertTrue((1...4).contains(count), "what arrived in time is printed\n" + result.summary)
+    }
+
+    // MARK: - jsonrpc-call.sh
+
+    func testJSONRPCCallPrintsTheResultOrTheError() throws {
+        let tools = try ExampleTools.require(self)
+        let server = try ExampleServer.start("jsonrpc_server.py", [], tools: tools)
+        defer { server.stop() }
+        let environment = ["RPC_URL": server.url]
+
+        let sum = try ExampleRun.script("examples/jsonrpc-call.sh", ["sum", "[1,2,3.5]"], tools: tools, environment: environment)
+        XCTAssertEqual(sum.status, 0, sum.summary)
+        XCTAssertEqual(sum.stdout, "6.5\n", sum.summary)
+
+        let named = try ExampleRun.script("examples/jsonrpc-call.sh", ["subtract", #"{"minuend":10,"subtrahend":3}"#],
+                                          tools: tools, environment: environment)
+        XCTAssertEqual(named.status, 0, named.summary)
+        XCTAssertEqual(named.stdout, "7\n", named.summary)
+
+        // Parameters with quotes, newlines and unicode go through unchanged.
+        let echo = try ExampleRun.script("examples/jsonrpc-call.sh", ["echo", #"{"text":"a \"b\"\nc é","list":[1,null,true]}"#],
+                                         tools: tools, environment: environment)
+        XCTAssertEqual(echo.status, 0, echo.summary)
+        XCTAssertEqual(echo.stdout, #"{"text":"a \"b\"\nc é","list":[1,null,true]}"# + "\n", echo.summary)
+
+        let missing = try ExampleRun.script("examples/jsonrpc-call.sh", ["no_such_method"], tools: tools, environment: environment)
+        XCTAssertEqual(missing.status, 1, missing.summary)
+        XCTAssertEqual(missing.stdout, "", missing.summary)
+        XCTAssertTrue(missing.stderr.contains("error -32601"), missing.summary)
+
+        let invalid = try ExampleRun.script("examples/jsonrpc-call.sh", ["sum", #"["x"]"#], tools: tools, environment: environment)
+        XCTAssertEqual(invalid.status, 1, invalid.summary)
+        XCTAssertTrue(invalid.stderr.contains("error -32602"), invalid.summary)
+
+        let badJSON = try ExampleRun.script("examples/jsonrpc-call.sh", ["sum", "[1,"], tools: tools, environment: environment)
+        XCTAssertEqual(badJSON.status, 2, badJSON.summary)
+
+        let port = try ExampleRun.unusedPort()
+        let unreachable = try ExampleRun.script("examples/jsonrpc-call.sh", ["ping"], tools: tools,
+                                                environment: ["RPC_URL": "ws://127.0.0.1:\(port)/"])
+        XCTAssertEqual(unreachable.status, 3, unreachable.summary)
+    }
+
+    // MARK: - tail-to-websocket.sh
+
+    func testTailToWebSocketDeliversEveryLineInOrder() throws {
+        let tools = try ExampleTools.require(self)
+        let directory = try ExampleRun.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let collected = directory + "/collected.txt"
+        let server = try ExampleServer.start("collect_server.py", ["--output", collected], tools: tools)
+        defer { server.stop() }
+
+        let result = try ExampleRun.script("examples/tail-to-websocket.sh", [server.url, "25"], tools: tools,
+                                           environment: ["TAIL_INTERVAL": "0.02"])
+        XCTAssertEqual(result.status, 0, result.summary)
+        XCTAssertEqual(result.stdout, "", "--send-only prints nothing\n" + result.summary)
+        XCTAssertTrue(result.stderr.contains("sent 25 lines"), result.summary)
+        // wspipe closed only after the server had read every line (end-of-input barrier).
+        let expected = (1...25).map { "event \($0): user=u\($0 % 7) action=login\n" }.joined()
+        XCTAssertEqual((try? String(contentsOfFile: collected, encoding: .utf8)) ?? "", expected)
+    }
+
+    // MARK: - upload-download.sh
+
+    func testUploadDownloadRoundTripsAGeneratedFile() throws {
+        let tools = try ExampleTools.require(self)
+        let server = try ExampleServer.start("storage_server.py", [], tools: tools)
+        defer { server.stop() }
+
+        let result = try ExampleRun.script("examples/upload-download.sh", [server.url], tools: tools)
+        XCTAssertEqual(result.status, 0, result.summary)
+        XCTAssertTrue(result.stdout.contains("5242880 bytes (server: 5242880 bytes)"), result.summary)
+        XCTAssertTrue(result.stdout.contains("checksums match"), result.summary)
+    }
+
+    func testUploadDownloadKeepsEveryByteOfOddFiles() throws {
+        let tools = try ExampleTools.require(self)
+        let server = try ExampleServer.start("storage_server.py", [], tools: tools)
+        defer { server.stop() }
+        let directory = try ExampleRun.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+
+        var odd = [UInt8](0...255) + Array("line\r\nnext\n\0\0\0".utf8) + [0xFF, 0xFE, 0xC0, 0x80]
+        for round in 0..<3000 { odd += [UInt8](repeating: UInt8(truncatingIfNeeded: round), count: 97) }
+        for (name, bytes) in [("odd.bin", odd), ("empty.bin", []), ("one.bin", [0x00])] {
+            let file = directory + "/" + name
+            try Data(bytes).write(to: URL(fileURLWithPath: file))
+            let result = try ExampleRun.script("examples/upload-download.sh", [server.url, file], tools: tools,
+                                               environment: ["CHUNK_SIZE": "1K"])
+            XCTAssertEqual(result.status, 0, "\(name)\n" + result.summary)
+            XCTAssertTrue(result.stdout.contains("\(bytes.count) bytes (server: \(bytes.count) bytes)"), result.summary)
+            XCTAssertTrue(result.stdout.contains("checksums match"), result.summary)
+        }
+    }
+
     // MARK: - scripts/demo
 
     func testDemoPrintsThePricesAndExitsWithWspipesStatus() throws {

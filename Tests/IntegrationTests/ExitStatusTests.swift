@@ -160,7 +160,8 @@ final class ExitStatusTests: IntegrationTestCase {
         XCTAssertEqual(result.stdout, [])
         assertStderr(result, contains: "1009")
         XCTAssertLessThan(result.elapsed, 2)
-        XCTAssertLessThan(result.maxRSSKiB, 64 * 1024, "peak RSS \(result.maxRSSKiB) KiB")
+        // Peak RSS is checked by HostilePeerTests (sampled from /proc: wait4's ru_maxrss
+        // would include the test runner's own memory at spawn time).
         XCTAssertEqual(try raw.record().close?.code, 1009)
     }
 
@@ -209,7 +210,7 @@ final class ExitStatusTests: IntegrationTestCase {
     }
 
     func testSIGINTRightAfterTheHandshakeStillClosesWith1001() throws {
-        // BUG: signal handlers are installed only after the handshake and the stdout thread
+        // Regression test (fixed): signal handlers are installed only after the handshake and the stdout thread
         // start (Session.run: open() logs "connected: URL", then StdoutWriter.start, then
         // Signals.install). A SIGINT in that window kills wspipe with the default action:
         // expected exit 130 and Close 1001 at the server; actual: killed by SIGINT (status

@@ -62,7 +62,7 @@ final class RequestTests: IntegrationTestCase {
     }
 
     func testBearerFileWrittenByEchoWithTrailingNewline() throws {
-        // BUG: `echo token > file` is refused. Expected: the token is trimmed ("trimmed" in
+        // Regression test (fixed): `echo token > file` is refused. Expected: the token is trimmed ("trimmed" in
         // DESIGN.md) and sent as 'Authorization: Bearer from-file-token', exit 0. Actual:
         // exit 2, "--bearer-file '...': the bearer token contains spaces, control or
         // non-ASCII characters". CommandLine.swift trims with a Character set built from

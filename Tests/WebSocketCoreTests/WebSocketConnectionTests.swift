@@ -58,6 +58,40 @@ final class WebSocketConnectionTests: XCTestCase {
         XCTAssertEqual(frames.map { $0.1 }, [utf8("one"), utf8("two")])
     }
 
+    func testPingBurstIsAnsweredInFull() {
+        // 1000 maximum-size pings in one read (conformance case 2.13): every one answered.
+        var connection = WebSocketConnection()
+        let pings = (0..<1000).flatMap { serverFrame(.ping, Array(String(format4: $0).utf8) + patternBytes(121)) }
+        _ = receive(&connection, pings)
+        let frames = decodeClientFrames(connection.takeOutboundControl())
+        XCTAssertEqual(frames.count, 1000)
+        XCTAssertEqual(frames.last?.1, Array(String(format4: 999).utf8) + patternBytes(121))
+    }
+
+    func testPingFloodKeepsOnlyTheMostRecentPongs() {
+        // A server that floods pings without reading our answers must not grow our memory:
+        // only the most recent answers are kept (RFC 6455 §5.5.3 allows answering only the
+        // most recent ping).
+        var connection = WebSocketConnection()
+        let count = 5000
+        let pings = (0..<count).flatMap { serverFrame(.ping, Array(String(format4: $0).utf8) + patternBytes(121)) }
+        _ = receive(&connection, pings)
+        let frames = decodeClientFrames(connection.takeOutboundControl())
+        let kept = WebSocketConnection.maximumPendingPongBytes / 126
+        XCTAssertEqual(frames.count, kept)
+        XCTAssertEqual(frames.map { Array($0.1.prefix(4)) }, (count - kept..<count).map { Array(String(format4: $0).utf8) })
+        XCTAssertTrue(frames.allSatisfy { $0.0.opcode == .pong })
+    }
+
+    func testPendingPongsGoBeforeOurClose() {
+        var connection = WebSocketConnection()
+        _ = receive(&connection, serverFrame(.ping, utf8("before")))
+        connection.close(ClosePayload(code: .normalClosure))
+        let frames = decodeClientFrames(connection.takeOutboundControl())
+        XCTAssertEqual(frames.map { $0.0.opcode }, [.pong, .close])
+        XCTAssertTrue(connection.hasOutboundCloseOrPing == false && !connection.hasOutboundControl)
+    }
+
     func testPingSplitAcrossInputsIsAnsweredOnce() {
         var connection = fixedConnection()
         let frame = RFCExampleFrameTests.unmaskedPing
@@ -311,5 +345,13 @@ final class WebSocketConnectionTests: XCTestCase {
         XCTAssertTrue(connection.isReceivingMessage)
         _ = receive(&connection, serverFrame(.continuation, [2]))
         XCTAssertFalse(connection.isReceivingMessage)
+    }
+}
+
+private extension String {
+    /// The number as four decimal digits (a ping's identity in the flood tests).
+    init(format4 number: Int) {
+        let digits = String(number)
+        self = String(repeating: "0", count: Swift.max(0, 4 - digits.count)) + digits
     }
 }

@@ -16,7 +16,7 @@ server answers HTTP 401 (wspipe exits with status 5).
 
 Usage:
   .venv/bin/python examples/servers/feed_server.py [--port 8765] [--count 5] [--interval 0]
-                                                   [--seed 1] [--token TOKEN]
+                                                   [--seed 1] [--token TOKEN] [--snapshot-delay 0]
 With --port 0 the kernel picks a free port. In every case the first stdout line is
 "PORT <n>", printed once the server is listening. Stop it with Ctrl-C or SIGTERM.
 """
@@ -42,6 +42,8 @@ def parse_args():
                         help="seconds between ticker messages (default 0)")
     parser.add_argument("--seed", type=int, default=1, help="seed for the price walk (default 1)")
     parser.add_argument("--token", default=None, help="require 'Authorization: Bearer TOKEN'")
+    parser.add_argument("--snapshot-delay", type=float, default=0.0,
+                        help="seconds to wait before answering a snapshot request (default 0)")
     return parser.parse_args()
 
 
@@ -80,6 +82,8 @@ def main():
                     await ws.close(4000, "bad request")
                     return
                 if request.get("op") == "snapshot":
+                    if args.snapshot_delay > 0:
+                        await asyncio.sleep(args.snapshot_delay)
                     await ws.send(json.dumps({"ch": "ticker", "seq": 0, "price": ticker.next(), "snapshot": True}))
                 elif request.get("op") == "subscribe":
                     for seq in range(1, args.count + 1):

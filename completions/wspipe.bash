@@ -1,0 +1,90 @@
+# bash completion for wspipe(1).
+# Install: copy to /usr/share/bash-completion/completions/wspipe (or
+# ~/.local/share/bash-completion/completions/wspipe), or `source` it from ~/.bashrc.
+# Keep in step with Option in Sources/WSPipeBridge/CommandLine.swift: a test
+# (Tests/WSPipeBridgeTests/CompletionTests.swift) checks every option is here.
+
+_wspipe() {
+    local cur prev
+    cur=${COMP_WORDS[COMP_CWORD]}
+    prev=${COMP_WORDS[COMP_CWORD-1]}
+
+    local flags="-t --text -b --binary -0 --null --jsonl --timestamps --base64 --whole-input
+        -1 --one-message --receive-only --send-only --stats --no-close -k --insecure
+        -4 --ipv4 -6 --ipv6 -L --location -v --verbose -q --quiet -h --help -V --version"
+    local valued="--chunk-size --close-code --close-reason --close-timeout --connect-timeout
+        --max-message-size --ping-interval --ping-timeout -H --header --protocol --origin
+        --user-agent --bearer --bearer-file --cacert -n --max-messages --send --timeout
+        --idle-timeout --linger --proxy --noproxy --socks5 --cert --key --key-pass-env
+        --key-pass-file --tls-min --connect-to --sni --unix-socket --resolve --max-redirs"
+
+    # A value given as --OPTION=value: complete the part after "=" as the value.
+    local option=$prev
+    if [[ $cur == --*=* ]]; then
+        option=${cur%%=*}
+        cur=${cur#*=}
+    elif [[ $prev == = && $COMP_CWORD -ge 2 ]]; then
+        # COMP_WORDBREAKS split --OPTION=value into three words: the option, "=", the value.
+        option=${COMP_WORDS[COMP_CWORD-2]}
+    fi
+
+    case $option in
+        --cacert)
+            compopt -o filenames 2>/dev/null
+            COMPREPLY=($(compgen -f -- "$cur"))
+            return ;;
+        --bearer-file|--cert|--key|--key-pass-file|--unix-socket)
+            compopt -o filenames 2>/dev/null
+            COMPREPLY=($(compgen -f -- "$cur"))
+            return ;;
+        --key-pass-env)
+            COMPREPLY=($(compgen -v -- "$cur"))
+            return ;;
+        --proxy)
+            COMPREPLY=($(compgen -W "http:// https:// socks5:// socks5h://" -- "$cur"))
+            compopt -o nospace 2>/dev/null
+            return ;;
+        --tls-min)
+            COMPREPLY=($(compgen -W "1.2 1.3" -- "$cur"))
+            return ;;
+        --max-redirs)
+            COMPREPLY=($(compgen -W "0 1 2 5 10" -- "$cur"))
+            return ;;
+        --noproxy|--socks5|--connect-to|--sni|--resolve)
+            COMPREPLY=()
+            return ;;
+        --chunk-size|--max-message-size)
+            COMPREPLY=($(compgen -W "4K 16K 64K 256K 1M 16M 64M 1G" -- "$cur"))
+            return ;;
+        --close-code)
+            COMPREPLY=($(compgen -W "1000 1001 1002 1003 1007 1008 1009 1010 1011 4000" -- "$cur"))
+            return ;;
+        --close-timeout|--connect-timeout|--ping-interval|--ping-timeout|--timeout|--idle-timeout|--linger)
+            COMPREPLY=($(compgen -W "0.5 1 5 10 30 60 300" -- "$cur"))
+            return ;;
+        -n|--max-messages)
+            COMPREPLY=($(compgen -W "1 2 3 5 10 100" -- "$cur"))
+            return ;;
+        -H|--header)
+            local IFS=$'\n'
+            COMPREPLY=($(compgen -W $'Authorization: \nCookie: \nOrigin: \nUser-Agent: \nX-' -- "$cur"))
+            compopt -o nospace 2>/dev/null
+            return ;;
+        --origin)
+            COMPREPLY=($(compgen -W "http:// https://" -- "$cur"))
+            compopt -o nospace 2>/dev/null
+            return ;;
+        --close-reason|--protocol|--user-agent|--bearer|--send)
+            COMPREPLY=()
+            return ;;
+    esac
+
+    if [[ $cur == -* ]]; then
+        COMPREPLY=($(compgen -W "$flags $valued" -- "$cur"))
+        return
+    fi
+    COMPREPLY=($(compgen -W "ws:// wss:// ws://127.0.0.1: ws://localhost: ws://[::1]: ws+unix://" -- "$cur"))
+    compopt -o nospace 2>/dev/null
+}
+
+complete -F _wspipe wspipe
