@@ -41,9 +41,9 @@ enum OpenError: Error {
         }
     }
 
-    /// A Location value for messages, without user information.
+    /// A Location value for messages, without user information or secret query values.
     static func redactedLocation(_ location: String) -> String {
-        CommandLineParser.redactURL(location)
+        Diagnostics.redactedTarget(CommandLineParser.redactURL(location))
     }
 }
 

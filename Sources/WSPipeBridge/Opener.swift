@@ -80,7 +80,7 @@ struct Opener {
                 next.user = original.user
                 next.password = original.password
             }
-            log.event("redirect \(head.statusCode) to \(next)"
+            log.event("redirect \(head.statusCode) to \(Diagnostics.redactedTarget(next.description))"
                       + (nextHome ? "" : " (another host: credentials, -H Host, --connect-to and --sni are not used there)"))
             url = next
         }

@@ -87,6 +87,20 @@ final class RedirectFollowingTests: IntegrationTestCase {
                      + "it would drop TLS")
     }
 
+    func testRedirectMessagesHideSecretsInTheLocation() throws {
+        let recorder = try startRecorder()
+        let redirect = try redirector(302, to: "ws://bob:L0c-pass@127.0.0.1:\(recorder.port)/n?access_token=L0c-T0ken&room=5")
+        let shown = try runWspipe([url(redirect)])
+        assertExit(shown, 5)
+        assertStderr(shown, contains: "access_token=[redacted]&room=5")
+        assertNoSecrets(shown, ["L0c-pass", "L0c-T0ken"])
+        let followed = try runWspipe(["-v", "-L", url(redirect)])
+        assertExit(followed, 0)
+        assertStderr(followed, contains: "redirect 302 to ws://127.0.0.1:\(recorder.port)/n?access_token=[redacted]&room=5")
+        assertStderr(followed, contains: "wspipe: < Location: ws://[redacted]@127.0.0.1:\(recorder.port)/n?access_token=[redacted]&room=5")
+        assertNoSecrets(followed, ["L0c-pass", "L0c-T0ken"])
+    }
+
     func testMaxRedirects() throws {
         let loop = try redirector(308, to: "/again")
         let result = try runWspipe(["-v", "-L", "--max-redirs", "3", url(loop)])
