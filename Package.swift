@@ -52,8 +52,12 @@ let package = Package(
             dependencies: ["WebSocketCore"]
         ),
         .testTarget(
+            name: "WebSocketTransportTests",
+            dependencies: ["WebSocketTransport", "WebSocketCore"]
+        ),
+        .testTarget(
             name: "WSPipeBridgeTests",
-            dependencies: ["WSPipeBridge"]
+            dependencies: ["WSPipeBridge", "WebSocketTransport"]
         ),
         .testTarget(
             name: "IntegrationTests",

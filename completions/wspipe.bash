@@ -11,11 +11,12 @@ _wspipe() {
 
     local flags="-t --text -b --binary -0 --null --jsonl --timestamps --base64 --whole-input
         -1 --one-message --receive-only --send-only --stats --no-close -k --insecure
-        -v --verbose -q --quiet -h --help -V --version"
+        -4 --ipv4 -6 --ipv6 -L --location -v --verbose -q --quiet -h --help -V --version"
     local valued="--chunk-size --close-code --close-reason --close-timeout --connect-timeout
         --max-message-size --ping-interval --ping-timeout -H --header --protocol --origin
         --user-agent --bearer --bearer-file --cacert -n --max-messages --send --timeout
-        --idle-timeout --linger"
+        --idle-timeout --linger --proxy --noproxy --socks5 --cert --key --key-pass-env
+        --key-pass-file --tls-min --connect-to --sni --unix-socket --resolve --max-redirs"
 
     # A value given as --OPTION=value: complete the part after "=" as the value.
     local option=$prev
@@ -32,9 +33,25 @@ _wspipe() {
             compopt -o filenames 2>/dev/null
             COMPREPLY=($(compgen -f -- "$cur"))
             return ;;
-        --bearer-file)
+        --bearer-file|--cert|--key|--key-pass-file|--unix-socket)
             compopt -o filenames 2>/dev/null
             COMPREPLY=($(compgen -f -- "$cur"))
+            return ;;
+        --key-pass-env)
+            COMPREPLY=($(compgen -v -- "$cur"))
+            return ;;
+        --proxy)
+            COMPREPLY=($(compgen -W "http:// https:// socks5:// socks5h://" -- "$cur"))
+            compopt -o nospace 2>/dev/null
+            return ;;
+        --tls-min)
+            COMPREPLY=($(compgen -W "1.2 1.3" -- "$cur"))
+            return ;;
+        --max-redirs)
+            COMPREPLY=($(compgen -W "0 1 2 5 10" -- "$cur"))
+            return ;;
+        --noproxy|--socks5|--connect-to|--sni|--resolve)
+            COMPREPLY=()
             return ;;
         --chunk-size|--max-message-size)
             COMPREPLY=($(compgen -W "4K 16K 64K 256K 1M 16M 64M 1G" -- "$cur"))
@@ -66,7 +83,7 @@ _wspipe() {
         COMPREPLY=($(compgen -W "$flags $valued" -- "$cur"))
         return
     fi
-    COMPREPLY=($(compgen -W "ws:// wss:// ws://127.0.0.1: ws://localhost: ws://[::1]:" -- "$cur"))
+    COMPREPLY=($(compgen -W "ws:// wss:// ws://127.0.0.1: ws://localhost: ws://[::1]: ws+unix://" -- "$cur"))
     compopt -o nospace 2>/dev/null
 }
 

@@ -14,10 +14,12 @@
     X(SSL_new) X(SSL_free) X(SSL_set_fd) X(SSL_ctrl) X(SSL_set1_host) X(SSL_get0_param)       \
     X(SSL_connect) X(SSL_get_error) X(SSL_get_verify_result) X(SSL_get_version)               \
     X(SSL_get_current_cipher) X(SSL_CIPHER_get_name) X(SSL_read) X(SSL_write)                 \
-    X(SSL_has_pending) X(SSL_shutdown)
+    X(SSL_has_pending) X(SSL_shutdown) X(SSL_CTX_set_default_passwd_cb) X(SSL_set_bio)       \
+    X(SSL_CTX_set_client_cert_cb) X(SSL_set_ex_data) X(SSL_get_ex_data)
 #define WSP_CRYPTO_FUNCTIONS(X)                                                               \
     X(ERR_clear_error) X(ERR_get_error) X(ERR_error_string_n) X(X509_VERIFY_PARAM_set1_ip_asc) \
-    X(X509_verify_cert_error_string)
+    X(X509_verify_cert_error_string) X(BIO_new_bio_pair) X(BIO_read) X(BIO_write)             \
+    X(BIO_ctrl_pending) X(BIO_ctrl_get_write_guarantee) X(BIO_free) X(OPENSSL_cleanse) X(BIO_ctrl)
 
 #define WSP_DECLARE(name) static __typeof__(&name) p_##name;
 WSP_SSL_FUNCTIONS(WSP_DECLARE)
@@ -86,6 +88,58 @@ int wsp_SSL_CTX_check_private_key(const SSL_CTX *ctx) { return p_SSL_CTX_check_p
 void wsp_SSL_CTX_set_default_passwd_cb_userdata(SSL_CTX *ctx, void *password) {
     p_SSL_CTX_set_default_passwd_cb_userdata(ctx, password);
 }
+/* The passphrase of an encrypted key: handed to OpenSSL only by this callback, so that
+ * OpenSSL never prompts on the terminal (its default callback would). */
+struct wsp_password {
+    const char *bytes;
+    size_t length;
+    int asked;
+};
+
+static int wsp_password_callback(char *buffer, int size, int rwflag, void *userdata) {
+    (void)rwflag;
+    struct wsp_password *password = userdata;
+    if (!password) return -1;
+    password->asked = 1;
+    if (!password->bytes || password->length == 0 || password->length > (size_t)size) return -1;
+    memcpy(buffer, password->bytes, password->length);
+    return (int)password->length;
+}
+
+int wsp_SSL_CTX_use_PrivateKey_file_with_password(SSL_CTX *ctx, const char *file, const char *password,
+                                                   size_t length, int *asked) {
+    struct wsp_password holder = {password, length, 0};
+    p_SSL_CTX_set_default_passwd_cb(ctx, wsp_password_callback);
+    p_SSL_CTX_set_default_passwd_cb_userdata(ctx, &holder);
+    int result = p_SSL_CTX_use_PrivateKey_file(ctx, file, SSL_FILETYPE_PEM);
+    p_SSL_CTX_set_default_passwd_cb_userdata(ctx, NULL);
+    if (asked) *asked = holder.asked;
+    return result;
+}
+
+int wsp_SSL_CTX_use_certificate_chain_file_no_prompt(SSL_CTX *ctx, const char *file) {
+    p_SSL_CTX_set_default_passwd_cb(ctx, wsp_password_callback);
+    p_SSL_CTX_set_default_passwd_cb_userdata(ctx, NULL);
+    return p_SSL_CTX_use_certificate_chain_file(ctx, file);
+}
+
+/* Called by OpenSSL when the server asks for a client certificate and none is set: notes
+ * it in the flag stored as the SSL's app data, and goes on without a certificate. */
+static int wsp_client_cert_callback(SSL *ssl, X509 **x509, EVP_PKEY **pkey) {
+    (void)x509;
+    (void)pkey;
+    int *flag = p_SSL_get_ex_data(ssl, 0);
+    if (flag) *flag = 1;
+    return 0;
+}
+
+void wsp_SSL_track_certificate_request(SSL_CTX *ctx, SSL *ssl, int *flag) {
+    p_SSL_set_ex_data(ssl, 0, flag);
+    p_SSL_CTX_set_client_cert_cb(ctx, wsp_client_cert_callback);
+}
+
+void wsp_OPENSSL_cleanse(void *pointer, size_t length) { p_OPENSSL_cleanse(pointer, length); }
+
 long wsp_SSL_CTX_set_min_proto_version(SSL_CTX *ctx, int version) {
     return p_SSL_CTX_ctrl(ctx, SSL_CTRL_SET_MIN_PROTO_VERSION, version, NULL);
 }
@@ -120,6 +174,19 @@ int wsp_SSL_read(SSL *ssl, void *buffer, int count) { return p_SSL_read(ssl, buf
 int wsp_SSL_write(SSL *ssl, const void *buffer, int count) { return p_SSL_write(ssl, buffer, count); }
 int wsp_SSL_has_pending(const SSL *ssl) { return p_SSL_has_pending(ssl); }
 int wsp_SSL_shutdown(SSL *ssl) { return p_SSL_shutdown(ssl); }
+
+int wsp_SSL_set_bio_pair(SSL *ssl, BIO **network, size_t buffer_size) {
+    BIO *internal = NULL;
+    if (p_BIO_new_bio_pair(&internal, buffer_size, network, buffer_size) != 1) return 0;
+    p_SSL_set_bio(ssl, internal, internal);
+    return 1;
+}
+int wsp_BIO_read(BIO *bio, void *buffer, int count) { return p_BIO_read(bio, buffer, count); }
+int wsp_BIO_write(BIO *bio, const void *buffer, int count) { return p_BIO_write(bio, buffer, count); }
+size_t wsp_BIO_ctrl_pending(BIO *bio) { return p_BIO_ctrl_pending(bio); }
+size_t wsp_BIO_ctrl_get_write_guarantee(BIO *bio) { return p_BIO_ctrl_get_write_guarantee(bio); }
+void wsp_BIO_free(BIO *bio) { p_BIO_free(bio); }
+size_t wsp_BIO_ctrl_wpending(BIO *bio) { return (size_t)p_BIO_ctrl(bio, BIO_CTRL_WPENDING, 0, NULL); }
 
 void wsp_ERR_clear_error(void) { p_ERR_clear_error(); }
 unsigned long wsp_ERR_get_error(void) { return p_ERR_get_error(); }

@@ -1,5 +1,6 @@
 import Glibc
 import WebSocketCore
+import WebSocketTransport
 
 /// What the command line asks for.
 public enum Command: Sendable {
@@ -112,6 +113,8 @@ public enum Option: String, CaseIterable, Sendable {
     case text, binary, null, chunkSize, noClose, closeCode, closeReason, closeTimeout, connectTimeout
     case maxMessageSize, pingInterval, pingTimeout, header, subprotocol, origin, userAgent
     case bearer, bearerFile, cacert, insecure, verbose, quiet, help, version
+    case proxy, noproxy, socks5, cert, key, keyPassEnv, keyPassFile, tlsMin, connectTo, sni, unixSocket, resolve
+    case ipv4, ipv6, location, maxRedirs
     case jsonl, base64, timestamps, wholeInput, maxMessages, oneMessage, send, timeout, idleTimeout, linger
     case receiveOnly, sendOnly, stats
 
@@ -141,6 +144,22 @@ public enum Option: String, CaseIterable, Sendable {
         case .quiet: return "--quiet"
         case .help: return "--help"
         case .version: return "--version"
+        case .proxy: return "--proxy"
+        case .noproxy: return "--noproxy"
+        case .socks5: return "--socks5"
+        case .cert: return "--cert"
+        case .key: return "--key"
+        case .keyPassEnv: return "--key-pass-env"
+        case .keyPassFile: return "--key-pass-file"
+        case .tlsMin: return "--tls-min"
+        case .connectTo: return "--connect-to"
+        case .sni: return "--sni"
+        case .unixSocket: return "--unix-socket"
+        case .resolve: return "--resolve"
+        case .ipv4: return "--ipv4"
+        case .ipv6: return "--ipv6"
+        case .location: return "--location"
+        case .maxRedirs: return "--max-redirs"
         case .jsonl: return "--jsonl"
         case .base64: return "--base64"
         case .timestamps: return "--timestamps"
@@ -168,6 +187,9 @@ public enum Option: String, CaseIterable, Sendable {
         case .quiet: return "q"
         case .help: return "h"
         case .version: return "V"
+        case .ipv4: return "4"
+        case .ipv6: return "6"
+        case .location: return "L"
         case .maxMessages: return "n"
         case .oneMessage: return "1"
         default: return nil
@@ -178,6 +200,8 @@ public enum Option: String, CaseIterable, Sendable {
         switch self {
         case .chunkSize, .closeCode, .closeReason, .closeTimeout, .connectTimeout, .maxMessageSize, .pingInterval,
              .pingTimeout, .header, .subprotocol, .origin, .userAgent, .bearer, .bearerFile, .cacert,
+             .proxy, .noproxy, .socks5, .cert, .key, .keyPassEnv, .keyPassFile, .tlsMin, .connectTo, .sni, .unixSocket,
+             .resolve, .maxRedirs,
              .maxMessages, .send, .timeout, .idleTimeout, .linger:
             return true
         default:
@@ -213,6 +237,20 @@ private struct ParsedOptions {
     var caFile: String?
     var insecure = false
     var verbosity = 0
+    var proxy: ProxySetting = .environment
+    var noProxy: String?
+    var certFile: String?
+    var keyFile: String?
+    var keyPassEnv: String?
+    var keyPassFile: String?
+    var tlsMin: TLSVersion?
+    var connectTo: String?
+    var sni: String?
+    var unixSocket: String?
+    var resolve: [ResolveOverride] = []
+    var family = AddressFamily.any
+    var location = false
+    var maxRedirs: Int?
     var jsonl = false
     var base64 = false
     var timestamps = false
@@ -290,6 +328,69 @@ private struct ParsedOptions {
             guard access(text, R_OK) == 0 else { throw UsageError("cannot read CA file '\(text)': \(String(cString: strerror(errno)))") }
             caFile = text
         case .insecure: insecure = true
+        case .proxy:
+            if text.isEmpty {
+                proxy = .none
+            } else {
+                do {
+                    proxy = .url(try ProxyURL(parsing: text))
+                } catch {
+                    throw UsageError("\(name): \(error)")
+                }
+            }
+        case .socks5:
+            let parsed: ProxyURL
+            do {
+                parsed = try ProxyURL(parsing: text, defaultKind: .socks5)
+            } catch {
+                throw UsageError("\(name): \(error)")
+            }
+            guard parsed.kind.isSOCKS else {
+                throw UsageError("\(name) takes HOST:PORT or a socks5:// or socks5h:// URL (use --proxy for \(parsed.kind.rawValue)://)")
+            }
+            proxy = .url(parsed)
+        case .noproxy: noProxy = text
+        case .cert: certFile = try readableFile(text, option: name)
+        case .key: keyFile = try readableFile(text, option: name)
+        case .keyPassEnv:
+            guard !text.isEmpty else { throw UsageError("\(name) needs the name of an environment variable") }
+            keyPassEnv = text
+        case .keyPassFile: keyPassFile = try readableFile(text, option: name)
+        case .tlsMin:
+            let normalized = text.lowercased().replacingPrefix("tlsv", "").replacingPrefix("tls", "")
+            guard let version = TLSVersion(rawValue: normalized) else {
+                throw UsageError("\(name) '\(text)' is not a TLS version (1.2 or 1.3)")
+            }
+            tlsMin = version
+        case .connectTo:
+            guard HostPort(parsing: text) != nil || HostPort(parsing: text, defaultPort: 1) != nil else {
+                throw UsageError("\(name) '\(text)' is not HOST:PORT (an IPv6 address in brackets: [::1]:8443)")
+            }
+            connectTo = text
+        case .sni:
+            guard !text.isEmpty, text.utf8.count <= 253,
+                  text.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F && !"/?#@[]:,".utf8.contains($0) }) || IPAddress(text) != nil else {
+                throw UsageError("\(name) '\(text)' is not a host name")
+            }
+            sni = text
+        case .unixSocket:
+            guard !text.isEmpty, text.utf8.count <= WebSocketURL.maximumUnixPathLength, !text.utf8.contains(0) else {
+                throw UsageError("\(name) needs a socket path of 1 to \(WebSocketURL.maximumUnixPathLength) bytes")
+            }
+            unixSocket = text
+        case .resolve:
+            guard let entry = ResolveOverride(parsing: text) else {
+                throw UsageError("\(name) '\(text)' is not HOST:PORT:ADDRESS[,ADDRESS...] (IP addresses)")
+            }
+            resolve.append(entry)
+        case .ipv4: family = .ipv4
+        case .ipv6: family = .ipv6
+        case .location: location = true
+        case .maxRedirs:
+            guard let number = Int(text), number >= 0, number <= 1000 else {
+                throw UsageError("\(name) '\(text)' is not a number from 0 to 1000")
+            }
+            maxRedirs = number
         case .verbose: verbosity = 1
         case .quiet: verbosity = -1
         case .help, .version: break
@@ -370,6 +471,7 @@ private struct ParsedOptions {
         config.caFile = caFile
         config.insecure = insecure
         config.verbosity = verbosity
+        try applyNetwork(to: &config, environment: environment, readFile: readFile)
         config.jsonLines = jsonl
         config.base64 = base64
         config.timestamps = timestamps
@@ -401,6 +503,68 @@ private struct ParsedOptions {
         }
         return config
     }
+}
+
+extension ParsedOptions {
+    /// Proxies, dial overrides, client certificate, redirects.
+    func applyNetwork(to config: inout BridgeConfiguration, environment: (String) -> String?,
+                      readFile: (String) -> [UInt8]?) throws(UsageError) {
+        var network = DialOptions()
+        network.proxy = proxy
+        network.noProxy = noProxy
+        for name in ProxySelection.variableNames {
+            if let value = environment(name) { network.environment[name] = value }
+        }
+        if let unixSocket {
+            guard config.url.unixSocketPath == nil else {
+                throw UsageError("--unix-socket cannot be combined with a ws+unix:// URL, which names its socket already")
+            }
+            config.url.unixSocketPath = unixSocket
+        }
+        if let connectTo {
+            guard config.url.unixSocketPath == nil else {
+                throw UsageError("--connect-to cannot be combined with a Unix socket")
+            }
+            network.connectTo = HostPort(parsing: connectTo) ?? HostPort(parsing: connectTo, defaultPort: config.url.port)
+        }
+        network.serverName = sni
+        network.connect = ConnectOptions(family: family, overrides: resolve)
+        if let tlsMin { network.minimumTLSVersion = tlsMin }
+
+        if keyFile != nil || keyPassEnv != nil || keyPassFile != nil, certFile == nil {
+            throw UsageError("--key, --key-pass-env and --key-pass-file need --cert")
+        }
+        if keyPassEnv != nil && keyPassFile != nil {
+            throw UsageError("give the key's passphrase with --key-pass-env or --key-pass-file, not both")
+        }
+        if let certFile {
+            var password: [UInt8]?
+            if let keyPassEnv {
+                guard let value = environment(keyPassEnv), !value.isEmpty else {
+                    throw UsageError("--key-pass-env: the environment variable \(keyPassEnv) is not set or empty")
+                }
+                password = Array(value.utf8)
+            } else if let keyPassFile {
+                guard var bytes = readFile(keyPassFile) else { throw UsageError("cannot read --key-pass-file '\(keyPassFile)'") }
+                // One line end at the end is the file's, not the passphrase's.
+                if bytes.last == 0x0A { bytes.removeLast() }
+                if bytes.last == 0x0D { bytes.removeLast() }
+                guard !bytes.isEmpty else { throw UsageError("--key-pass-file '\(keyPassFile)' is empty") }
+                password = bytes
+            }
+            network.clientCertificate = ClientCertificate(certificateFile: certFile, keyFile: keyFile ?? certFile,
+                                                          keyPassword: password)
+        }
+        config.network = network
+        config.followRedirects = location
+        if let maxRedirs { config.maxRedirects = maxRedirs }
+    }
+}
+
+/// `path` if it is a readable file; a usage error naming the option otherwise.
+private func readableFile(_ path: String, option: String) throws(UsageError) -> String {
+    guard access(path, R_OK) == 0 else { throw UsageError("cannot read \(option) file '\(path)': \(String(cString: strerror(errno)))") }
+    return path
 }
 
 private func checkToken(_ token: String, source: String) throws(UsageError) {
@@ -456,6 +620,12 @@ public func readWholeFile(_ path: String) -> [UInt8]? {
         if n == 0 { return bytes }
         bytes += chunk[0..<n]
         if bytes.count > 1 << 20 { return nil }
+    }
+}
+
+extension String {
+    func replacingPrefix(_ prefix: String, _ replacement: String) -> String {
+        hasPrefix(prefix) ? replacement + dropFirst(prefix.count) : self
     }
 }
 

@@ -1,4 +1,5 @@
 import WebSocketCore
+import WebSocketTransport
 
 /// Everything a session needs to know, as values: the CLI fills it in, tests build it
 /// directly.
@@ -43,6 +44,14 @@ public struct BridgeConfiguration: Sendable {
     public var insecure = false
     /// -1 quiet (errors only), 0 normal, 1 verbose.
     public var verbosity = 0
+    /// How to reach the server: proxies, --connect-to, --sni, -4/-6, --resolve, client
+    /// certificate, --tls-min. (`caFile`, `insecure` and `userAgent` above are copied in
+    /// when connecting.)
+    public var network = DialOptions()
+    /// -L/--location: follow 301/302/303/307/308 answers to the handshake.
+    public var followRedirects = false
+    /// --max-redirs: at most this many redirects are followed.
+    public var maxRedirects = 5
 
     // Formats and counted sessions.
     /// --base64: binary messages as base64 lines out; in binary mode, stdin lines are base64.
@@ -95,12 +104,17 @@ public struct BridgeConfiguration: Sendable {
     public init(url: WebSocketURL) { self.url = url }
 
     /// The handshake request headers beyond the mandatory ones, in order.
-    public var requestHeaders: [HTTPHeader] {
-        var list = headers
+    public var requestHeaders: [HTTPHeader] { requestHeaders(credentials: true, userHost: true) }
+
+    /// The same for a redirect target. Without `credentials` (another host than the
+    /// URL's), the bearer token and every -H header whose value is secret (Authorization,
+    /// Cookie, names with token, key, secret...) are left out; without `userHost`, a -H Host.
+    func requestHeaders(credentials: Bool, userHost: Bool) -> [HTTPHeader] {
+        var list = headers.filter { (credentials || !$0.isSensitive) && (userHost || !$0.hasName("Host")) }
         func has(_ name: String) -> Bool { list.contains { $0.hasName(name) } }
         if let origin, !has("Origin") { list.append(HTTPHeader(name: "Origin", value: origin)) }
         if let userAgent, !has("User-Agent") { list.append(HTTPHeader(name: "User-Agent", value: userAgent)) }
-        if let bearerToken, !has("Authorization") {
+        if credentials, let bearerToken, !has("Authorization") {
             list.append(HTTPHeader(name: "Authorization", value: "Bearer \(bearerToken)"))
         }
         return list

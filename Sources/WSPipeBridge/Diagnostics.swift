@@ -53,6 +53,8 @@ public final class Diagnostics: @unchecked Sendable {
 
     /// The value to show for a header: secrets keep only their scheme ("Bearer [redacted]").
     public static func redacted(_ header: HTTPHeader) -> String {
+        // A redirect target: its user information and secret query values, as for URLs.
+        if header.hasName("Location") { return redactedTarget(CommandLineParser.redactURL(header.value)) }
         guard header.isSensitive else { return header.value }
         let lower = header.name.lowercased()
         if lower == "authorization" || lower == "proxy-authorization", let space = header.value.firstIndex(of: " ") {

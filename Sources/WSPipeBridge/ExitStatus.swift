@@ -21,6 +21,10 @@ public enum ExitStatus: Int32, Sendable, CaseIterable {
     case connectionLost = 7
     /// The server closed with a code other than 1000 (code and reason on stderr).
     case closedByPeer = 8
+    /// The proxy refused or failed: an HTTP CONNECT status other than 2xx (403, 407, 502...),
+    /// a SOCKS5 failure reply, proxy authentication required or refused, an answer that is
+    /// not the proxy protocol. (A proxy that cannot be reached at all is 3.)
+    case proxyFailure = 9
     /// --timeout expired (after a closing handshake), as timeout(1) does.
     case timedOut = 124
     /// SIGHUP, SIGINT, SIGTERM: closing handshake with 1001, then 128 + the signal.

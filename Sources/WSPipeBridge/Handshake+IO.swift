@@ -8,12 +8,16 @@ enum OpenError: Error {
     case handshake(HandshakeError, body: [UInt8])
     /// The connection broke or closed during the handshake.
     case handshakeLost(String)
+    /// A redirect that cannot or may not be followed (or too many).
+    case redirect(String)
 
     var status: ExitStatus {
         switch self {
         case .transport(.tls): return .tlsFailure
+        case .transport(.proxy): return .proxyFailure
+        case .transport(.invalidSetting): return .usage
         case .transport: return .cannotConnect
-        case .handshake, .handshakeLost: return .handshakeRejected
+        case .handshake, .handshakeLost, .redirect: return .handshakeRejected
         }
     }
 
@@ -24,15 +28,22 @@ enum OpenError: Error {
         case .handshake(.unexpectedStatus(let head), let body):
             var text = HandshakeError.unexpectedStatus(head).description
             let trimmed = body.prefix(200)
-            if !trimmed.isEmpty {
+            if WebSocketURL.redirectStatuses.contains(head.statusCode), let location = head.values("Location").first {
+                text += "; it redirects to \(printable(Array(OpenError.redactedLocation(location).utf8))) (-L/--location follows redirects)"
+            } else if !trimmed.isEmpty {
                 text += "; body: " + printable(Array(trimmed)) + (body.count > trimmed.count ? "..." : "")
             }
             return text
         case .handshake(let error, _):
             return "handshake rejected: \(error)"
-        case .handshakeLost(let why):
+        case .handshakeLost(let why), .redirect(let why):
             return why
         }
+    }
+
+    /// A Location value for messages, without user information or secret query values.
+    static func redactedLocation(_ location: String) -> String {
+        Diagnostics.redactedTarget(CommandLineParser.redactURL(location))
     }
 }
 
@@ -77,7 +88,10 @@ struct HandshakeExchange {
             switch result {
             case .done(let n): offset += n
             case .wouldBlock(let interest): try wait(for: interest, stage: "sending the handshake")
-            case .failed(let why): throw .handshakeLost("connection lost while sending the handshake: \(why)")
+            case .failed(let why):
+                if why.hasPrefix("TLS: ") { throw .transport(.tls(String(why.dropFirst(5)))) }
+                try checkClientCertificateRefusal()
+                throw .handshakeLost("connection lost while sending the handshake: \(why)")
             case .endOfStream: throw .handshakeLost("the server closed the connection during the handshake")
             }
         }
@@ -107,12 +121,32 @@ struct HandshakeExchange {
             case .wouldBlock(let interest):
                 try wait(for: interest, stage: "waiting for the server's handshake response")
             case .endOfStream:
+                if buffer.count == 0 { try checkClientCertificateRefusal() }
                 throw .handshakeLost(buffer.count == 0
                     ? "the server closed the connection without answering the WebSocket handshake"
                     : "the server closed the connection in the middle of its handshake response")
             case .failed(let why):
+                // TLS 1.3 servers refuse a client certificate after the TLS handshake: the
+                // alert arrives with the first read. It is a TLS failure (4), not a lost one.
+                if why.hasPrefix("TLS: ") { throw .transport(.tls(String(why.dropFirst(5)))) }
+                if buffer.count == 0 { try checkClientCertificateRefusal() }
                 throw .handshakeLost("connection lost during the handshake: \(why)")
             }
+        }
+    }
+
+    /// TLS 1.3 servers check the client certificate after the TLS handshake; many (Python's
+    /// among them) then close or reset the connection without sending their alert. With no
+    /// answer at all, say so as a TLS failure when certificates were involved.
+    private func checkClientCertificateRefusal() throws(OpenError) {
+        guard let tls = stream as? TLSStream else { return }
+        if tls.serverWantedCertificate {
+            throw .transport(.tls("the server asked for a client certificate and closed the connection without "
+                                  + "one: it requires a client certificate (give one with --cert and --key)"))
+        }
+        if tls.sentClientCertificate {
+            throw .transport(.tls("the server closed the connection right after the TLS handshake without "
+                                  + "answering: it probably refused the client certificate (--cert)"))
         }
     }
 

@@ -156,35 +156,12 @@ public final class Session {
     // MARK: - Opening
 
     private func open() throws(OpenError) {
-        let url = config.url
-        var deadline = Instant.now().adding(seconds: config.connectTimeout)
-        if let session = sessionDeadline { deadline = min(deadline, session) }
-        let tcp: TCPStream
-        do {
-            tcp = try TCPConnector.connect(host: url.host, port: url.port, deadline: deadline,
-                                           timeoutSeconds: config.connectTimeout, log: { log.event($0) })
-        } catch {
-            throw .transport(error)
-        }
-        if url.isSecure {
-            let options = TLSOptions(serverName: url.host, serverNameIsIP: url.isIPLiteral,
-                                     verifyPeer: !config.insecure, caFile: config.caFile)
-            do {
-                stream = try TLSStream.connect(over: tcp, options: options, deadline: deadline,
-                                               timeoutSeconds: config.connectTimeout, log: { log.event($0) })
-            } catch {
-                throw .transport(error)
-            }
-        } else {
-            stream = tcp
-        }
-        guard let stream else { return }
-        let handshake = ClientHandshake(url: url, subprotocols: config.subprotocols, headers: config.requestHeaders)
-        let exchange = HandshakeExchange(stream: stream, deadline: deadline, timeoutSeconds: config.connectTimeout, log: log)
-        let (_, headLength) = try exchange.perform(handshake, into: receiveBuffer)
+        // --timeout, when shorter, also limits connecting.
+        let opened = try Opener(config: config, log: log).open(into: receiveBuffer, notAfter: sessionDeadline)
+        stream = opened.stream
         Signals.exitAtOnce.store(false, ordering: .relaxed)
-        parsed = headLength
-        log.event("connected: \(Diagnostics.redactedTarget(url.description))")
+        parsed = opened.headLength
+        log.event("connected: \(Diagnostics.redactedTarget(opened.url.description))")
     }
 
     // MARK: - The loop

@@ -1,4 +1,11 @@
-/// A parsed `ws://` or `wss://` URL (RFC 6455 §3).
+/// A parsed `ws://` or `wss://` URL (RFC 6455 §3), or a `ws+unix://` / `wss+unix://` URL
+/// naming a Unix domain socket.
+///
+/// Unix socket grammar: `ws+unix://SOCKET[:TARGET]`. SOCKET is the socket's file name up to
+/// the first `:` (percent-decoded, so `%3A` is a colon in the name; a leading `@` names a
+/// Linux abstract socket); TARGET, which must start with `/` or `?`, is the request target
+/// (default `/`). `ws+unix:///run/app.sock:/path?x=1` dials /run/app.sock and asks for
+/// `/path?x=1` with `Host: localhost`.
 ///
 /// The request target (path and query) is kept as written; only bytes that cannot appear
 /// in an HTTP request line (space, control characters, non-ASCII) are percent-encoded, as
@@ -17,6 +24,9 @@ public struct WebSocketURL: Sendable, Equatable, CustomStringConvertible {
     /// User name and password from `user:pass@`, percent-decoded; nil if absent.
     public var user: String?
     public var password: String?
+    /// The Unix domain socket to dial instead of host and port (`ws+unix://` URLs and
+    /// `--unix-socket`); host and port then only name the server in Host and TLS.
+    public var unixSocketPath: String?
 
     /// Whether `host` is an IPv6 literal (written in brackets).
     public var isIPv6Literal: Bool { host.contains(":") }
@@ -41,6 +51,10 @@ public struct WebSocketURL: Sendable, Equatable, CustomStringConvertible {
 
     /// The URL without user information (safe to print).
     public var description: String {
+        if let socket = unixSocketPath, host == "localhost", !hasExplicitPort {
+            let escaped = socket.replacingColons
+            return "\(isSecure ? "wss" : "ws")+unix://\(escaped):\(requestTarget)"
+        }
         let name = isIPv6Literal ? "[\(host)]" : host
         let portPart = hasExplicitPort ? ":\(port)" : ""
         return "\(isSecure ? "wss" : "ws")://\(name)\(portPart)\(requestTarget)"
@@ -54,6 +68,10 @@ public struct WebSocketURL: Sendable, Equatable, CustomStringConvertible {
             throw .notAWebSocketURL(text)
         }
         let scheme = String(decoding: bytes[..<colon], as: UTF8.self).lowercased()
+        if scheme == "ws+unix" || scheme == "wss+unix" {
+            self = try WebSocketURL(unixSocketURL: bytes[(colon + 3)...], secure: scheme == "wss+unix")
+            return
+        }
         switch scheme {
         case "ws": isSecure = false
         case "wss": isSecure = true
@@ -129,6 +147,44 @@ public struct WebSocketURL: Sendable, Equatable, CustomStringConvertible {
             hasExplicitPort = false
         }
 
+        requestTarget = WebSocketURL.encodeTarget(rest)
+        unixSocketPath = nil
+    }
+
+    /// `ws+unix://SOCKET[:TARGET]` after the `://`.
+    private init(unixSocketURL rest: ArraySlice<UInt8>, secure: Bool) throws(URLError) {
+        if rest.contains(UInt8(ascii: "#")) { throw .fragment }
+        let colon = rest.firstIndex(of: UInt8(ascii: ":"))
+        let socketBytes = rest[..<(colon ?? rest.endIndex)]
+        let target = colon.map { rest[($0 + 1)...] } ?? []
+        guard !socketBytes.isEmpty else {
+            throw .badUnixSocket("no socket path (expected ws+unix:///path/to.sock:/request/path)")
+        }
+        guard let socket = try? WebSocketURL.percentDecode(socketBytes), !socket.utf8.contains(0) else {
+            throw .badUnixSocket("bad percent-encoding in the socket path")
+        }
+        guard socket.utf8.count <= WebSocketURL.maximumUnixPathLength else {
+            throw .badUnixSocket("the socket path is longer than \(WebSocketURL.maximumUnixPathLength) bytes")
+        }
+        guard target.isEmpty || target.first == UInt8(ascii: "/") || target.first == UInt8(ascii: "?") else {
+            throw .badUnixSocket("the request path after the socket's ':' must start with '/' or '?'")
+        }
+        isSecure = secure
+        host = "localhost"
+        port = secure ? 443 : 80
+        hasExplicitPort = false
+        user = nil
+        password = nil
+        unixSocketPath = socket
+        requestTarget = WebSocketURL.encodeTarget(target)
+    }
+
+    /// Longest socket path a sockaddr_un holds (108 bytes with its NUL).
+    public static let maximumUnixPathLength = 107
+
+    /// Path and query as a request target: "/" added in front if missing; bytes that cannot
+    /// appear in a request line are percent-encoded.
+    static func encodeTarget(_ rest: ArraySlice<UInt8>) -> String {
         var target = [UInt8]()
         if rest.first != UInt8(ascii: "/") { target.append(UInt8(ascii: "/")) }
         for byte in rest {
@@ -138,10 +194,10 @@ public struct WebSocketURL: Sendable, Equatable, CustomStringConvertible {
                 target += [UInt8(ascii: "%"), Array("0123456789ABCDEF".utf8)[Int(byte >> 4)], Array("0123456789ABCDEF".utf8)[Int(byte & 15)]]
             }
         }
-        requestTarget = String(decoding: target, as: UTF8.self)
+        return String(decoding: target, as: UTF8.self)
     }
 
-    private static func percentDecode(_ bytes: ArraySlice<UInt8>) throws(URLError) -> String {
+    static func percentDecode(_ bytes: ArraySlice<UInt8>) throws(URLError) -> String {
         var out = [UInt8]()
         var i = bytes.startIndex
         while i < bytes.endIndex {
@@ -178,11 +234,12 @@ public enum URLError: Error, Equatable, CustomStringConvertible {
     case badHost(String)
     case badPort(String)
     case badUserInfo
+    case badUnixSocket(String)
 
     public var description: String {
         switch self {
         case .notAWebSocketURL:
-            return "not a WebSocket URL (expected ws://host[:port]/path or wss://...)"
+            return "not a WebSocket URL (expected ws://host[:port]/path, wss://... or ws+unix:///socket:/path)"
         case .unsupportedScheme(let scheme, let hint):
             return "unsupported URL scheme '\(scheme)': \(hint)"
         case .fragment:
@@ -193,7 +250,24 @@ public enum URLError: Error, Equatable, CustomStringConvertible {
             return "bad port '\(text)' in URL (expected 1-65535)"
         case .badUserInfo:
             return "bad user:password in URL (percent-encode '/', '?', '#', '@' and '%' in it as %2F, %3F, %23, %40, %25)"
+        case .badUnixSocket(let why):
+            return "bad ws+unix:// URL: \(why)"
         }
+    }
+}
+
+extension String {
+    /// The text with every ':' and '%' percent-encoded (a socket path inside a ws+unix URL).
+    var replacingColons: String {
+        var out = ""
+        for character in self {
+            switch character {
+            case ":": out += "%3A"
+            case "%": out += "%25"
+            default: out.append(character)
+            }
+        }
+        return out
     }
 }
 

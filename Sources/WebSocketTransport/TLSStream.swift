@@ -2,9 +2,35 @@ import COpenSSL
 import CTLSShims
 import Glibc
 
+/// Lowest TLS version accepted (`--tls-min`).
+public enum TLSVersion: String, Sendable, CaseIterable {
+    case tls12 = "1.2"
+    case tls13 = "1.3"
+}
+
+/// A client certificate and its private key (`--cert`, `--key`), PEM files.
+public struct ClientCertificate: Sendable, Equatable, CustomStringConvertible {
+    /// The certificate, optionally followed by its chain.
+    public var certificateFile: String
+    /// The private key (may be the same file as the certificate).
+    public var keyFile: String
+    /// The passphrase of an encrypted key; nil: none. Never printed.
+    public var keyPassword: [UInt8]?
+
+    public init(certificateFile: String, keyFile: String, keyPassword: [UInt8]? = nil) {
+        self.certificateFile = certificateFile
+        self.keyFile = keyFile
+        self.keyPassword = keyPassword
+    }
+
+    public var description: String {
+        "certificate \(certificateFile), key \(keyFile)\(keyPassword == nil ? "" : " (passphrase given)")"
+    }
+}
+
 /// How a TLS connection is set up and checked.
 public struct TLSOptions: Sendable {
-    /// Name for SNI and certificate verification: the URL's host.
+    /// Name for SNI and certificate verification: the URL's host, or `--sni`.
     public var serverName: String
     /// Whether `serverName` is an IP literal (no SNI; the certificate must name the IP).
     public var serverNameIsIP: Bool
@@ -13,22 +39,33 @@ public struct TLSOptions: Sendable {
     /// PEM file of trusted CA certificates used instead of the system store (`--cacert`).
     /// Without it the system store is used, honouring SSL_CERT_FILE and SSL_CERT_DIR.
     public var caFile: String?
+    /// Sent when the server asks for one (mutual TLS).
+    public var clientCertificate: ClientCertificate?
+    public var minimumVersion: TLSVersion = .tls12
 
-    public init(serverName: String, serverNameIsIP: Bool, verifyPeer: Bool = true, caFile: String? = nil) {
+    public init(serverName: String, serverNameIsIP: Bool, verifyPeer: Bool = true, caFile: String? = nil,
+                clientCertificate: ClientCertificate? = nil, minimumVersion: TLSVersion = .tls12) {
         self.serverName = serverName
         self.serverNameIsIP = serverNameIsIP
         self.verifyPeer = verifyPeer
         self.caFile = caFile
+        self.clientCertificate = clientCertificate
+        self.minimumVersion = minimumVersion
     }
 }
 
-/// TLS 1.2+ over a non-blocking TCP connection, with system OpenSSL.
+/// TLS 1.2+ with system OpenSSL, over a non-blocking TCP connection or over another
+/// `ByteStream` (the tunnel through an HTTPS proxy: TLS inside TLS).
+///
+/// Over TCP, OpenSSL reads and writes the socket itself. Over another stream it works on
+/// one end of a BIO pair and this class moves the bytes between the other end and the
+/// carrier stream; poll(2) still watches the carrier's socket.
 ///
 /// Small writes are gathered into one record-sized buffer (16 KiB) so that a frame header
 /// and its payload, or many small frames, do not each become a TLS record. The object is
 /// owned by one thread; the `SSL*` is never touched concurrently.
 public final class TLSStream: ByteStream {
-    private let tcp: TCPStream
+    private let carrier: ByteStream
     private let context: OpaquePointer
     private let ssl: OpaquePointer
     private let staging: UnsafeMutableRawPointer
@@ -36,55 +73,68 @@ public final class TLSStream: ByteStream {
     private var closed = false
     /// Largest TLS record payload (RFC 8446 §5.1).
     private static let recordSize = 16 * 1024
+    // Over a stream: our end of the BIO pair, and ciphertext on its way to the carrier.
+    private var network: OpaquePointer?
+    private var outgoing: UnsafeMutableRawPointer?
+    private var outgoingStart = 0
+    private var outgoingEnd = 0
+    private static let pairSize = 64 * 1024
+    /// Whether a client certificate was configured (and so sent if the server asked).
+    public private(set) var sentClientCertificate = false
+    /// Set by OpenSSL (through a callback) when the server asked for a certificate we lack.
+    private let certificateRequested = UnsafeMutablePointer<Int32>.allocate(capacity: 1)
 
-    public var fileDescriptor: Int32 { tcp.fileDescriptor }
+    /// Whether the server asked for a client certificate and none was configured: a server
+    /// that then closes the connection wants one (`--cert`).
+    public var serverWantedCertificate: Bool { certificateRequested.pointee != 0 }
+
+    public var fileDescriptor: Int32 { carrier.fileDescriptor }
     /// Protocol version and cipher, for -v ("TLSv1.3 TLS_AES_256_GCM_SHA384").
     public private(set) var summary = ""
 
-    private init(tcp: TCPStream, context: OpaquePointer, ssl: OpaquePointer) {
-        self.tcp = tcp
+    private init(carrier: ByteStream, context: OpaquePointer, ssl: OpaquePointer) {
+        self.carrier = carrier
         self.context = context
         self.ssl = ssl
         staging = UnsafeMutableRawPointer.allocate(byteCount: TLSStream.recordSize, alignment: 16)
+        certificateRequested.initialize(to: 0)
     }
 
     deinit {
         close()
         staging.deallocate()
+        certificateRequested.deallocate()
+        outgoing?.deallocate()
     }
 
-    /// Runs the TLS handshake over `tcp` before `deadline`. Throws `.tls` with the reason
-    /// (certificate expired, wrong host, unknown CA, protocol failure) or `.timedOut`.
-    public static func connect(over tcp: TCPStream, options: TLSOptions, deadline: Instant, timeoutSeconds: Double,
+    /// Runs the TLS handshake over `carrier` before `deadline`. Throws `.tls` with the
+    /// reason (certificate expired, wrong host, unknown CA, client certificate refused,
+    /// protocol failure) or `.timedOut`.
+    public static func connect(over carrier: ByteStream, options: TLSOptions, deadline: Instant, timeoutSeconds: Double,
                                log: (String) -> Void = { _ in }) throws(TransportError) -> TLSStream {
         try loadOpenSSL()
-        guard let context = wsp_SSL_CTX_new(wsp_TLS_client_method()) else { throw .tls("cannot create a TLS context: \(errorQueueText())") }
-        _ = wsp_SSL_CTX_set_min_proto_version(context, wsp_TLS1_2_VERSION())
-        wsp_SSL_CTX_ignore_unexpected_eof(context)
-        if options.verifyPeer {
-            wsp_SSL_CTX_set_verify(context, SSL_VERIFY_PEER)
-            if let caFile = options.caFile {
-                guard wsp_SSL_CTX_load_verify_locations(context, caFile, nil) == 1 else {
-                    wsp_SSL_CTX_free(context)
-                    throw .tls("cannot load CA certificates from '\(caFile)': \(errorQueueText())")
-                }
-            } else if wsp_SSL_CTX_set_default_verify_paths(context) != 1 {
-                wsp_SSL_CTX_free(context)
-                throw .tls("cannot load the system CA store: \(errorQueueText())")
-            }
-        } else {
-            wsp_SSL_CTX_set_verify(context, SSL_VERIFY_NONE)
-        }
-        // ALPN: only HTTP/1.1 can carry the upgrade; this keeps h2-first servers from choosing h2.
-        let alpn: [UInt8] = [8] + Array("http/1.1".utf8)
-        _ = alpn.withUnsafeBufferPointer { wsp_SSL_CTX_set_alpn_protos(context, $0.baseAddress, UInt32($0.count)) }
-
+        let context = try makeContext(options, log: log)
         guard let ssl = wsp_SSL_new(context) else {
             wsp_SSL_CTX_free(context)
             throw .tls("cannot create a TLS session: \(errorQueueText())")
         }
-        let stream = TLSStream(tcp: tcp, context: context, ssl: ssl)
-        _ = wsp_SSL_set_fd(ssl, tcp.fileDescriptor)
+        let stream = TLSStream(carrier: carrier, context: context, ssl: ssl)
+        stream.sentClientCertificate = options.clientCertificate != nil
+        if !stream.sentClientCertificate {
+            stream.certificateRequested.withMemoryRebound(to: CInt.self, capacity: 1) {
+                wsp_SSL_track_certificate_request(context, ssl, $0)
+            }
+        }
+        if carrier is TCPStream {
+            _ = wsp_SSL_set_fd(ssl, carrier.fileDescriptor)
+        } else {
+            var network: OpaquePointer?
+            guard wsp_SSL_set_bio_pair(ssl, &network, TLSStream.pairSize) == 1, let network else {
+                throw .tls("cannot create a TLS session: \(errorQueueText())")
+            }
+            stream.network = network
+            stream.outgoing = UnsafeMutableRawPointer.allocate(byteCount: TLSStream.pairSize, alignment: 16)
+        }
         _ = wsp_SSL_set_nonblocking_modes(ssl)
         if options.serverNameIsIP {
             if options.verifyPeer {
@@ -98,44 +148,110 @@ public final class TLSStream: ByteStream {
         }
 
         while true {
-            wsp_ERR_clear_error()
-            let result = wsp_SSL_connect(ssl)
-            if result == 1 { break }
-            let error = wsp_SSL_get_error(ssl, result)
+            let result = stream.drive { wsp_SSL_connect(ssl) }
             let interest: PollInterest
-            switch error {
-            case SSL_ERROR_WANT_READ: interest = .read
-            case SSL_ERROR_WANT_WRITE: interest = .write
-            default:
+            switch result {
+            case .done:
+                _ = stream.pushOut()  // the last flight; the rest goes with the first write
+                let version = wsp_SSL_get_version(ssl).map { String(cString: $0) } ?? "TLS"
+                let cipher = wsp_SSL_cipher_name(ssl).map { String(cString: $0) } ?? ""
+                stream.summary = "\(version) \(cipher)"
+                log("TLS established: \(stream.summary)\(options.verifyPeer ? "" : " (certificate not verified: --insecure)")")
+                return stream
+            case .wouldBlock(let wanted):
+                interest = wanted
+            case .endOfStream:
+                throw .tls("the server closed the connection during the TLS handshake")
+            case .failed(let why):
                 let verify = wsp_SSL_get_verify_result(ssl)
                 if options.verifyPeer && verify != Int(X509_V_OK) {
                     throw .tls(verificationMessage(Int32(verify), name: options.serverName))
                 }
-                if error == SSL_ERROR_SYSCALL {
-                    let code = errno
-                    let queued = errorQueueText()
-                    if queued != "unknown error" { throw .tls("handshake failed: \(queued)") }
-                    throw .tls(code == 0 ? "the server closed the connection during the TLS handshake"
-                                         : "handshake failed: \(errnoText(code))")
+                if stream.serverWantedCertificate && !why.contains("client certificate") {
+                    throw .tls("the server requires a client certificate (give one with --cert and --key) and ended the "
+                               + "handshake [\(why.hasPrefix("TLS: ") ? String(why.dropFirst(5)) : why)]")
                 }
-                throw .tls("handshake failed: \(errorQueueText())")
+                if why == "connection closed" { throw .tls("the server closed the connection during the TLS handshake") }
+                throw .tls("handshake failed: \(why.hasPrefix("TLS: ") ? String(why.dropFirst(5)) : why)")
             }
-            var entry = pollfd(fd: tcp.fileDescriptor, events: interest.pollEvents, revents: 0)
+            if stream.network != nil && carrier.hasBufferedInput { continue }
+            var entry = pollfd(fd: carrier.fileDescriptor, events: interest.pollEvents, revents: 0)
             let ready = poll(&entry, 1, deadline.pollTimeout())
             if ready == 0 { throw .timedOut(stage: "in the TLS handshake", seconds: timeoutSeconds) }
         }
-        let version = wsp_SSL_get_version(ssl).map { String(cString: $0) } ?? "TLS"
-        let cipher = wsp_SSL_cipher_name(ssl).map { String(cString: $0) } ?? ""
-        stream.summary = "\(version) \(cipher)"
-        log("TLS established: \(stream.summary)\(options.verifyPeer ? "" : " (certificate not verified: --insecure)")")
-        return stream
     }
 
-    public func read(into buffer: UnsafeMutableRawPointer, count: Int) -> IOResult {
+    private static func makeContext(_ options: TLSOptions, log: (String) -> Void) throws(TransportError) -> OpaquePointer {
+        guard let context = wsp_SSL_CTX_new(wsp_TLS_client_method()) else { throw .tls("cannot create a TLS context: \(errorQueueText())") }
+        var ok = false
+        defer { if !ok { wsp_SSL_CTX_free(context) } }
+        let minimum = options.minimumVersion == .tls13 ? wsp_TLS1_3_VERSION() : wsp_TLS1_2_VERSION()
+        _ = wsp_SSL_CTX_set_min_proto_version(context, minimum)
+        wsp_SSL_CTX_ignore_unexpected_eof(context)
+        if options.verifyPeer {
+            wsp_SSL_CTX_set_verify(context, SSL_VERIFY_PEER)
+            if let caFile = options.caFile {
+                guard wsp_SSL_CTX_load_verify_locations(context, caFile, nil) == 1 else {
+                    throw .tls("cannot load CA certificates from '\(caFile)': \(errorQueueText())")
+                }
+            } else if wsp_SSL_CTX_set_default_verify_paths(context) != 1 {
+                throw .tls("cannot load the system CA store: \(errorQueueText())")
+            }
+        } else {
+            wsp_SSL_CTX_set_verify(context, SSL_VERIFY_NONE)
+        }
+        if let client = options.clientCertificate {
+            try loadClientCertificate(client, into: context)
+            log("client certificate: \(client.certificateFile)")
+        }
+        // ALPN: only HTTP/1.1 can carry the upgrade; this keeps h2-first servers from choosing h2.
+        let alpn: [UInt8] = [8] + Array("http/1.1".utf8)
+        _ = alpn.withUnsafeBufferPointer { wsp_SSL_CTX_set_alpn_protos(context, $0.baseAddress, UInt32($0.count)) }
+        ok = true
+        return context
+    }
+
+    private static func loadClientCertificate(_ client: ClientCertificate, into context: OpaquePointer) throws(TransportError) {
         wsp_ERR_clear_error()
-        let n = wsp_SSL_read(ssl, buffer, Int32(min(count, Int(Int32.max))))
-        if n > 0 { return .done(Int(n)) }
-        return outcome(of: n, closedIsEnd: true)
+        guard wsp_SSL_CTX_use_certificate_chain_file_no_prompt(context, client.certificateFile) == 1 else {
+            throw .tls("cannot load the client certificate from '\(client.certificateFile)': \(errorQueueText())")
+        }
+        var asked: Int32 = 0
+        var password = client.keyPassword ?? []
+        let loaded = password.withUnsafeMutableBufferPointer { buffer -> Int32 in
+            let result = buffer.baseAddress.map { base in
+                base.withMemoryRebound(to: CChar.self, capacity: buffer.count) { chars in
+                    wsp_SSL_CTX_use_PrivateKey_file_with_password(context, client.keyFile, chars, buffer.count, &asked)
+                }
+            } ?? wsp_SSL_CTX_use_PrivateKey_file_with_password(context, client.keyFile, nil, 0, &asked)
+            if let base = buffer.baseAddress { wsp_OPENSSL_cleanse(base, buffer.count) }
+            return result
+        }
+        guard loaded == 1 else {
+            let queued = errorQueueText()
+            if asked != 0 && client.keyPassword == nil {
+                throw .tls("the private key in '\(client.keyFile)' is encrypted: give its passphrase with "
+                           + "--key-pass-env VAR or --key-pass-file FILE")
+            }
+            if asked != 0 {
+                throw .tls("cannot decrypt the private key in '\(client.keyFile)': wrong passphrase")
+            }
+            if queued.contains("key values mismatch") {
+                throw .tls("the private key in '\(client.keyFile)' does not belong to the certificate in "
+                           + "'\(client.certificateFile)'")
+            }
+            throw .tls("cannot load the private key from '\(client.keyFile)': \(queued)")
+        }
+        guard wsp_SSL_CTX_check_private_key(context) == 1 else {
+            throw .tls("the private key in '\(client.keyFile)' does not belong to the certificate in "
+                       + "'\(client.certificateFile)'")
+        }
+    }
+
+    // MARK: - ByteStream
+
+    public func read(into buffer: UnsafeMutableRawPointer, count: Int) -> IOResult {
+        drive(closedIsEnd: true) { wsp_SSL_read(ssl, buffer, Int32(min(count, Int(Int32.max)))) }
     }
 
     public func write(_ vectors: UnsafePointer<iovec>, count: Int) -> IOResult {
@@ -148,10 +264,7 @@ public final class TLSStream: ByteStream {
         guard count > 0 else { return .done(0) }
         let first = vectors[0]
         if first.iov_len >= TLSStream.recordSize {
-            wsp_ERR_clear_error()
-            let n = wsp_SSL_write(ssl, first.iov_base, Int32(min(first.iov_len, Int(Int32.max))))
-            if n > 0 { return .done(Int(n)) }
-            return outcome(of: n, closedIsEnd: false)
+            return drive(closedIsEnd: false) { wsp_SSL_write(ssl, first.iov_base, Int32(min(first.iov_len, Int(Int32.max)))) }
         }
         // Gather small pieces into one record.
         var total = 0
@@ -171,53 +284,151 @@ public final class TLSStream: ByteStream {
         }
     }
 
-    /// Writes the staged record. Retries use the same buffer and length, as OpenSSL asks.
+    /// Writes the staged record (retries use the same buffer and length, as OpenSSL asks),
+    /// then, over a stream, pushes the ciphertext on to the carrier.
     public func flush() -> IOResult {
         while stagedCount > 0 {
-            wsp_ERR_clear_error()
-            let n = wsp_SSL_write(ssl, staging, Int32(stagedCount))
-            if n <= 0 { return outcome(of: n, closedIsEnd: false) }
-            let written = Int(n)
+            let result = drive(closedIsEnd: false) { wsp_SSL_write(ssl, staging, Int32(stagedCount)) }
+            guard case .done(let written) = result else { return result }
             if written < stagedCount {
-                (staging).copyMemory(from: staging + written, byteCount: stagedCount - written)
+                staging.copyMemory(from: staging + written, byteCount: stagedCount - written)
             }
             stagedCount -= written
         }
+        if network != nil { return pushOut() }
         return .done(0)
     }
 
-    public var hasBufferedInput: Bool { wsp_SSL_has_pending(ssl) != 0 }
-    public var hasPendingOutput: Bool { stagedCount > 0 }
+    public var hasBufferedInput: Bool {
+        if wsp_SSL_has_pending(ssl) != 0 { return true }
+        guard let network else { return false }
+        return wsp_BIO_ctrl_wpending(network) > 0 || carrier.hasBufferedInput
+    }
+
+    public var hasPendingOutput: Bool {
+        if stagedCount > 0 { return true }
+        guard let network else { return false }
+        return outgoingEnd > outgoingStart || wsp_BIO_ctrl_pending(network) > 0 || carrier.hasPendingOutput
+    }
 
     public func shutdownOutput() {
         guard !closed else { return }
         wsp_ERR_clear_error()
         _ = wsp_SSL_shutdown(ssl)  // sends close_notify; the answer is not awaited
-        tcp.shutdownOutput()
+        if network != nil { _ = pushOut() }
+        carrier.shutdownOutput()
     }
 
     public func close() {
         guard !closed else { return }
         closed = true
-        wsp_SSL_free(ssl)
+        wsp_SSL_free(ssl)  // and the internal half of a BIO pair
+        if let network { wsp_BIO_free(network) }
         wsp_SSL_CTX_free(context)
-        tcp.close()
+        carrier.close()
     }
 
-    private func outcome(of result: Int32, closedIsEnd: Bool) -> IOResult {
-        let code = errno
-        switch wsp_SSL_get_error(ssl, result) {
+    // MARK: - Driving OpenSSL
+
+    /// Runs an SSL call until it succeeds or must wait. Over a stream, moves ciphertext
+    /// between the BIO pair and the carrier as OpenSSL asks.
+    private func drive(closedIsEnd: Bool = false, _ operation: () -> Int32) -> IOResult {
+        while true {
+            wsp_ERR_clear_error()
+            let n = operation()
+            let code = errno
+            if n > 0 {
+                if network != nil { _ = pushOut() }
+                return .done(Int(n))
+            }
+            let error = wsp_SSL_get_error(ssl, n)
+            guard network != nil, error == SSL_ERROR_WANT_READ || error == SSL_ERROR_WANT_WRITE else {
+                return outcome(error, errnoCode: code, closedIsEnd: closedIsEnd)
+            }
+            let pushed = pushOut()
+            if case .failed = pushed { return pushed }
+            if error == SSL_ERROR_WANT_WRITE {
+                if case .done = pushed { continue }
+                return pushed
+            }
+            switch pullIn() {
+            case .done: continue
+            case .wouldBlock(let interest): return .wouldBlock(interest)
+            case .endOfStream: return closedIsEnd ? .endOfStream : .failed("connection closed")
+            case .failed(let why): return .failed(why)
+            }
+        }
+    }
+
+    /// Over a stream: ciphertext from the BIO pair to the carrier, as far as it takes it.
+    /// `.done(0)` when nothing is left.
+    private func pushOut() -> IOResult {
+        guard let network, let outgoing else { return .done(0) }
+        while true {
+            if outgoingEnd > outgoingStart {
+                var vector = iovec(iov_base: outgoing + outgoingStart, iov_len: outgoingEnd - outgoingStart)
+                switch carrier.write(&vector, count: 1) {
+                case .done(let n): outgoingStart += n
+                case .endOfStream: return .failed("connection closed")
+                case let other: return other
+                }
+                continue
+            }
+            outgoingStart = 0
+            outgoingEnd = 0
+            let available = wsp_BIO_ctrl_pending(network)
+            if available == 0 { break }
+            let n = wsp_BIO_read(network, outgoing, Int32(min(available, TLSStream.pairSize)))
+            if n <= 0 { break }
+            outgoingEnd = Int(n)
+        }
+        return carrier.hasPendingOutput ? carrier.flush() : .done(0)
+    }
+
+    /// Over a stream: ciphertext from the carrier into the BIO pair.
+    private func pullIn() -> IOResult {
+        guard let network else { return .done(0) }
+        let room = min(wsp_BIO_ctrl_get_write_guarantee(network), TLSStream.recordSize + 512)
+        guard room > 0 else { return .failed("TLS: the tunnel's buffer is full") }
+        let scratch = UnsafeMutableRawPointer.allocate(byteCount: room, alignment: 16)
+        defer { scratch.deallocate() }
+        let result = carrier.read(into: scratch, count: room)
+        if case .done(let n) = result { _ = wsp_BIO_write(network, scratch, Int32(n)) }
+        return result
+    }
+
+    private func outcome(_ error: Int32, errnoCode code: Int32, closedIsEnd: Bool) -> IOResult {
+        switch error {
         case SSL_ERROR_WANT_READ: return .wouldBlock(.read)
         case SSL_ERROR_WANT_WRITE: return .wouldBlock(.write)
         case SSL_ERROR_ZERO_RETURN: return closedIsEnd ? .endOfStream : .failed("the server closed the TLS session")
         case SSL_ERROR_SYSCALL:
             let queued = errorQueueText()
-            if queued != "unknown error" { return .failed("TLS: \(queued)") }
+            if queued != "unknown error" { return .failed("TLS: \(explain(queued))") }
             if code == 0 { return closedIsEnd ? .endOfStream : .failed("connection closed") }
             return .failed(errnoText(code))
         default:
-            return .failed("TLS: \(errorQueueText())")
+            return .failed("TLS: \(explain(errorQueueText()))")
         }
+    }
+
+    /// An OpenSSL reason with what the user can do about it.
+    private func explain(_ queued: String) -> String {
+        let text: String
+        if queued.contains("certificate required") || (serverWantedCertificate && queued.contains("handshake failure")) {
+            text = "the server requires a client certificate (give one with --cert and --key) [\(queued)]"
+        } else if sentClientCertificate && ["bad certificate", "unknown ca", "certificate unknown", "unsupported certificate",
+                                            "certificate revoked", "certificate expired", "access denied"].contains(where: queued.contains) {
+            text = "the server refused the client certificate [\(queued)]"
+        } else if !sentClientCertificate && queued.contains("alert handshake failure") {
+            text = "the server ended the handshake (no common protocol or cipher, or it wants a client certificate: "
+                + "--cert and --key) [\(queued)]"
+        } else if ["unsupported protocol", "protocol version", "no protocols available"].contains(where: queued.contains) {
+            text = "no TLS version that both sides accept (see --tls-min) [\(queued)]"
+        } else {
+            text = queued
+        }
+        return text
     }
 }
 

@@ -13,6 +13,13 @@ public enum TransportError: Error, Equatable, CustomStringConvertible {
     case tls(String)
     /// A read or write on an open connection failed.
     case io(String)
+    /// A proxy refused or failed: an HTTP CONNECT status other than 2xx, a SOCKS5 failure
+    /// reply, authentication required or refused, an answer that is not the protocol. The
+    /// text names the proxy (never its credentials) and its status.
+    case proxy(String)
+    /// A setting that cannot work, found only when connecting (a proxy variable that is
+    /// not a proxy URL, a Unix socket path that is too long).
+    case invalidSetting(String)
 
     public var description: String {
         switch self {
@@ -21,6 +28,8 @@ public enum TransportError: Error, Equatable, CustomStringConvertible {
         case .timedOut(let stage, let seconds): return "timed out after \(formatSeconds(seconds)) s \(stage)"
         case .tls(let why): return "TLS: \(why)"
         case .io(let why): return why
+        case .proxy(let why): return why
+        case .invalidSetting(let why): return why
         }
     }
 }

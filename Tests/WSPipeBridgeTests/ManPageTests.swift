@@ -5,6 +5,7 @@
 import Foundation
 import XCTest
 @testable import WSPipeBridge
+import WebSocketTransport
 
 final class ManPageTests: XCTestCase {
     /// The package root: this file is Tests/WSPipeBridgeTests/ManPageTests.swift.
@@ -130,12 +131,12 @@ final class ManPageTests: XCTestCase {
 
     func testManPageHasTheRequiredSections() throws {
         let page = ManPage(source: try manPageSource())
-        for name in ["NAME", "SYNOPSIS", "DESCRIPTION", "OPTIONS", "MODES", "CLOSING", "EXIT STATUS",
+        for name in ["NAME", "SYNOPSIS", "DESCRIPTION", "OPTIONS", "MODES", "CLOSING", "NETWORK", "EXIT STATUS",
                      "ENVIRONMENT", "SECURITY", "EXAMPLES", "SEE ALSO"] {
             XCTAssertNotNil(page.sectionLines(name), "man/wspipe.1 has no \(name) section")
         }
         let environment = page.sectionLines("ENVIRONMENT")?.joined(separator: "\n") ?? ""
-        for variable in ["WSPIPE_BEARER", "SSL_CERT_FILE", "SSL_CERT_DIR"] {
+        for variable in ["WSPIPE_BEARER", "SSL_CERT_FILE", "SSL_CERT_DIR"] + ProxySelection.variableNames {
             XCTAssertTrue(environment.contains(variable), "ENVIRONMENT in man/wspipe.1 does not mention \(variable)")
         }
     }

@@ -29,6 +29,17 @@ int wsp_SSL_CTX_use_PrivateKey_file(SSL_CTX *ctx, const char *file, int type);
 int wsp_SSL_CTX_check_private_key(const SSL_CTX *ctx);
 /// The password OpenSSL's default callback uses for an encrypted private key.
 void wsp_SSL_CTX_set_default_passwd_cb_userdata(SSL_CTX *ctx, void *password);
+/// Loads a PEM private key; an encrypted one is decrypted with `password` (`length` bytes,
+/// NULL: none). OpenSSL never prompts. `*asked` tells whether the key needed a password.
+int wsp_SSL_CTX_use_PrivateKey_file_with_password(SSL_CTX *ctx, const char *file, const char *password,
+                                                   size_t length, int *asked);
+/// SSL_CTX_use_certificate_chain_file without OpenSSL's terminal prompt.
+int wsp_SSL_CTX_use_certificate_chain_file_no_prompt(SSL_CTX *ctx, const char *file);
+/// Sets `*flag` to 1 if the server asks for a client certificate (only when none is
+/// configured). `flag` must stay valid as long as `ssl`.
+void wsp_SSL_track_certificate_request(SSL_CTX *ctx, SSL *ssl, int *flag);
+/// Overwrites memory in a way the compiler keeps (secrets).
+void wsp_OPENSSL_cleanse(void *pointer, size_t length);
 /// SSL_CTX_set_min_proto_version (a macro).
 long wsp_SSL_CTX_set_min_proto_version(SSL_CTX *ctx, int version);
 /// SSL_CTX_set_options(ctx, SSL_OP_IGNORE_UNEXPECTED_EOF): a peer that drops TCP without
@@ -55,6 +66,18 @@ int wsp_SSL_read(SSL *ssl, void *buffer, int count);
 int wsp_SSL_write(SSL *ssl, const void *buffer, int count);
 int wsp_SSL_has_pending(const SSL *ssl);
 int wsp_SSL_shutdown(SSL *ssl);
+
+/* TLS over another stream (TLS inside an HTTPS proxy's tunnel): the SSL reads and writes
+ * one end of a BIO pair, the caller moves bytes between `*network` and the carrier. */
+/// BIO_new_bio_pair + SSL_set_bio. Returns 1, or 0 on failure.
+int wsp_SSL_set_bio_pair(SSL *ssl, BIO **network, size_t buffer_size);
+int wsp_BIO_read(BIO *bio, void *buffer, int count);
+int wsp_BIO_write(BIO *bio, const void *buffer, int count);
+size_t wsp_BIO_ctrl_pending(BIO *bio);
+size_t wsp_BIO_ctrl_get_write_guarantee(BIO *bio);
+void wsp_BIO_free(BIO *bio);
+/// BIO_ctrl_wpending (a macro): bytes written into `bio` that its pair has not read yet.
+size_t wsp_BIO_ctrl_wpending(BIO *bio);
 
 void wsp_ERR_clear_error(void);
 unsigned long wsp_ERR_get_error(void);

@@ -1,20 +1,33 @@
 """WebSocket echo server (Python `websockets`): every message comes back unchanged,
 text as text and binary as binary. No compression, no size limit, no keepalive pings.
 
-    echo.py [--host H] [--port 0] [--tls CERT KEY] [--subprotocols a,b]
+    echo.py [--host H] [--port 0] [--tls CERT KEY] [--client-ca CA] [--subprotocols a,b]
+            [--unix PATH]
+
+--client-ca makes TLS require a client certificate signed by CA (mutual TLS). --unix
+serves on a Unix domain socket at PATH instead of TCP (prints `PORT 0` when listening).
+Each message is answered unchanged; a text message "whoami" is answered with the
+client certificate's subject CN (or "anonymous") instead.
 """
 import asyncio
 
-from websockets.asyncio.server import serve
+import ssl
+
+from websockets.asyncio.server import serve, unix_serve
 from websockets.exceptions import ConnectionClosed
 
-from common import announce_port, base_parser, tls_context
+from common import announce, announce_port, base_parser, tls_context
 
 
 async def echo(websocket):
     try:
         async for message in websocket:
-            await websocket.send(message)
+            if message == "whoami":
+                peer = websocket.transport.get_extra_info("peercert") or {}
+                names = [value for field in peer.get("subject", ()) for key, value in field if key == "commonName"]
+                await websocket.send(names[0] if names else "anonymous")
+            else:
+                await websocket.send(message)
     except ConnectionClosed:
         pass
 
@@ -22,10 +35,20 @@ async def echo(websocket):
 async def main():
     parser = base_parser(__doc__)
     parser.add_argument("--subprotocols", default="", help="comma-separated subprotocols the server accepts")
+    parser.add_argument("--client-ca", help="require a client certificate signed by this CA (PEM)")
+    parser.add_argument("--unix", help="serve on this Unix socket path instead of TCP")
     args = parser.parse_args()
     subprotocols = [name for name in args.subprotocols.split(",") if name] or None
-    async with serve(echo, args.host, args.port, ssl=tls_context(args), subprotocols=subprotocols,
-                     compression=None, max_size=None, ping_interval=None) as server:
+    context = tls_context(args)
+    if context and args.client_ca:
+        context.verify_mode = ssl.CERT_REQUIRED
+        context.load_verify_locations(args.client_ca)
+    options = dict(ssl=context, subprotocols=subprotocols, compression=None, max_size=None, ping_interval=None)
+    if args.unix:
+        async with unix_serve(echo, args.unix, **options):
+            announce("PORT 0")
+            await asyncio.Future()
+    async with serve(echo, args.host, args.port, **options) as server:
         announce_port(server.sockets)
         await asyncio.Future()
 

@@ -29,14 +29,14 @@ that misbehave. It reads the client's HTTP request, then acts out --scenario:
 and closes TCP. Per connection, a record like record.py's (path, headers, messages, pings,
 close) goes to --record FILE and `RECORDED <n>` to stdout when the connection is over.
 
-    raw.py --scenario NAME --record FILE [--port 0]
+    raw.py --scenario NAME --record FILE [--port 0] [--tls CERT KEY]
 """
 import asyncio
 import base64
 import hashlib
 import struct
 
-from common import announce, announce_port, base_parser, write_json_atomically
+from common import announce, announce_port, base_parser, tls_context, write_json_atomically
 
 GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 
@@ -240,7 +240,7 @@ async def main():
     parser.add_argument("--then", choices=["behave", "close", "hold"], default="behave")
     args = parser.parse_args()
     server = Server(args)
-    listener = await asyncio.start_server(server.handle, args.host, args.port)
+    listener = await asyncio.start_server(server.handle, args.host, args.port, ssl=tls_context(args))
     announce_port(listener.sockets)
     await asyncio.Future()
 

@@ -1,0 +1,164 @@
+import WebSocketCore
+
+/// Everything besides the URL that decides how a connection is made.
+public struct DialOptions: Sendable {
+    /// `--proxy` / `--socks5`, or the environment.
+    public var proxy: ProxySetting = .environment
+    /// `--noproxy`: replaces `no_proxy`/`NO_PROXY` when set.
+    public var noProxy: String?
+    /// The proxy variables (see `ProxySelection.variableNames`), captured at start-up.
+    public var environment: [String: String] = [:]
+    /// `--connect-to`: dial this instead of the URL's host and port. Host header, SNI and
+    /// certificate verification keep the URL's host.
+    public var connectTo: HostPort?
+    /// `--sni`: the TLS server name and the name the certificate must carry.
+    public var serverName: String?
+    public var connect = ConnectOptions()
+    public var verifyPeer = true
+    public var caFile: String?
+    public var clientCertificate: ClientCertificate?
+    public var minimumTLSVersion: TLSVersion = .tls12
+    /// Sent with HTTP CONNECT.
+    public var userAgent: String?
+
+    public init() {}
+}
+
+/// How a connection reaches the server, decided before any I/O (and printed by -v).
+public enum Route: Sendable, Equatable, CustomStringConvertible {
+    case unix(path: String)
+    /// `target` is the URL's host and port, or `--connect-to`'s; `note` says why no proxy.
+    case direct(target: HostPort, note: String)
+    /// Through `proxy` (from `source`: "--proxy", "https_proxy", ...) to `target`.
+    case proxy(ProxyURL, target: HostPort, source: String)
+
+    public var description: String {
+        switch self {
+        case .unix(let path): return "Unix socket \(path)"
+        case .direct(let target, let note): return "direct to \(target) (\(note))"
+        case .proxy(let proxy, let target, let source): return "via \(proxy.name) (from \(source)) to \(target)"
+        }
+    }
+}
+
+/// Makes a connected `ByteStream` for a URL: Unix socket, TCP (Happy Eyeballs), or a
+/// tunnel through an HTTP, HTTPS or SOCKS5 proxy; then TLS for wss://. Everything before
+/// `deadline` (`--connect-timeout`).
+public enum Dialer {
+    /// The route for `url`. Throws `.invalidSetting` for a proxy variable that is not a
+    /// proxy URL.
+    public static func route(for url: WebSocketURL, options: DialOptions) throws(TransportError) -> Route {
+        if let path = url.unixSocketPath { return .unix(path: path) }
+        let target = options.connectTo ?? HostPort(host: url.host, port: url.port)
+        let choice: ProxyChoice
+        do {
+            choice = try ProxySelection.choose(for: url, setting: options.proxy, noProxy: options.noProxy,
+                                               environment: { options.environment[$0] })
+        } catch {
+            throw .invalidSetting(error.description)
+        }
+        guard let proxy = choice.proxy else { return .direct(target: target, note: choice.reason) }
+        return .proxy(proxy, target: target, source: choice.reason)
+    }
+
+    /// The TLS settings for `url`: the server name is `--sni`, else the URL's host (also
+    /// with `--connect-to`, which only changes where the TCP connection goes).
+    public static func tlsOptions(for url: WebSocketURL, options: DialOptions) -> TLSOptions {
+        let name = options.serverName ?? url.host
+        let isIP = options.serverName == nil ? url.isIPLiteral : IPAddress(name) != nil
+        return TLSOptions(serverName: name, serverNameIsIP: isIP, verifyPeer: options.verifyPeer, caFile: options.caFile,
+                          clientCertificate: options.clientCertificate, minimumVersion: options.minimumTLSVersion)
+    }
+
+    /// Connects to `url` as `options` say, TLS included for wss://.
+    public static func connect(to url: WebSocketURL, options: DialOptions, deadline: Instant, timeoutSeconds: Double,
+                               log: @escaping (String) -> Void = { _ in }) throws(TransportError) -> ByteStream {
+        let route = try route(for: url, options: options)
+        log("route: \(route)")
+        if let connectTo = options.connectTo, url.unixSocketPath == nil {
+            log("--connect-to: dialing \(connectTo) instead of \(HostPort(host: url.host, port: url.port)); Host"
+                + "\(url.isSecure ? ", SNI and certificate name" : "") stay \(url.host)")
+        }
+        let stream: ByteStream
+        switch route {
+        case .unix(let path):
+            stream = try UnixConnector.connect(path: path, deadline: deadline, timeoutSeconds: timeoutSeconds, log: log)
+        case .direct(let target, _):
+            stream = try TCPConnector.connect(host: target.host, port: target.port, options: options.connect,
+                                              deadline: deadline, timeoutSeconds: timeoutSeconds, log: log)
+        case .proxy(let proxy, let target, let source):
+            stream = try tunnel(through: proxy, source: source, to: target, options: options, deadline: deadline,
+                                timeoutSeconds: timeoutSeconds, log: log)
+        }
+        guard url.isSecure else { return stream }
+        let tls = tlsOptions(for: url, options: options)
+        if options.serverName != nil || options.connectTo != nil {
+            log("TLS server name (SNI and certificate check): \(tls.serverName)")
+        }
+        do {
+            return try TLSStream.connect(over: stream, options: tls, deadline: deadline, timeoutSeconds: timeoutSeconds, log: log)
+        } catch {
+            stream.close()
+            throw error
+        }
+    }
+
+    private static func tunnel(through proxy: ProxyURL, source: String, to target: HostPort, options: DialOptions,
+                               deadline: Instant, timeoutSeconds: Double,
+                               log: @escaping (String) -> Void) throws(TransportError) -> ByteStream {
+        let tcp: TCPStream
+        do {
+            tcp = try TCPConnector.connect(host: proxy.host, port: proxy.port, options: options.connect, deadline: deadline,
+                                           timeoutSeconds: timeoutSeconds, log: log)
+        } catch {
+            // Cannot reach the proxy at all: still "cannot connect" (3), said so.
+            switch error {
+            case .resolve(let host, let reason):
+                throw .resolve(host: host, reason: "\(reason) (the \(proxy.kind.label) from \(source))")
+            case .connect(_, let reason):
+                throw .connect(target: "the \(proxy.name) (from \(source))", reason: reason)
+            case .timedOut(_, let seconds):
+                throw .timedOut(stage: "connecting to the \(proxy.name) (from \(source))", seconds: seconds)
+            default:
+                throw error
+            }
+        }
+        var carrier: ByteStream = tcp
+        do throws(TransportError) {
+            if proxy.kind == .https {
+                let name = proxy.host
+                let tls = TLSOptions(serverName: name, serverNameIsIP: IPAddress(name) != nil, verifyPeer: options.verifyPeer,
+                                     caFile: options.caFile, clientCertificate: nil, minimumVersion: options.minimumTLSVersion)
+                do throws(TransportError) {
+                    carrier = try TLSStream.connect(over: tcp, options: tls, deadline: deadline, timeoutSeconds: timeoutSeconds,
+                                                    log: { log("\(proxy.name): \($0)") })
+                } catch {
+                    // A plain HTTP proxy written as https:// (a common slip in proxy variables)
+                    // answers the TLS ClientHello with HTTP, or not at all.
+                    let hint = " (if it is a plain HTTP proxy, write http:// in its URL)"
+                    switch error {
+                    case .tls(let why):
+                        let plain = ["wrong version number", "packet length too long", "record layer failure",
+                                     "unexpected eof", "closed the connection"].contains { why.contains($0) }
+                        throw .tls("with the \(proxy.name): \(why)\(plain ? hint : "")")
+                    case .timedOut(_, let seconds):
+                        throw .timedOut(stage: "in the TLS handshake with the \(proxy.name)\(hint)", seconds: seconds)
+                    default:
+                        throw error
+                    }
+                }
+            }
+            let context = ProxyTunnel.Context(proxy: proxy, target: target, deadline: deadline,
+                                              timeoutSeconds: timeoutSeconds, log: log)
+            if proxy.kind.isSOCKS {
+                try ProxyTunnel.socks5Connect(over: carrier, context, connectOptions: options.connect)
+            } else {
+                try ProxyTunnel.httpConnect(over: carrier, context, userAgent: options.userAgent)
+            }
+            return carrier
+        } catch {
+            carrier.close()
+            throw error
+        }
+    }
+}
