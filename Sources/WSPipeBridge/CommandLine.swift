@@ -302,8 +302,8 @@ private struct ParsedOptions {
                 let header = try HTTPHeader(parsing: text)
                 try ClientHandshake.validateUserHeaders([header])
                 if header.hasName("Sec-WebSocket-Protocol") {
-                    for item in header.value.split(separator: ",") {
-                        try addSubprotocol(item.trimmingCharacters(in: " \t"), option: name)
+                    for item in HTTPText.list(header.value) {
+                        try addSubprotocol(item, option: name)
                     }
                 } else {
                     headers.append(header)
@@ -494,7 +494,7 @@ private struct ParsedOptions {
                 throw UsageError("cannot read --bearer-file '\(bearerFile)'")
             }
             guard UTF8Validator.isValid(bytes) else { throw UsageError("--bearer-file '\(bearerFile)' is not UTF-8 text") }
-            let token = String(decoding: bytes, as: UTF8.self).trimmingCharacters(in: " \t\r\n")
+            let token = HTTPText.trimmed(String(decoding: bytes, as: UTF8.self), also: [0x0A, 0x0D])
             try checkToken(token, source: "--bearer-file '\(bearerFile)'")
             config.bearerToken = token
         } else if let token = environment("WSPIPE_BEARER"), !token.isEmpty {
@@ -626,17 +626,5 @@ public func readWholeFile(_ path: String) -> [UInt8]? {
 extension String {
     func replacingPrefix(_ prefix: String, _ replacement: String) -> String {
         hasPrefix(prefix) ? replacement + dropFirst(prefix.count) : self
-    }
-}
-
-extension StringProtocol {
-    /// The text without leading and trailing bytes from `set` (ASCII only). Works on UTF-8
-    /// bytes: as Characters, "\r\n" is one grapheme that matches neither "\r" nor "\n".
-    func trimmingCharacters(in set: String) -> String {
-        let strip = Set(set.utf8)
-        var bytes = Array(utf8)[...]
-        while let first = bytes.first, strip.contains(first) { bytes.removeFirst() }
-        while let last = bytes.last, strip.contains(last) { bytes.removeLast() }
-        return String(decoding: bytes, as: UTF8.self)
     }
 }

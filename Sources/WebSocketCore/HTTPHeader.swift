@@ -14,10 +14,7 @@ public struct HTTPHeader: Sendable, Equatable {
     public init(parsing line: String) throws(HeaderError) {
         guard let colon = line.firstIndex(of: ":") else { throw .missingColon(line) }
         let name = String(line[..<colon])
-        var value = Substring(line[line.index(after: colon)...])
-        while let first = value.first, first == " " || first == "\t" { value.removeFirst() }
-        while let last = value.last, last == " " || last == "\t" { value.removeLast() }
-        try self.init(validating: name, String(value))
+        try self.init(validating: name, HTTPText.trimmed(line[line.index(after: colon)...]))
     }
 
     /// A header from a name and a value, validated as in `init(parsing:)`.

@@ -88,7 +88,7 @@ public struct ClientHandshake: Sendable {
         }
         let connection = response.values("Connection")
         guard !connection.isEmpty else { throw .invalid("the 101 response has no Connection header") }
-        let tokens = connection.flatMap { $0.split(separator: ",") }.map { $0.trimmingSpaces.lowercased() }
+        let tokens = connection.flatMap { HTTPText.list($0) }.map { $0.lowercased() }
         guard tokens.contains("upgrade") else {
             throw .invalid("the 101 response has 'Connection: \(connection.joined(separator: ", "))' without the Upgrade token")
         }
@@ -98,13 +98,12 @@ public struct ClientHandshake: Sendable {
         guard accept.count == 1, accept[0] == expected else {
             throw .invalid("Sec-WebSocket-Accept is '\(accept.joined(separator: ", "))', expected '\(expected)'")
         }
-        let extensions = response.values("Sec-WebSocket-Extensions").flatMap { $0.split(separator: ",") }
-            .map { String($0.split(separator: ";").first ?? "").trimmingSpaces }.filter { !$0.isEmpty }
+        let extensions = response.values("Sec-WebSocket-Extensions").flatMap { HTTPText.list($0) }
+            .compactMap { HTTPText.list($0, separator: UInt8(ascii: ";")).first }
         if let first = extensions.first {
             throw .invalid("the server selected extension '\(first)', which wspipe did not offer")
         }
-        let selected = response.values("Sec-WebSocket-Protocol").flatMap { $0.split(separator: ",") }
-            .map { $0.trimmingSpaces }.filter { !$0.isEmpty }
+        let selected = response.values("Sec-WebSocket-Protocol").flatMap { HTTPText.list($0) }
         if selected.count > 1 {
             throw .invalid("the server selected several subprotocols (\(selected.joined(separator: ", ")))")
         }
@@ -181,7 +180,10 @@ public struct HTTPResponseHead: Sendable, Equatable {
             if let first = line.first, first == 0x20 || first == 0x09 {
                 // obs-fold: continuation of the previous value.
                 guard !headers.isEmpty else { throw .malformed("header continuation line without a header") }
-                headers[headers.count - 1].value += " " + String(decoding: line, as: UTF8.self).trimmingSpaces
+                // The fold is one SP between the parts (RFC 9112 §5.2); an empty part adds none.
+                let previous = headers[headers.count - 1].value
+                let more = String(decoding: line, as: UTF8.self).trimmingSpaces
+                headers[headers.count - 1].value = previous.isEmpty ? more : more.isEmpty ? previous : previous + " " + more
                 continue
             }
             guard let colon = line.firstIndex(of: UInt8(ascii: ":")), colon > line.startIndex,
@@ -238,12 +240,31 @@ public func printable(_ bytes: [UInt8]) -> String {
     return out + "\""
 }
 
-extension StringProtocol {
-    /// The text without leading and trailing spaces and tabs (HTTP's OWS).
-    var trimmingSpaces: String {
-        var slice = Substring(self)
-        while let first = slice.first, first == " " || first == "\t" { slice.removeFirst() }
-        while let last = slice.last, last == " " || last == "\t" { slice.removeLast() }
-        return String(slice)
+/// HTTP field text handled as bytes (RFC 9110 §5.5, §5.6). Swift's Character-level
+/// operations would treat a space or comma followed by a combining mark as one grapheme
+/// cluster and leave it untrimmed or unsplit; protocol syntax is defined on octets.
+public enum HTTPText {
+    /// `text` without leading and trailing SP and HTAB bytes (OWS), and without the bytes in
+    /// `also` (for example CR and LF when trimming a file's contents).
+    public static func trimmed<S: StringProtocol>(_ text: S, also: [UInt8] = []) -> String {
+        let bytes = Array(text.utf8)
+        func isSpace(_ byte: UInt8) -> Bool { byte == 0x20 || byte == 0x09 || also.contains(byte) }
+        guard let first = bytes.firstIndex(where: { !isSpace($0) }), let last = bytes.lastIndex(where: { !isSpace($0) }) else {
+            return ""
+        }
+        return String(decoding: bytes[first...last], as: UTF8.self)
     }
+
+    /// The elements of a comma-separated list (`#rule`, RFC 9110 §5.6.1): split at comma
+    /// bytes, each trimmed, empty ones dropped. `separator` may be another byte (';', ' ').
+    public static func list<S: StringProtocol>(_ text: S, separator: UInt8 = UInt8(ascii: ",")) -> [String] {
+        Array(text.utf8).split(separator: separator, omittingEmptySubsequences: false)
+            .map { trimmed(String(decoding: $0, as: UTF8.self)) }
+            .filter { !$0.isEmpty }
+    }
+}
+
+extension StringProtocol {
+    /// The text without leading and trailing spaces and tabs (HTTP's OWS), by byte.
+    var trimmingSpaces: String { HTTPText.trimmed(self) }
 }

@@ -32,7 +32,7 @@ public enum HTTPConnect {
         let status = "\(head.statusCode)\(head.reason.isEmpty ? "" : " \(head.reason)")"
         switch head.statusCode {
         case 407:
-            let schemes = head.values("Proxy-Authenticate").compactMap { $0.split(separator: " ").first.map(String.init) }
+            let schemes = head.values("Proxy-Authenticate").compactMap { HTTPText.list($0, separator: UInt8(ascii: " ")).first }
             let offersBasic = schemes.isEmpty || schemes.contains { $0.lowercased() == "basic" }
             if !offersBasic {
                 throw .proxy("the \(proxy.name) asks for \(schemes.joined(separator: "/")) authentication, which wspipe "

@@ -179,10 +179,6 @@ public enum ProxySelection {
 }
 
 extension String {
-    var trimmingWhitespace: String {
-        var slice = Substring(self)
-        while let first = slice.first, first == " " || first == "\t" || first == "\n" || first == "\r" { slice.removeFirst() }
-        while let last = slice.last, last == " " || last == "\t" || last == "\n" || last == "\r" { slice.removeLast() }
-        return String(slice)
-    }
+    /// Without leading and trailing SP, HTAB, CR and LF bytes (by byte, see `HTTPText`).
+    var trimmingWhitespace: String { HTTPText.trimmed(self, also: [0x0A, 0x0D]) }
 }
