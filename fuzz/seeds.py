@@ -84,8 +84,9 @@ SEEDS = {
         "not-http": b"SSH-2.0-OpenSSH_9.2p1\r\n",
         "bad-status": b"HTTP/1.1 1O1 x\r\n\r\n",
         "bad-header": b"HTTP/1.1 101 x\r\nNo colon here\r\n\r\n",
-        "huge-head": b"\xffHTTP/1.1 101 Switching Protocols\r\nX-Filler: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\r\n",
-        "huge-fold": b"\xff\tfolded line of a header value\r\n",
+        "huge-head": b"\xff\x7eHTTP/1.1 101 Switching Protocols\r\nX-Filler: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\r\n",
+        "huge-head-over": b"\xff\xf0HTTP/1.1 101 Switching Protocols\r\nX-Filler: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\r\n",
+        "huge-fold": b"\xff\x00HTTP/1.1 101 x\r\nX: a\r\n\tfolded line of a header value\r\n",
     },
     "utf8": {
         "ascii": b"\x03\x07" + b"hello, world: plain ASCII text",
