@@ -27,5 +27,9 @@ unit:
 conformance:
 	@scripts/conformance
 
+# libFuzzer targets of the protocol core, FUZZ_SECONDS (default 60) each, one core.
+fuzz:
+	fuzz/run $${FUZZ_SECONDS:-60}
+
 clean:
 	rm -rf .build

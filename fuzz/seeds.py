@@ -1,0 +1,127 @@
+#!/usr/bin/env python3
+"""Writes the hand-made seed corpus into fuzz/corpus/TARGET/ (files named seed-*).
+
+Run from anywhere: python3 fuzz/seeds.py. The input layout of each target is described at
+the top of fuzz/targets/TARGET.swift. Entries the fuzzer found (named by their SHA-1) are
+kept beside these and are not touched.
+"""
+import hashlib
+import os
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def frame(opcode, payload=b"", fin=True, rsv=0, mask=None, length=None):
+    n = len(payload) if length is None else length
+    out = bytes([(0x80 if fin else 0) | rsv << 4 | opcode])
+    mbit = 0x80 if mask else 0
+    if n < 126:
+        out += bytes([mbit | n])
+    elif n <= 0xFFFF:
+        out += bytes([mbit | 126]) + n.to_bytes(2, "big")
+    else:
+        out += bytes([mbit | 127]) + n.to_bytes(8, "big")
+    if mask:
+        out += mask
+        payload = bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
+    return out + payload
+
+
+def frames(flags, stream, cuts=()):
+    return bytes([flags | len(cuts)]) + bytes(cuts) + stream
+
+
+SMALL_LIMIT, NIL_EMPTY, CLOSE_FIRST, BYTEWISE, CUTS16 = 8, 16, 32, 64, 128
+TEXT, BINARY, CONT, CLOSE, PING, PONG = 1, 2, 0, 8, 9, 10
+bye = frame(CLOSE, b"\x03\xe8bye")
+
+SEEDS = {
+    "frames": {
+        "text-hello": frames(0, frame(TEXT, b"Hello")),
+        "fragmented-text": frames(0, frame(TEXT, b"Hel", fin=False) + frame(CONT, b"lo") + bye, cuts=(3, 4)),
+        "ping-between-fragments": frames(0, frame(TEXT, b"Hel", fin=False) + frame(PING, b"Hello")
+                                         + frame(CONT, b"lo") + bye, cuts=(1, 5, 9, 0)),
+        "binary-16bit-length": frames(0, frame(BINARY, bytes(range(256))) + bye, cuts=(2, 2)),
+        "binary-64bit-length": frames(CUTS16, frame(BINARY, length=65536) + b"\x00" * 64, cuts=(1, 3)),
+        "length-2-63": frames(0, b"\x82\x7f\x80" + b"\x00" * 7),
+        "length-2-63-minus-1": frames(0, b"\x82\x7f\x7f" + b"\xff" * 7 + b"abc"),
+        "length-2-64-minus-1": frames(0, b"\x82\x7f" + b"\xff" * 8),
+        "continuation-overflow": frames(0, b"\x02\x7f\x7f" + b"\xff" * 7 + b"\x80\x7f\x7f" + b"\xff" * 7),
+        "close-empty": frames(0, frame(CLOSE)),
+        "close-one-byte": frames(0, frame(CLOSE, b"\x03")),
+        "close-1005": frames(0, frame(CLOSE, b"\x03\xed")),
+        "close-bad-reason": frames(0, frame(CLOSE, b"\x0f\xa0\xc3\x28")),
+        "masked-from-server": frames(0, frame(TEXT, b"Hello", mask=b"\x37\xfa\x21\x3d")),
+        "rsv1": frames(0, frame(TEXT, b"Hello", rsv=4)),
+        "reserved-opcode": frames(0, b"\x83\x00"),
+        "ping-126": frames(0, frame(PING, b"p" * 126)),
+        "fragmented-ping": frames(0, frame(PING, b"p", fin=False)),
+        "invalid-utf8": frames(0, frame(TEXT, b"ok\xc3\x28")),
+        "utf8-across-frames": frames(0, frame(TEXT, b"\xe2", fin=False) + frame(CONT, b"\x82\xac") + frame(PONG, b"abc"),
+                                     cuts=(3,)),
+        "utf8-truncated-at-end": frames(0, frame(TEXT, b"a\xf0\x9f\x98")),
+        "continuation-alone": frames(0, frame(CONT, b"ab")),
+        "new-message-inside-fragmented": frames(0, frame(TEXT, b"a", fin=False) + frame(TEXT, b"b")),
+        "too-big-small-limit": frames(SMALL_LIMIT, frame(BINARY, b"x" * 60, fin=False) + frame(CONT, b"y" * 60)),
+        "bytewise": frames(BYTEWISE | NIL_EMPTY, frame(TEXT, "h\u00e9llo \u20ac\U0001d11e".encode()) + frame(PING) + bye),
+        "close-first": frames(CLOSE_FIRST, frame(PING, b"x") + frame(BINARY, b"") + bye, cuts=(0, 0, 7)),
+    },
+    "handshake": {
+        "rfc-101": b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                   b"Sec-WebSocket-Accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo=\r\n\r\n\x81\x05Hello",
+        "subprotocol": b"HTTP/1.1 101 OK\r\nupgrade: WebSocket\r\nconnection: keep-alive, upgrade\r\n"
+                       b"Sec-WebSocket-Accept:  s3pPLMBiTxaQ9kYGzzhZRbK+xOo= \r\nSec-WebSocket-Protocol: chat\r\n\r\n",
+        "bare-lf": b"HTTP/1.0 101 x\nUpgrade: websocket\nConnection: Upgrade\n"
+                   b"Sec-WebSocket-Accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo=\n\n",
+        "obs-fold": b"HTTP/1.1 101 OK\r\nUpgrade:\r\n websocket\r\nConnection: Upgrade\r\n"
+                    b"Sec-WebSocket-Accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo=\r\nX-Long: a\r\n\tb\r\n\r\n",
+        "extension": b"HTTP/1.1 101 OK\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                     b"Sec-WebSocket-Accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo=\r\n"
+                     b"Sec-WebSocket-Extensions: permessage-deflate; client_max_window_bits\r\n\r\n",
+        "two-protocols": b"HTTP/1.1 101 OK\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                         b"Sec-WebSocket-Accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo=\r\nSec-WebSocket-Protocol: chat, x\r\n\r\n",
+        "400": b"HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain\r\nContent-Length: 5\r\n\r\nnope\n",
+        "not-http": b"SSH-2.0-OpenSSH_9.2p1\r\n",
+        "bad-status": b"HTTP/1.1 1O1 x\r\n\r\n",
+        "bad-header": b"HTTP/1.1 101 x\r\nNo colon here\r\n\r\n",
+        "huge-head": b"\xff\x7eHTTP/1.1 101 Switching Protocols\r\nX-Filler: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\r\n",
+        "huge-head-over": b"\xff\xf0HTTP/1.1 101 Switching Protocols\r\nX-Filler: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\r\n",
+        "huge-fold": b"\xff\x00HTTP/1.1 101 x\r\nX: a\r\n\tfolded line of a header value\r\n",
+    },
+    "utf8": {
+        "ascii": b"\x03\x07" + b"hello, world: plain ASCII text",
+        "multibyte": b"\x02\x05" + "h\u00e9llo \u20ac \U0001d11e \u4e2d\u6587".encode(),
+        "overlong": b"\x01\x02" + b"ab\xc0\x80cd",
+        "surrogate": b"\x04\x01" + b"abc\xed\xa0\x80",
+        "above-10ffff": b"\x00\x03" + b"\xf4\x90\x80\x80",
+        "truncated": b"\x05\x06" + b"smile\xf0\x9f\x98",
+        "long-ascii-then-euro": b"\x29\x2a" + b"A" * 40 + b"\xe2\x82\xac" + b"B" * 9 + b"\xe2\x28",
+        "stray-continuation": b"\x08\x10" + b"12345678\x80",
+    },
+    "url": {
+        "plain": b"\x00ws://example.com/chat",
+        "userinfo": b"\x00wss://user:pa%40ss@Host.example:8443/p?q=1&r=%20",
+        "secret": b"\x01ws://h.example:80/x",
+        "ipv6": b"\x00ws://[::1]:9000/",
+        "ipv4": b"\x00ws://127.0.0.1?x",
+        "path-escapes": "\x00ws://h/p a\u00e9\t".encode(),
+        "http": b"\x00http://x/",
+        "fragment": b"\x00ws://h/#frag",
+        "slash-in-password": b"\x01ws://u:p/ss@h/",
+        "bad-port": b"\x00ws://h:99999/",
+    },
+}
+
+
+def main():
+    for target, seeds in SEEDS.items():
+        directory = os.path.join(HERE, "corpus", target)
+        os.makedirs(directory, exist_ok=True)
+        for name, data in seeds.items():
+            with open(os.path.join(directory, "seed-" + name), "wb") as f:
+                f.write(data)
+    print("wrote", sum(len(s) for s in SEEDS.values()), "seeds")
+
+
+if __name__ == "__main__":
+    main()
