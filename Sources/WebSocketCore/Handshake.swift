@@ -170,6 +170,7 @@ public struct HTTPResponseHead: Sendable, Equatable {
         guard let statusLine = lines.first else { throw .malformed("empty response") }
         let parts = statusLine.split(separator: 0x20, maxSplits: 2, omittingEmptySubsequences: false)
         guard parts.count >= 2, parts[0].starts(with: Array("HTTP/1.".utf8)), parts[0].count == 8,
+              let minor = parts[0].last, minor >= 0x30 && minor <= 0x39,
               parts[1].count == 3, parts[1].allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }),
               let code = Int(String(decoding: parts[1], as: UTF8.self)) else {
             throw .malformed("bad status line \(printable(Array(statusLine.prefix(80))))")

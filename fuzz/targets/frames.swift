@@ -20,7 +20,8 @@
 //     or an error nothing more (nil, no throw), state is .closed
 //   - takeOutboundControl hands out well-formed masked control frames (FIN, no RSV, mask
 //     bit, ≤ 125-byte payload, ≤ 131 bytes each), exactly a pong per ping while open and one
-//     Close (echo, or the error's code, or ours), nothing after the Close
+//     Close (echo, or the error's code, or ours), nothing after the Close (the connection
+//     keeps at most 128 KiB of unanswered pings; inputs of at most 4 KiB never reach that)
 //   - differential: whole-buffer feeding, piecewise feeding and an independent reference
 //     model of RFC 6455's receiving rules give the same events and payload bytes
 //   - MaskingKey.apply in two pieces equals a plain byte-by-byte XOR
