@@ -6,6 +6,9 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/random.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 int wsp_getrandom(void *buffer, size_t length) {
@@ -65,3 +68,21 @@ void wsp_ignore_sigpipe(void) {
 }
 
 int wsp_errno(void) { return errno; }
+
+int wsp_fd_kind(int fd) {
+    struct stat st;
+    if (fstat(fd, &st) != 0) return WSP_FD_CLOSED;
+    if (S_ISREG(st.st_mode)) return WSP_FD_REGULAR;
+    if (S_ISFIFO(st.st_mode)) return WSP_FD_PIPE;
+    if (S_ISSOCK(st.st_mode)) return WSP_FD_SOCKET;
+    if (isatty(fd)) return WSP_FD_TERMINAL;
+    return WSP_FD_OTHER;
+}
+
+ssize_t wsp_readv_nowait(int fd, const struct iovec *vectors, int count) {
+    return preadv2(fd, vectors, count, -1, RWF_NOWAIT);
+}
+
+ssize_t wsp_writev_nowait(int fd, const struct iovec *vectors, int count) {
+    return pwritev2(fd, vectors, count, -1, RWF_NOWAIT);
+}

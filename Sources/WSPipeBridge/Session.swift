@@ -5,9 +5,11 @@ import WebSocketTransport
 /// One wspipe run: connect, handshake, then bridge stdin and stdout to the connection until
 /// it closes, and report how it ended as an `ExitStatus`.
 ///
-/// Threads: this one owns the socket (and the TLS session) and runs a poll(2) loop; a
-/// stdin thread feeds it buffers; a stdout thread writes what it hands over. Neither
-/// stdin nor stdout is made non-blocking.
+/// One thread does it all: a poll(2) loop over the socket (and the TLS session), stdin,
+/// stdout and an eventfd for signals. stdin and stdout are read and written without ever
+/// blocking and without setting O_NONBLOCK on them (see `StreamKind`), so a slow reader or
+/// an idle terminal never stalls pongs, pings or timers, and no message waits for another
+/// thread to wake up.
 public final class Session {
     private let config: BridgeConfiguration
     private let log: Diagnostics
@@ -21,8 +23,10 @@ public final class Session {
     @exclusivity(unchecked) private var outbound = OutboundQueue()
     @exclusivity(unchecked) private var framer: InputFramer
     @exclusivity(unchecked) private var output: OutputAssembler
-    private var stdinReader: StdinReader?
-    private var stdoutWriter: StdoutWriter?
+    private var stdin: StdinSource?
+    private let stdout = StdoutSink()
+    private var stdinReady = false              // a stdin read may find data without waiting
+    private var stdoutBlocked = false           // stdout took no more: poll it for POLLOUT
     private let vectors = UnsafeMutableBufferPointer<iovec>.allocate(capacity: 1024)
 
     // Receiving.
@@ -63,9 +67,8 @@ public final class Session {
     static let receiveBufferSize = 256 * 1024
     /// Read the socket again only after at least this much room is free in the buffer.
     static let minimumRead = 16 * 1024
-    /// stdin read size (binary mode: at least --chunk-size) and how many reads may wait.
+    /// stdin read size (binary mode: at least --chunk-size).
     static let stdinReadSize = 256 * 1024
-    static let stdinQueued = 2
     /// Stop taking stdin while this many bytes wait for the socket.
     static let outboundHighWater = 512 * 1024
     /// Stop reading the socket while this many bytes wait for stdout (resume below half).
@@ -107,13 +110,9 @@ public final class Session {
         if config.receiveOnly {
             stdinOpen = false
         } else {
-            let reader = StdinReader(bufferSize: max(Session.stdinReadSize, config.chunkSize), maxQueued: Session.stdinQueued,
-                                     wakeup: wakeup)
-            guard reader.start() else {
-                log.error("cannot start the stdin thread")
-                return .localError
-            }
-            stdinReader = reader
+            let source = StdinSource()
+            stdin = source
+            stdinReady = !source.needsPoll
         }
 
         do {
@@ -134,12 +133,6 @@ public final class Session {
             sent.bytes += UInt64(text.utf8.count)
         }
 
-        let writer = StdoutWriter(lowWater: Session.stdoutHighWater / 2, wakeup: wakeup)
-        guard writer.start() else {
-            log.error("cannot start the stdout thread")
-            return .localError
-        }
-        stdoutWriter = writer
         pings.start(at: .now())
 
         processReceived()
@@ -147,10 +140,10 @@ public final class Session {
         loop()
 
         stream?.close()
-        stdinReader?.stop()
         Signals.exitAtOnce.store(true, ordering: .relaxed)
-        writer.finish()
-        return conclude(writerFailure: writer.currentFailure)
+        submitOutput()
+        stdout.drain()
+        return conclude(writerFailure: stdout.failure)
     }
 
     // MARK: - Opening
@@ -169,7 +162,9 @@ public final class Session {
     private func loop() {
         guard let stream else { return }
         var entries = [pollfd(fd: stream.fileDescriptor, events: 0, revents: 0),
-                       pollfd(fd: wakeup.fd, events: Int16(POLLIN), revents: 0)]
+                       pollfd(fd: wakeup.fd, events: Int16(POLLIN), revents: 0),
+                       pollfd(fd: stdin?.fd ?? 0, events: 0, revents: 0),
+                       pollfd(fd: stdout.fd, events: 0, revents: 0)]
         while true {
             handleSignal()
             handleWriterFailure()
@@ -186,10 +181,14 @@ public final class Session {
             if mayRead && !readReady { events |= readInterest.pollEvents }
             if let blocked = writeBlocked { events |= blocked.pollEvents }
             entries[0].events = events
-            entries[0].revents = 0
-            entries[1].revents = 0
+            // A descriptor given a negative number is left out by poll(2).
+            entries[2].fd = wantsStdin && !stdinReady ? (stdin?.fd ?? -1) : -1
+            entries[2].events = Int16(POLLIN)
+            entries[3].fd = stdoutBlocked ? stdout.fd : -1
+            entries[3].events = Int16(POLLOUT)
+            for i in entries.indices { entries[i].revents = 0 }
             let timeout: Int32 = (readReady || stream.hasBufferedInput) && mayRead || stdinWaiting ? 0 : nextTimeout()
-            let ready = poll(&entries, 2, timeout)
+            let ready = poll(&entries, nfds_t(entries.count), timeout)
             if ready < 0 {
                 if errno == EINTR { continue }
                 lost = "poll failed: \(errnoText(errno))"
@@ -202,21 +201,26 @@ public final class Session {
                 if let blocked = writeBlocked, revents & blocked.pollEvents != 0 || error { writeBlocked = nil }
             }
             if entries[1].revents != 0 { wakeup.drain() }
+            if entries[2].revents != 0 { stdinReady = true }
+            if entries[3].revents != 0 {
+                stdoutBlocked = stdout.flush()
+            }
         }
     }
 
-    /// Whether stdin has data we could take now. The stdin thread signals only when it adds
-    /// an item, so after the outbound queue drains below its high-water mark the loop must
-    /// come back for items that are already waiting instead of sleeping in poll(2).
-    private var stdinWaiting: Bool {
+    /// Whether stdin should be read when it has data: open, and room in the socket queue.
+    private var wantsStdin: Bool {
         stdinOpen && connection.canSendData && outbound.byteCount < Session.outboundHighWater
-            && (stdinReader?.hasItems ?? false)
     }
+
+    /// Whether stdin can be read right now (a regular file, or poll(2) said so): then the
+    /// loop comes straight back instead of sleeping in poll(2).
+    private var stdinWaiting: Bool { wantsStdin && stdinReady }
 
     /// Whether the socket should be read now: not after EOF, and not while stdout lags.
     private var mayRead: Bool {
         guard !endOfStream else { return false }
-        let waiting = (stdoutWriter?.pendingBytes ?? 0) + output.batch.byteCount
+        let waiting = stdout.pendingBytes + output.batch.byteCount
         return waiting < Session.stdoutHighWater
     }
 
@@ -322,23 +326,34 @@ public final class Session {
 
     private func submitOutput() {
         let batch = output.takeBatch()
-        if !batch.isEmpty { stdoutWriter?.submit(batch) }
+        guard !batch.isEmpty else { return }
+        stdout.submit(batch)
+        // Written at once when stdout takes it; what it does not take waits for POLLOUT.
+        if !stdoutBlocked { stdoutBlocked = stdout.flush() }
     }
 
     private func pumpStdin() {
-        guard stdinOpen, let reader = stdinReader else { return }
-        while connection.canSendData && outbound.byteCount < Session.outboundHighWater {
-            guard let item = reader.next() else { return }
+        guard let source = stdin else { return }
+        while wantsStdin && stdinReady {
+            let chunk = ByteBuffer(capacity: max(Session.stdinReadSize, config.chunkSize))
+            let item: StdinSource.Read = source.read(into: chunk.base, count: chunk.capacity)
+            if case .data(let n) = item {
+                chunk.count = n
+                if !source.readsUntilWouldBlock { stdinReady = false }
+            }
             do throws(InputError) {
                 let before = framer.messages
                 defer {
                     if framer.messages != before { lastActivity = .now() }
                 }
                 switch item {
-                case .data(let chunk):
+                case .data:
                     try perform(framer.consume(chunk, into: &outbound, connection: &connection))
                     if framer.isDone { return }
-                case .endOfInput:
+                case .wouldBlock:
+                    stdinReady = false
+                    return
+                case .end:
                     try perform(framer.finish(into: &outbound, connection: &connection))
                     stdinOpen = false
                     log.event("end of stdin after \(framer.messages) messages")
@@ -387,10 +402,7 @@ public final class Session {
     }
 
     private func stopStdin() {
-        if stdinOpen {
-            stdinOpen = false
-            stdinReader?.stop()
-        }
+        stdinOpen = false
     }
 
     /// Closes at the end of input, but first makes sure the server has read every message:
@@ -462,7 +474,7 @@ public final class Session {
     }
 
     private func handleWriterFailure() {
-        guard localEnd == nil, let failure = stdoutWriter?.currentFailure else { return }
+        guard localEnd == nil, let failure = stdout.failure else { return }
         switch failure {
         case .readerGone:
             log.event("stdout reader went away; closing")
@@ -558,7 +570,7 @@ public final class Session {
 
     // MARK: - The end
 
-    private func conclude(writerFailure: StdoutWriter.Failure?) -> ExitStatus {
+    private func conclude(writerFailure: StdoutSink.Failure?) -> ExitStatus {
         if case .signal(let number) = localEnd { return .signal(number) }
         if connection.failure != nil { return .protocolViolation }
         if localEnd == .inputError || localEnd == .outputError { return .localError }

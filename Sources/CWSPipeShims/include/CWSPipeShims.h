@@ -2,6 +2,7 @@
 #define WSPIPE_SHIMS_H
 #include <stddef.h>
 #include <sys/types.h>
+#include <sys/uio.h>
 
 /// Fills `buffer` with `length` bytes from the kernel CSPRNG (getrandom(2), blocking
 /// until the pool is initialised). Returns 0, or -1 with errno set.
@@ -32,5 +33,16 @@ void wsp_ignore_sigpipe(void);
 /// errno as seen by the calling thread (Swift's `errno` works too; this avoids a
 /// dependence on how the Glibc overlay exposes it).
 int wsp_errno(void);
+
+/// What a standard descriptor is, from fstat(2): decides how it is read and written
+/// without blocking and without touching its (shared) O_NONBLOCK flag.
+enum { WSP_FD_CLOSED = 0, WSP_FD_REGULAR = 1, WSP_FD_PIPE = 2, WSP_FD_SOCKET = 3, WSP_FD_TERMINAL = 4, WSP_FD_OTHER = 5 };
+int wsp_fd_kind(int fd);
+
+/// readv/writev with RWF_NOWAIT (Linux 4.14+ for sockets and files, pipes since 5.x):
+/// EAGAIN instead of blocking, for this call only. -1 with errno EOPNOTSUPP where the
+/// kernel or file does not support it.
+ssize_t wsp_readv_nowait(int fd, const struct iovec *vectors, int count);
+ssize_t wsp_writev_nowait(int fd, const struct iovec *vectors, int count);
 
 #endif
