@@ -1,8 +1,8 @@
 import CWSPipeShims
 import Glibc
 
-/// An eventfd the network thread polls; the stdin and stdout threads and signal handlers
-/// poke it when they have something for it.
+/// An eventfd the session's poll loop watches; signal handlers poke it (writing to an
+/// eventfd is async-signal-safe) so a signal ends the wait at once.
 final class Wakeup: @unchecked Sendable {
     let fd: Int32
 
