@@ -3,11 +3,10 @@ import Synchronization
 
 /// A fixed-capacity block of bytes, recycled through `BufferPool` when released.
 ///
-/// Buffers carry data between the threads without copying: a stdin read lands in one and
-/// is masked in place and written to the socket from it; a socket read lands in one and
-/// payload ranges of it are written to stdout. A `Segment` keeps its buffer alive until the
-/// bytes are written. Each buffer is filled by one thread at a time; bytes already handed
-/// to another thread are never written again.
+/// Buffers carry data without copying: a stdin read lands in one and is masked in place
+/// and written to the socket from it; a socket read lands in one and payload ranges of it
+/// are written to stdout. A `Segment` keeps its buffer alive until the bytes are written;
+/// bytes already queued for writing are never changed again.
 final class ByteBuffer: @unchecked Sendable {
     let base: UnsafeMutableRawPointer
     let capacity: Int
