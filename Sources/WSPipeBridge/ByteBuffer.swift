@@ -36,6 +36,17 @@ final class ByteBuffer: @unchecked Sendable {
     }
 
     var free: Int { capacity - count }
+
+    /// `buffer` emptied for reuse if nothing else holds it (all its bytes were written),
+    /// else a new buffer of `capacity` bytes. The session runs on one thread, so "nothing
+    /// else holds it" cannot change while we look.
+    static func reuse(_ buffer: inout ByteBuffer, orMake capacity: Int) {
+        if isKnownUniquelyReferenced(&buffer) && buffer.capacity >= capacity {
+            buffer.count = 0
+        } else {
+            buffer = ByteBuffer(capacity: capacity)
+        }
+    }
     var end: UnsafeMutableRawPointer { base + count }
 
     static let newline = ByteBuffer(constant: [0x0A])

@@ -23,7 +23,7 @@ struct OutboundQueue {
     /// Room for `count` bytes at the end of the queue, in the arena.
     private mutating func reserve(_ count: Int) -> UnsafeMutableRawPointer {
         if arena.free < count {
-            arena = ByteBuffer(capacity: max(OutboundQueue.arenaSize, count))
+            ByteBuffer.reuse(&arena, orMake: max(OutboundQueue.arenaSize, count))
         }
         let start = arena.end
         arena.count += count

@@ -198,7 +198,7 @@ struct OutputAssembler {
     }
 
     private mutating func reserve(_ count: Int) -> UnsafeMutableRawPointer {
-        if arena.free < count { arena = ByteBuffer(capacity: OutputAssembler.arenaSize) }
+        if arena.free < count { ByteBuffer.reuse(&arena, orMake: OutputAssembler.arenaSize) }
         let start = arena.end
         arena.count += count
         return start

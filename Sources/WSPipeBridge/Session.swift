@@ -26,6 +26,7 @@ public final class Session {
     private var stdin: StdinSource?
     private let stdout = StdoutSink()
     private var stdinReady = false              // a stdin read may find data without waiting
+    private var stdinBuffer = ByteBuffer(capacity: 0)
     private var stdoutBlocked = false           // stdout took no more: poll it for POLLOUT
     private let vectors = UnsafeMutableBufferPointer<iovec>.allocate(capacity: 1024)
 
@@ -38,6 +39,9 @@ public final class Session {
     // Sending.
     private var writeBlocked: PollInterest?     // the last write could not finish
     private var outputShutDown = false
+    private var discardedAfterClose = 0
+    /// Most bytes read (and dropped) after the connection is closed or failed.
+    static let drainLimit = 1 << 20
     private var weStartedClose = false          // our Close went out before the server's
     // Stdin.
     private var stdinOpen = true
@@ -67,10 +71,12 @@ public final class Session {
     static let receiveBufferSize = 256 * 1024
     /// Read the socket again only after at least this much room is free in the buffer.
     static let minimumRead = 16 * 1024
-    /// stdin read size (binary mode: at least --chunk-size).
-    static let stdinReadSize = 256 * 1024
-    /// Stop taking stdin while this many bytes wait for the socket.
-    static let outboundHighWater = 512 * 1024
+    /// stdin read size: lines are small and copied next to their headers, so text mode reads
+    /// 64 KiB; binary payloads are masked in place and sent from the read buffer, so binary
+    /// mode reads 128 KiB (at least --chunk-size). Stdin is not read while twice that waits
+    /// for the socket.
+    private var stdinReadSize: Int { config.mode == .binary ? max(128 * 1024, config.chunkSize) : 64 * 1024 }
+    private var outboundHighWater: Int { 2 * stdinReadSize }
     /// Stop reading the socket while this many bytes wait for stdout (resume below half).
     static let stdoutHighWater = 1 << 20
 
@@ -210,7 +216,7 @@ public final class Session {
 
     /// Whether stdin should be read when it has data: open, and room in the socket queue.
     private var wantsStdin: Bool {
-        stdinOpen && connection.canSendData && outbound.byteCount < Session.outboundHighWater
+        stdinOpen && connection.canSendData && outbound.byteCount < outboundHighWater
     }
 
     /// Whether stdin can be read right now (a regular file, or poll(2) said so): then the
@@ -219,7 +225,7 @@ public final class Session {
 
     /// Whether the socket should be read now: not after EOF, and not while stdout lags.
     private var mayRead: Bool {
-        guard !endOfStream else { return false }
+        guard !endOfStream, discardedAfterClose <= Session.drainLimit else { return false }
         let waiting = stdout.pendingBytes + output.batch.byteCount
         return waiting < Session.stdoutHighWater
     }
@@ -228,8 +234,9 @@ public final class Session {
         var reads = 0
         while mayRead && reads < 16 {
             if receiveBuffer.free < Session.minimumRead {
-                // Pieces of it may still be on their way to stdout; they keep it alive.
-                receiveBuffer = ByteBuffer(capacity: Session.receiveBufferSize)
+                // Pieces of it may still wait for stdout; then they keep it alive and a new
+                // one is taken.
+                ByteBuffer.reuse(&receiveBuffer, orMake: Session.receiveBufferSize)
                 parsed = 0
             }
             let room = receiveBuffer.free
@@ -237,6 +244,14 @@ public final class Session {
             case .done(let n):
                 receiveBuffer.count += n
                 reads += 1
+                if connection.state == .closed {
+                    // After the closing handshake or a failure, bytes are read only so the
+                    // server gets to read our Close (closing with unread data would send a
+                    // reset that can destroy it). A server that keeps streaming gets a megabyte
+                    // of that; then we stop reading and wait out the close deadline.
+                    discardedAfterClose += n
+                    if discardedAfterClose > Session.drainLimit { return }
+                }
                 processReceived()
                 submitOutput()
                 if n < room && !stream.hasBufferedInput {
@@ -335,7 +350,9 @@ public final class Session {
     private func pumpStdin() {
         guard let source = stdin else { return }
         while wantsStdin && stdinReady {
-            let chunk = ByteBuffer(capacity: max(Session.stdinReadSize, config.chunkSize))
+            // The last read's buffer is reused unless frames still reference it.
+            ByteBuffer.reuse(&stdinBuffer, orMake: stdinReadSize)
+            let chunk = stdinBuffer
             let item: StdinSource.Read = source.read(into: chunk.base, count: chunk.capacity)
             if case .data(let n) = item {
                 chunk.count = n
@@ -446,7 +463,7 @@ public final class Session {
         // While the socket queue is full, pongs wait in the connection, which keeps only the
         // most recent few: a server that floods pings without reading cannot grow our memory.
         // A Close or our own ping always goes.
-        if outbound.byteCount >= Session.outboundHighWater && !connection.hasOutboundCloseOrPing { return }
+        if outbound.byteCount >= outboundHighWater && !connection.hasOutboundCloseOrPing { return }
         outbound.appendBytes(connection.takeOutboundControl())
     }
 
