@@ -143,6 +143,27 @@ struct OutputAssembler {
         appendCopy(line, separator: true)
     }
 
+    /// Copies a small message still in progress out of the receive buffers into the arena, so
+    /// the session can reuse its receive buffer instead of taking a new one (a burst of
+    /// small messages nearly always ends a read in the middle of one).
+    mutating func detachSmallMessage() {
+        let size = pendingSize
+        guard first != nil, size <= OutputAssembler.copyLimit else { return }
+        let start = reserve(size)
+        var offset = 0
+        if let first {
+            start.copyMemory(from: first.start, byteCount: first.count)
+            offset = first.count
+        }
+        for segment in pending.segments {
+            (start + offset).copyMemory(from: segment.start, byteCount: segment.count)
+            offset += segment.count
+        }
+        if !pending.isEmpty { pending.removeAll() }
+        first = Segment(owner: arena, start: start, count: size)
+        firstSize = size
+    }
+
     /// Drops a partly received message (the connection failed or was lost).
     mutating func discardPending() {
         clearPending()

@@ -236,6 +236,7 @@ public final class Session {
             if receiveBuffer.free < Session.minimumRead {
                 // Pieces of it may still wait for stdout; then they keep it alive and a new
                 // one is taken.
+                output.detachSmallMessage()
                 ByteBuffer.reuse(&receiveBuffer, orMake: Session.receiveBufferSize)
                 parsed = 0
             }

@@ -1,0 +1,70 @@
+// OutputAssembler: whole messages only, bytes unchanged, and a small message in progress
+// can leave the receive buffer it started in (so the session reuses that buffer).
+import XCTest
+@testable import WSPipeBridge
+
+final class OutputAssemblerTests: XCTestCase {
+    /// A receive buffer holding `text`, as a socket read would leave it.
+    private func received(_ text: String) -> ByteBuffer {
+        let bytes = Array(text.utf8)
+        let buffer = ByteBuffer(capacity: 4096)
+        bytes.withUnsafeBytes { buffer.base.copyMemory(from: $0.baseAddress!, byteCount: bytes.count) }
+        buffer.count = bytes.count
+        return buffer
+    }
+
+    private func output(_ batch: SegmentList) -> String {
+        var bytes: [UInt8] = []
+        for segment in batch.segments {
+            bytes += UnsafeRawBufferPointer(start: segment.start, count: segment.count)
+        }
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    func testSmallMessageSplitAcrossReadsIsDetachedFromItsFirstBuffer() {
+        var assembler = OutputAssembler(format: .raw(separator: 0x0A))
+        var first: ByteBuffer = received("hello ")
+        assembler.start(.text)
+        assembler.data(first, first.base, first.count)
+        XCTAssertFalse(isKnownUniquelyReferenced(&first), "the message in progress references the read buffer")
+        assembler.detachSmallMessage()
+        XCTAssertTrue(isKnownUniquelyReferenced(&first), "after detaching, the session may reuse the buffer")
+        // The session reuses it: the old bytes are overwritten by the next read.
+        first.base.storeBytes(of: 0x58, toByteOffset: 0, as: UInt8.self)
+        let second = received("world")
+        assembler.data(second, second.base, second.count)
+        assembler.end()
+        XCTAssertEqual(output(assembler.takeBatch()), "hello world\n")
+    }
+
+    func testDetachingKeepsSeveralPiecesInOrder() {
+        var assembler = OutputAssembler(format: .jsonLines(timestamps: false))
+        let a = received("a\n"), b = received("b"), c = received("c")
+        assembler.start(.text)
+        assembler.data(a, a.base, a.count)
+        assembler.data(b, b.base, b.count)
+        assembler.detachSmallMessage()
+        assembler.data(c, c.base, c.count)
+        assembler.end()
+        XCTAssertEqual(output(assembler.takeBatch()), "{\"type\":\"text\",\"data\":\"a\\nbc\"}\n")
+    }
+
+    func testLargeMessageStaysInPlace() {
+        var assembler = OutputAssembler(format: .raw(separator: nil))
+        var big: ByteBuffer = received(String(repeating: "x", count: OutputAssembler.copyLimit + 1))
+        assembler.start(.binary)
+        assembler.data(big, big.base, big.count)
+        assembler.detachSmallMessage()
+        XCTAssertFalse(isKnownUniquelyReferenced(&big), "large payloads are written from the read buffer, not copied")
+        assembler.end()
+        XCTAssertEqual(output(assembler.takeBatch()).count, OutputAssembler.copyLimit + 1)
+    }
+
+    func testNothingInProgressIsANoOp() {
+        var assembler = OutputAssembler(format: .raw(separator: 0x0A))
+        assembler.detachSmallMessage()
+        assembler.start(.text)
+        assembler.end()
+        XCTAssertEqual(output(assembler.takeBatch()), "\n", "an empty message is a bare newline")
+    }
+}
