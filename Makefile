@@ -4,7 +4,7 @@ SWIFT_BUILD_FLAGS ?= -c release --static-swift-stdlib
 BIN := .build/release/wspipe
 PY := .venv/bin/python
 
-.PHONY: all setup build demo test unit conformance fuzz bench clean
+.PHONY: all setup build demo test unit conformance fuzz bench profile clean
 
 all: build
 
@@ -30,6 +30,14 @@ conformance:
 # libFuzzer targets of the protocol core, FUZZ_SECONDS (default 60) each, one core.
 fuzz:
 	fuzz/run $${FUZZ_SECONDS:-60}
+
+# wspipe against websocat on the same workloads, interleaved (not part of the tests).
+bench: setup
+	scripts/bench --no-setup
+
+# Instruction counts (valgrind --tool=callgrind) of fixed workloads: regressions show here.
+profile: setup
+	scripts/profile
 
 clean:
 	rm -rf .build
