@@ -491,7 +491,7 @@ private struct ParsedOptions {
             config.bearerToken = bearer
         } else if let bearerFile {
             guard let bytes = readFile(bearerFile) else {
-                throw UsageError("cannot read --bearer-file '\(bearerFile)'")
+                throw UsageError("cannot read --bearer-file '\(bearerFile)': \(whyUnreadable(bearerFile))")
             }
             guard UTF8Validator.isValid(bytes) else { throw UsageError("--bearer-file '\(bearerFile)' is not UTF-8 text") }
             let token = HTTPText.trimmed(String(decoding: bytes, as: UTF8.self), also: [0x0A, 0x0D])
@@ -545,7 +545,7 @@ extension ParsedOptions {
                 }
                 password = Array(value.utf8)
             } else if let keyPassFile {
-                guard var bytes = readFile(keyPassFile) else { throw UsageError("cannot read --key-pass-file '\(keyPassFile)'") }
+                guard var bytes = readFile(keyPassFile) else { throw UsageError("cannot read --key-pass-file '\(keyPassFile)': \(whyUnreadable(keyPassFile))") }
                 // One line end at the end is the file's, not the passphrase's.
                 if bytes.last == 0x0A { bytes.removeLast() }
                 if bytes.last == 0x0D { bytes.removeLast() }
@@ -600,13 +600,27 @@ func parseSize(_ text: String, option: String) throws(UsageError) -> UInt64 {
 
 /// A positive number of seconds ("5", "0.25").
 func parseSeconds(_ text: String, option: String) throws(UsageError) -> Double {
-    guard let seconds = Double(text), seconds.isFinite, seconds > 0, seconds <= 1e9 else {
+    guard let seconds = Double(text), seconds.isFinite, seconds > 0 else {
         throw UsageError("\(option) '\(text)' is not a positive number of seconds")
     }
+    guard seconds <= 1e9 else { throw UsageError("\(option) '\(text)' is too large (at most 1e9 seconds)") }
     return seconds
 }
 
 /// The whole file at `path`, or nil if it cannot be read.
+/// Why `readWholeFile` gave nothing for `path`, in words (for the error message).
+func whyUnreadable(_ path: String) -> String {
+    let fd = open(path, O_RDONLY | O_CLOEXEC)
+    guard fd >= 0 else { return String(cString: strerror(errno)) }
+    defer { close(fd) }
+    var info = stat()
+    if fstat(fd, &info) == 0 {
+        if info.st_mode & S_IFMT == S_IFDIR { return "it is a directory" }
+        if info.st_size > 1 << 20 { return "it is larger than 1 MiB" }
+    }
+    return "read error"
+}
+
 public func readWholeFile(_ path: String) -> [UInt8]? {
     let fd = open(path, O_RDONLY | O_CLOEXEC)
     guard fd >= 0 else { return nil }

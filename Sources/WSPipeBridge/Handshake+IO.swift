@@ -62,7 +62,7 @@ struct HandshakeExchange {
         for header in handshake.requestHeaders { log.header(">", header) }
         try send(handshake.requestBytes)
 
-        let (head, headLength) = try receiveHead(into: buffer)
+        let (head, headLength) = try receiveHead(into: buffer, secure: handshake.url.isSecure)
         log.line("<", "\(head.version) \(head.statusCode) \(head.reason)")
         for header in head.headers { log.header("<", header) }
         do {
@@ -104,7 +104,7 @@ struct HandshakeExchange {
         }
     }
 
-    private func receiveHead(into buffer: ByteBuffer) throws(OpenError) -> (HTTPResponseHead, Int) {
+    private func receiveHead(into buffer: ByteBuffer, secure: Bool) throws(OpenError) -> (HTTPResponseHead, Int) {
         while true {
             do {
                 if buffer.count > 0,
@@ -122,8 +122,10 @@ struct HandshakeExchange {
                 try wait(for: interest, stage: "waiting for the server's handshake response")
             case .endOfStream:
                 if buffer.count == 0 { try checkClientCertificateRefusal() }
+                // A TLS server given plain text usually just hangs up: say what to try.
                 throw .handshakeLost(buffer.count == 0
                     ? "the server closed the connection without answering the WebSocket handshake"
+                        + (secure ? "" : " (if it expects TLS, use wss://)")
                     : "the server closed the connection in the middle of its handshake response")
             case .failed(let why):
                 // TLS 1.3 servers refuse a client certificate after the TLS handshake: the

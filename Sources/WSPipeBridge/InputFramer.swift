@@ -10,8 +10,9 @@ public enum InputError: Error, Equatable, CustomStringConvertible {
     case invalidBase64(line: Int)
     /// --jsonl: a line is not a message object; `why` says what is wrong with it.
     case invalidJSONLine(line: Int, why: String)
-    /// --whole-input in text mode: the input is not UTF-8 (`offset` is 0-based).
-    case invalidUTF8Input(offset: Int)
+    /// --whole-input in text mode: the input is not UTF-8 at byte `number` (1-based, as
+    /// columns are), or (nil) it ends inside a multi-byte sequence.
+    case invalidUTF8Input(number: Int?)
     case readFailed(String)
 
     public var description: String {
@@ -24,8 +25,9 @@ public enum InputError: Error, Equatable, CustomStringConvertible {
             return "stdin line \(line) is not base64 (--base64 expects one padded base64 line per binary message); it was not sent"
         case .invalidJSONLine(let line, let why):
             return "stdin line \(line) is not a --jsonl message: \(why); it was not sent"
-        case .invalidUTF8Input(let offset):
-            return "stdin is not valid UTF-8 (at byte \(offset)); --whole-input sends it as one text message, so nothing was sent (add --binary)"
+        case .invalidUTF8Input(let number):
+            let what = number.map { "at byte \($0)" } ?? "it ends inside a multi-byte sequence"
+            return "stdin is not valid UTF-8 (\(what)); --whole-input sends it as one text message, so nothing was sent (add --binary)"
         case .readFailed(let why):
             return why
         }
@@ -158,7 +160,7 @@ struct InputFramer {
             let held = carry
             carry = nil
             let length = held?.count ?? 0
-            guard carryValidator.isComplete else { throw .invalidUTF8Input(offset: length) }
+            guard carryValidator.isComplete else { throw .invalidUTF8Input(number: nil) }
             var offset = 0
             repeat {
                 let piece = min(size, length - offset)
@@ -216,6 +218,7 @@ struct InputFramer {
 
     private mutating func handleJSONLine(_ line: UnsafeRawBufferPointer, _ number: Int, _ queue: inout OutboundQueue,
                                          _ connection: inout WebSocketConnection, _ actions: inout [InputAction]) throws(InputError) {
+        guard !line.isEmpty else { throw .invalidJSONLine(line: number, why: "it is empty") }
         guard UTF8Validator.firstInvalidIndex(line) == nil else { throw .invalidJSONLine(line: number, why: "it is not UTF-8") }
         let value: JSONValue
         do {
@@ -225,6 +228,16 @@ struct InputFramer {
         }
         guard case .object = value, let type = value["type"]?.stringValue else {
             throw .invalidJSONLine(line: number, why: "expected an object with a \"type\"")
+        }
+        // A member of the wrong type, or both payload forms at once, is a mistake to report,
+        // not something to guess around.
+        for member in ["data", "base64", "reason"] {
+            if let given = value[member], given.stringValue == nil {
+                throw .invalidJSONLine(line: number, why: "\"\(member)\" must be a string")
+            }
+        }
+        if value["data"] != nil && value["base64"] != nil {
+            throw .invalidJSONLine(line: number, why: "give \"data\" or \"base64\", not both")
         }
         func payload(_ kind: String) throws(InputError) -> [UInt8] {
             if let text = value["data"]?.stringValue { return Array(text.utf8) }
@@ -290,7 +303,7 @@ struct InputFramer {
         // Fail fast: a long line (or whole text input) is checked as it arrives.
         if validate, let bad = carryValidator.validate(UnsafeRawPointer(start), count: length) {
             carry = nil
-            if case .whole = mode { throw .invalidUTF8Input(offset: held + bad) }
+            if case .whole = mode { throw .invalidUTF8Input(number: held + bad + 1) }
             throw .invalidUTF8(line: lines + 1, column: held + bad + 1, byte: start.load(fromByteOffset: bad, as: UInt8.self))
         }
         if (carry?.free ?? 0) < length {

@@ -190,8 +190,11 @@ public final class Session {
             // A descriptor given a negative number is left out by poll(2).
             entries[2].fd = wantsStdin && !stdinReady ? (stdin?.fd ?? -1) : -1
             entries[2].events = Int16(POLLIN)
-            entries[3].fd = stdoutBlocked ? stdout.fd : -1
-            entries[3].events = Int16(POLLOUT)
+            // A pipe's write end reports POLLERR once its last reader is gone: watching for
+            // that ends `wspipe ... | head -n1` when head exits, even if no further message
+            // ever comes to provoke EPIPE.
+            entries[3].fd = stdoutBlocked || watchesStdoutReader ? stdout.fd : -1
+            entries[3].events = stdoutBlocked ? Int16(POLLOUT) : 0
             for i in entries.indices { entries[i].revents = 0 }
             let timeout: Int32 = (readReady || stream.hasBufferedInput) && mayRead || stdinWaiting ? 0 : nextTimeout()
             let ready = poll(&entries, nfds_t(entries.count), timeout)
@@ -209,9 +212,19 @@ public final class Session {
             if entries[1].revents != 0 { wakeup.drain() }
             if entries[2].revents != 0 { stdinReady = true }
             if entries[3].revents != 0 {
-                stdoutBlocked = stdout.flush()
+                if stdoutBlocked {
+                    stdoutBlocked = stdout.flush()
+                } else if entries[3].revents & Int16(POLLERR) != 0 {
+                    stdout.readerWentAway()
+                }
             }
         }
+    }
+
+    /// Whether to watch an idle stdout pipe for its reader going away (not with
+    /// --send-only: nothing is ever written there).
+    private var watchesStdoutReader: Bool {
+        stdout.kind == .pipe && stdout.failure == nil && !config.sendOnly && localEnd == nil
     }
 
     /// Whether stdin should be read when it has data: open, and room in the socket queue.

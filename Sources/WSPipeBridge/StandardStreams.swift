@@ -154,7 +154,7 @@ final class StdoutSink {
             switch code {
             case EINTR: continue
             case EAGAIN: return true
-            case EOPNOTSUPP, EINVAL where kind == .pipe && nowait:
+            case EOPNOTSUPP where kind == .pipe && nowait, EINVAL where kind == .pipe && nowait:
                 nowait = false  // no RWF_NOWAIT here: write after poll(2) from now on
                 return true
             case EOPNOTSUPP, EINVAL:
@@ -173,6 +173,11 @@ final class StdoutSink {
             var entry = pollfd(fd: fd, events: Int16(POLLOUT), revents: 0)
             _ = poll(&entry, 1, -1)
         }
+    }
+
+    /// poll(2) reported the pipe's last reader gone while nothing was being written.
+    func readerWentAway() {
+        if failure == nil { fail(.readerGone) }
     }
 
     private func fail(_ reason: Failure) {

@@ -161,7 +161,7 @@ public final class TLSStream: ByteStream {
             case .wouldBlock(let wanted):
                 interest = wanted
             case .endOfStream:
-                throw .tls("the server closed the connection during the TLS handshake")
+                throw .tls("the server closed the connection during the TLS handshake (is it a plain server? use ws:// for one)")
             case .failed(let why):
                 let verify = wsp_SSL_get_verify_result(ssl)
                 if options.verifyPeer && verify != Int(X509_V_OK) {
@@ -171,8 +171,15 @@ public final class TLSStream: ByteStream {
                     throw .tls("the server requires a client certificate (give one with --cert and --key) and ended the "
                                + "handshake [\(why.hasPrefix("TLS: ") ? String(why.dropFirst(5)) : why)]")
                 }
-                if why == "connection closed" { throw .tls("the server closed the connection during the TLS handshake") }
-                throw .tls("handshake failed: \(why.hasPrefix("TLS: ") ? String(why.dropFirst(5)) : why)")
+                let plainHint = " (is it a plain server? use ws:// for one)"
+                if why == "connection closed" {
+                    throw .tls("the server closed the connection during the TLS handshake" + plainHint)
+                }
+                let text = why.hasPrefix("TLS: ") ? String(why.dropFirst(5)) : why
+                // What OpenSSL says when the answer to its hello is not TLS, or is a hang-up.
+                let notTLS = ["wrong version number", "packet length too long", "closed the TLS session",
+                              "record layer failure", "http request"].contains { text.contains($0) }
+                throw .tls("handshake failed: \(text)" + (notTLS ? plainHint : ""))
             }
             if stream.network != nil && carrier.hasBufferedInput { continue }
             var entry = pollfd(fd: carrier.fileDescriptor, events: interest.pollEvents, revents: 0)
@@ -239,6 +246,10 @@ public final class TLSStream: ByteStream {
             if queued.contains("key values mismatch") {
                 throw .tls("the private key in '\(client.keyFile)' does not belong to the certificate in "
                            + "'\(client.certificateFile)'")
+            }
+            if client.keyFile == client.certificateFile && (queued.contains("PEM lib") || queued.contains("no start line")) {
+                // --cert without --key: the key is looked for in the certificate's file.
+                throw .tls("no private key in '\(client.keyFile)' (give the key file with --key) [\(queued)]")
             }
             throw .tls("cannot load the private key from '\(client.keyFile)': \(queued)")
         }

@@ -310,6 +310,9 @@ final class PipelineTests: IntegrationTestCase {
             (#"{"type":"text","data":42}"#, "data not a string"),
             (#"{"type":"binary","base64":"!!!"}"#, "bad base64"),
             (#"{"type":"binary"}"#, "binary without payload"),
+            (#"{"type":"binary","base64":"AA==","data":"x"}"#, "both payload forms"),
+            (#"{"type":"binary","data":5,"base64":"AA=="}"#, "data of the wrong type beside base64"),
+            (#"{"type":"close","code":1000,"reason":7}"#, "a reason that is not a string"),
             (#"{"type":"close","code":1005}"#, "a code that may not be sent"),
             (#"{"type":"close","code":1000.5}"#, "a code that is not an integer"),
             (#"{"type":"close","code":null,"reason":"x"}"#, "a reason without a code"),
@@ -466,7 +469,7 @@ final class PipelineTests: IntegrationTestCase {
         // Not UTF-8 in text mode: nothing is sent at all.
         let invalid = try runWspipe(["--whole-input", url(server)], stdin: .bytes(Array("fine\nstill fine\n".utf8) + [0xFF, 0x0A]))
         assertExit(invalid, 1)
-        assertStderr(invalid, contains: "not valid UTF-8 (at byte 16)")
+        assertStderr(invalid, contains: "not valid UTF-8 (at byte 17)")
         let records = try (1...3).map { try framesRecord(server, $0) }
         XCTAssertEqual(records[0].messages.map(\.type), ["text"])
         XCTAssertEqual(records[0].messages.map(\.length), [0])

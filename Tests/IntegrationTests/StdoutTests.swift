@@ -15,4 +15,19 @@ final class StdoutTests: IntegrationTestCase {
         XCTAssertEqual(record.close?.code, 1001)
         XCTAssertEqual(record.client_started_close, true)
     }
+
+    func testReaderGoneWhileTheServerIsQuietStillEndsTheSession() throws {
+        // One message, then the server says nothing more and keeps the connection open:
+        // no later write can fail with EPIPE, so wspipe must notice the reader leaving.
+        let recorder = try startRecorder(["--send-text", "only"])
+        let child = try spawnWspipe([url(recorder)], stdin: .pipe, closeStdoutAfterFirstLine: true)
+        let result = finish(child, timeout: 10)
+        assertExit(result, 0)
+        XCTAssertEqual(result.stdoutText, "only\n")
+        XCTAssertEqual(result.stderr, "")
+        XCTAssertLessThan(result.elapsed, 5, "ended when the reader left, not at the timeout")
+        let record = try recorder.record()
+        XCTAssertEqual(record.close?.code, 1001)
+        XCTAssertEqual(record.client_started_close, true)
+    }
 }
