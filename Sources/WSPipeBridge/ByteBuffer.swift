@@ -37,11 +37,12 @@ final class ByteBuffer: @unchecked Sendable {
 
     var free: Int { capacity - count }
 
-    /// `buffer` emptied for reuse if nothing else holds it (all its bytes were written),
-    /// else a new buffer of `capacity` bytes. The session runs on one thread, so "nothing
-    /// else holds it" cannot change while we look.
+    /// `buffer` emptied for reuse if nothing else holds it (all its bytes were written) and
+    /// it has exactly `capacity` bytes (an outsized one is let go, not kept for the rest of
+    /// the session), else a new buffer of `capacity` bytes. The session runs on one thread,
+    /// so "nothing else holds it" cannot change while we look.
     static func reuse(_ buffer: inout ByteBuffer, orMake capacity: Int) {
-        if isKnownUniquelyReferenced(&buffer) && buffer.capacity >= capacity {
+        if isKnownUniquelyReferenced(&buffer) && buffer.capacity == capacity {
             buffer.count = 0
         } else {
             buffer = ByteBuffer(capacity: capacity)
@@ -50,6 +51,8 @@ final class ByteBuffer: @unchecked Sendable {
     var end: UnsafeMutableRawPointer { base + count }
 
     static let newline = ByteBuffer(constant: [0x0A])
+    /// Stands in for the buffer of a segment already written.
+    static let released = ByteBuffer(constant: [])
     static let nul = ByteBuffer(constant: [0x00])
 }
 
@@ -131,6 +134,9 @@ struct SegmentList {
             let first = segments[head].count
             if left >= first {
                 left -= first
+                // Written: let go of its buffer now, not when the whole queue is empty (a
+                // queue that never quite empties would keep every buffer it ever held).
+                segments[head].owner = ByteBuffer.released
                 head += 1
             } else {
                 segments[head].start += left

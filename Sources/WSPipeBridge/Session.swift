@@ -42,6 +42,8 @@ public final class Session {
     private var discardedAfterClose = 0
     /// Most bytes read (and dropped) after the connection is closed or failed.
     static let drainLimit = 1 << 20
+    /// POLLRDHUP (Linux): the peer shut down its sending side. Glibc's module lacks it.
+    static let pollReadHangUp: Int16 = 0x2000
     private var weStartedClose = false          // our Close went out before the server's
     // Stdin.
     private var stdinOpen = true
@@ -73,10 +75,11 @@ public final class Session {
     static let minimumRead = 16 * 1024
     /// stdin read size: lines are small and copied next to their headers, so text mode reads
     /// 64 KiB; binary payloads are masked in place and sent from the read buffer, so binary
-    /// mode reads 128 KiB (at least --chunk-size). Stdin is not read while twice that waits
-    /// for the socket.
+    /// mode reads 128 KiB (at least --chunk-size). Stdin is not read while a read's worth
+    /// (and up to 128 KiB more) waits for the socket: with a huge --chunk-size, at most one
+    /// such read is outstanding.
     private var stdinReadSize: Int { config.mode == .binary ? max(128 * 1024, config.chunkSize) : 64 * 1024 }
-    private var outboundHighWater: Int { 2 * stdinReadSize }
+    private var outboundHighWater: Int { stdinReadSize + min(stdinReadSize, 128 * 1024) }
     /// Stop reading the socket while this many bytes wait for stdout (resume below half).
     static let stdoutHighWater = 1 << 20
 
@@ -186,6 +189,12 @@ public final class Session {
             var events: Int16 = 0
             if mayRead && !readReady { events |= readInterest.pollEvents }
             if let blocked = writeBlocked { events |= blocked.pollEvents }
+            // Done reading after a close (drain limit): only the server hanging up matters.
+            let drained = !endOfStream && discardedAfterClose > Session.drainLimit
+            if drained { events |= Session.pollReadHangUp }
+            // Not interested in the socket: leave it out, or a hang-up or error it reports
+            // regardless of `events` would wake poll(2) again and again.
+            entries[0].fd = events != 0 ? stream.fileDescriptor : -1
             entries[0].events = events
             // A descriptor given a negative number is left out by poll(2).
             entries[2].fd = wantsStdin && !stdinReady ? (stdin?.fd ?? -1) : -1
@@ -204,6 +213,9 @@ public final class Session {
                 return
             }
             let revents = entries[0].revents
+            if drained && revents & (Session.pollReadHangUp | Int16(POLLERR | POLLHUP)) != 0 {
+                endOfStream = true  // the server has closed too: nothing left to wait for
+            }
             if revents != 0 {
                 let error = revents & Int16(POLLERR | POLLHUP) != 0
                 if revents & readInterest.pollEvents != 0 || error { readReady = true }

@@ -35,6 +35,32 @@ final class LocalInputTests: HostileTestCase {
         XCTAssertEqual(record.close?.code, 1000)
     }
 
+    func testLargeChunkSizeIntoASlowServerKeepsMemoryBounded() throws {
+        // 1 MiB chunks into a server that reads 64 KiB at a time with pauses: the socket
+        // queue rarely empties, and each written chunk's buffer must be let go at once, not
+        // when the queue is next empty (that held tens of megabytes).
+        let total = 96 << 20
+        let server = try startHostile("sink", ["--check", "pattern", "--read-size", "65536", "--read-delay", "0.0003"])
+        // A regular file: stdin is always ready, so the queue is kept as full as allowed.
+        let file = path("chunks.bin")
+        let block = Pattern.bytes(Pattern.binary, offset: 0, count: 251 * 4177)
+        let source = ChunkSource(total: total, block: block)
+        guard FileManager.default.createFile(atPath: file, contents: nil),
+              let handle = FileHandle(forWritingAtPath: file) else { return XCTFail("cannot create \(file)") }
+        while let chunk = source.next() { handle.write(Data(chunk)) }
+        try handle.close()
+        let child = try spawnWspipe(["-b", "--chunk-size", "1M", url(server)], stdin: .file(file))
+        let peak = sampleRSS(child)
+        let result = finish(child, timeout: 120)
+        let rss = peak()
+        print("MEASURE 96 MiB in 1 MiB chunks to a slow server: peak RSS \(mebibytes(rss)), \(String(format: "%.1f", result.elapsed)) s")
+        assertExit(result, 0)
+        let record = try server.hostileRecord()
+        XCTAssertEqual(record.errors, [], "every byte as generated")
+        XCTAssertEqual(record.bytes, total)
+        XCTAssertLessThan(rss, 24 * 1024, "peak RSS \(mebibytes(rss)): a few chunks, not the queue's history")
+    }
+
     func testManyLongLinesOfVaryingLengthKeepMemoryBounded() throws {
         // Regression test (fixed): memory grows with the total volume of long lines, not with the longest line.
         // A line longer than one stdin read is collected in InputFramer's `carry`, which grows
