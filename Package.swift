@@ -49,7 +49,7 @@ let package = Package(
             // Release: link with the toolchain's lld and pack the ~25,000 relative
             // relocations as RELR (glibc >= 2.36). With gold's RELA table the loader reads
             // 600 KB of relocations and dirties every page they patch at each start: about
-            // 1.4 MiB of peak RSS for every run (measured with /usr/bin/time, scripts/bench).
+            // 0.55 MiB of peak RSS for every run (docs/PERFORMANCE.md). Needs glibc >= 2.36.
             linkerSettings: [
                 .unsafeFlags(["-use-ld=lld", "-Xlinker", "-z", "-Xlinker", "pack-relative-relocs"],
                              .when(configuration: .release))

@@ -607,7 +607,6 @@ func parseSeconds(_ text: String, option: String) throws(UsageError) -> Double {
     return seconds
 }
 
-/// The whole file at `path`, or nil if it cannot be read.
 /// Why `readWholeFile` gave nothing for `path`, in words (for the error message).
 func whyUnreadable(_ path: String) -> String {
     let fd = open(path, O_RDONLY | O_CLOEXEC)
@@ -621,6 +620,7 @@ func whyUnreadable(_ path: String) -> String {
     return "read error"
 }
 
+/// The whole file at `path` (at most 1 MiB), or nil if it cannot be read.
 public func readWholeFile(_ path: String) -> [UInt8]? {
     let fd = open(path, O_RDONLY | O_CLOEXEC)
     guard fd >= 0 else { return nil }

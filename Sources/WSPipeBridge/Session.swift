@@ -382,7 +382,9 @@ public final class Session {
             let item: StdinSource.Read = source.read(into: chunk.base, count: chunk.capacity)
             if case .data(let n) = item {
                 chunk.count = n
-                if !source.readsUntilWouldBlock { stdinReady = false }
+                // A short read emptied a pipe or socket: wait for poll(2) instead of reading
+                // again only to meet EAGAIN (one syscall less per interactive line).
+                if !source.readsUntilWouldBlock || (n < chunk.capacity && source.kind != .regular) { stdinReady = false }
             }
             do throws(InputError) {
                 let before = framer.messages
