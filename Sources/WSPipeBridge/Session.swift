@@ -228,15 +228,20 @@ public final class Session {
                     stdoutBlocked = stdout.flush()
                 } else if entries[3].revents & Int16(POLLERR) != 0 {
                     stdout.readerWentAway()
+                } else {
+                    stdout.stopWatchingReader()
                 }
             }
         }
     }
 
-    /// Whether to watch an idle stdout pipe for its reader going away (not with
-    /// --send-only: nothing is ever written there).
+    /// Whether to watch an idle stdout pipe for its reader going away: while the connection
+    /// is open (once a Close was sent or received, the session ends anyway, with the status
+    /// the close decides; a write that meets EPIPE still counts), and not with --send-only
+    /// (nothing is ever written there).
     private var watchesStdoutReader: Bool {
-        stdout.kind == .pipe && stdout.failure == nil && !config.sendOnly && localEnd == nil
+        stdout.readerLossIsVisible && stdout.failure == nil && !config.sendOnly && localEnd == nil
+            && connection.state == .open
     }
 
     /// Whether stdin should be read when it has data: open, and room in the socket queue.

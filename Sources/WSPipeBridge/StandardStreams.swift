@@ -106,12 +106,34 @@ final class StdoutSink {
     private var nowait = true
     private let vectors = UnsafeMutableBufferPointer<iovec>.allocate(capacity: 1024)
 
+    /// Whether poll(2) can tell us the reader is gone: only for an anonymous pipe open for
+    /// writing. Its last reader leaving is final; a named FIFO may get a new reader a moment
+    /// later (so POLLERR there is not "gone"), and a read end reports POLLHUP forever.
+    private(set) var readerLossIsVisible: Bool
+
     init(fd: Int32 = 1) {
         self.fd = fd
         kind = StreamKind(fd: fd)
+        readerLossIsVisible = false
+        if kind == .pipe {
+            let mode = wsp_get_fl(fd)
+            let writable = mode >= 0 && (mode & O_ACCMODE == O_WRONLY || mode & O_ACCMODE == O_RDWR)
+            readerLossIsVisible = writable && StdoutSink.isAnonymousPipe(fd)
+        }
     }
 
     deinit { vectors.deallocate() }
+
+    /// /proc/self/fd/N of an anonymous pipe reads "pipe:[inode]"; of a FIFO, its path.
+    private static func isAnonymousPipe(_ fd: Int32) -> Bool {
+        var target = [CChar](repeating: 0, count: 64)
+        let n = readlink("/proc/self/fd/\(fd)", &target, target.count - 1)
+        guard n > 0 else { return false }
+        return String(decoding: target[0..<n].map { UInt8(bitPattern: $0) }, as: UTF8.self).hasPrefix("pipe:")
+    }
+
+    /// poll(2) reported something other than POLLERR on the idle pipe: stop watching it.
+    func stopWatchingReader() { readerLossIsVisible = false }
 
     /// Bytes queued and not yet written.
     var pendingBytes: Int { queue.byteCount }

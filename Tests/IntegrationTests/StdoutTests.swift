@@ -16,6 +16,17 @@ final class StdoutTests: IntegrationTestCase {
         XCTAssertEqual(record.client_started_close, true)
     }
 
+    func testReaderLeavingAfterTheServersCloseKeepsTheCloseStatus() throws {
+        // The server's Close 4001 came first: the session ends with its status (8), however
+        // soon the reader leaves afterwards. The server keeps TCP open.
+        let server = try startScripted(Wire.switching + Wire.text("msg0") + Wire.close(4001), then: "hold")
+        let child = try spawnWspipe(["--receive-only", url(server)], stdin: .null, closeStdoutAfterFirstLine: true)
+        let result = finish(child, timeout: 10)
+        assertExit(result, 8)
+        XCTAssertTrue(result.stdoutText.hasPrefix("msg0\n"), "\(result)")
+        assertStderr(result, contains: "4001")
+    }
+
     func testReaderGoneWhileTheServerIsQuietStillEndsTheSession() throws {
         // One message, then the server says nothing more and keeps the connection open:
         // no later write can fail with EPIPE, so wspipe must notice the reader leaving.
