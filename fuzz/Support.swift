@@ -26,3 +26,19 @@ func exactCopy<C: Collection>(_ bytes: C, nilWhenEmpty: Bool = false) -> UnsafeR
 func release(_ buffer: UnsafeRawBufferPointer) {
     if buffer.baseAddress != nil { buffer.deallocate() }
 }
+
+/// The index UTF8Validator should report, from Swift's decoder: nil for valid text.
+func referenceFirstInvalid(_ bytes: [UInt8]) -> Int? {
+    var iterator = bytes.makeIterator()
+    var parser = Unicode.UTF8.ForwardParser()
+    var offset = 0
+    while true {
+        switch parser.parseScalar(from: &iterator) {
+        case .valid(let scalar): offset += scalar.count
+        case .emptyInput: return nil
+        case .error(let length):
+            if !(0xC2...0xF4).contains(bytes[offset]) { return offset }  // not a lead byte
+            return offset + length  // the byte after the maximal subpart (count if truncated)
+        }
+    }
+}

@@ -51,10 +51,15 @@ public final class Diagnostics: @unchecked Sendable {
         return String(target[...question]) + parts.joined(separator: "&")
     }
 
+    /// A Location value (a redirect target) without user information or secret query values.
+    static func redactedLocation(_ location: String) -> String {
+        redactedTarget(CommandLineParser.redactURL(location))
+    }
+
     /// The value to show for a header: secrets keep only their scheme ("Bearer [redacted]").
     public static func redacted(_ header: HTTPHeader) -> String {
         // A redirect target: its user information and secret query values, as for URLs.
-        if header.hasName("Location") { return redactedTarget(CommandLineParser.redactURL(header.value)) }
+        if header.hasName("Location") { return redactedLocation(header.value) }
         guard header.isSensitive else { return header.value }
         let lower = header.name.lowercased()
         if lower == "authorization" || lower == "proxy-authorization", let space = header.value.firstIndex(of: " ") {
@@ -83,14 +88,6 @@ public final class Diagnostics: @unchecked Sendable {
     }
 
     private func emit(_ line: String) {
-        var bytes = Array(Diagnostics.terminalSafe(line).utf8)
-        bytes.append(0x0A)
-        bytes.withUnsafeBytes { raw in
-            var offset = 0
-            while offset < raw.count {
-                let n = write(2, raw.baseAddress! + offset, raw.count - offset)
-                if n > 0 { offset += n } else if n < 0 && errno == EINTR { continue } else { break }
-            }
-        }
+        writeAll(2, Array(Diagnostics.terminalSafe(line).utf8) + [0x0A])
     }
 }

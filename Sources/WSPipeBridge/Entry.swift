@@ -53,7 +53,9 @@ private func writeLine(_ fd: Int32, _ text: String) {
     writeAll(fd, Array(text.utf8) + [0x0A])
 }
 
-private func writeAll(_ fd: Int32, _ bytes: [UInt8]) {
+/// Writes all of `bytes` with write(2), retrying after EINTR; gives up on any other error
+/// (a closed or broken stderr is nothing to report).
+func writeAll(_ fd: Int32, _ bytes: [UInt8]) {
     bytes.withUnsafeBytes { raw in
         var offset = 0
         while offset < raw.count {

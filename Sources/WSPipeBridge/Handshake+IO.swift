@@ -29,7 +29,7 @@ enum OpenError: Error {
             var text = HandshakeError.unexpectedStatus(head).description
             let trimmed = body.prefix(200)
             if WebSocketURL.redirectStatuses.contains(head.statusCode), let location = head.values("Location").first {
-                text += "; it redirects to \(printable(Array(OpenError.redactedLocation(location).utf8))) (-L/--location follows redirects)"
+                text += "; it redirects to \(printable(Array(Diagnostics.redactedLocation(location).utf8))) (-L/--location follows redirects)"
             } else if !trimmed.isEmpty {
                 text += "; body: " + printable(Array(trimmed)) + (body.count > trimmed.count ? "..." : "")
             }
@@ -39,11 +39,6 @@ enum OpenError: Error {
         case .handshakeLost(let why), .redirect(let why):
             return why
         }
-    }
-
-    /// A Location value for messages, without user information or secret query values.
-    static func redactedLocation(_ location: String) -> String {
-        Diagnostics.redactedTarget(CommandLineParser.redactURL(location))
     }
 }
 
@@ -89,9 +84,7 @@ struct HandshakeExchange {
             case .done(let n): offset += n
             case .wouldBlock(let interest): try wait(for: interest, stage: "sending the handshake")
             case .failed(let why):
-                if why.hasPrefix("TLS: ") { throw .transport(.tls(String(why.dropFirst(5)))) }
-                try checkClientCertificateRefusal()
-                throw .handshakeLost("connection lost while sending the handshake: \(why)")
+                try lost(why, nothingReceived: true, while: "while sending the handshake")
             case .endOfStream: throw .handshakeLost("the server closed the connection during the handshake")
             }
         }
@@ -128,13 +121,18 @@ struct HandshakeExchange {
                         + (secure ? "" : " (if it expects TLS, use wss://)")
                     : "the server closed the connection in the middle of its handshake response")
             case .failed(let why):
-                // TLS 1.3 servers refuse a client certificate after the TLS handshake: the
-                // alert arrives with the first read. It is a TLS failure (4), not a lost one.
-                if why.hasPrefix("TLS: ") { throw .transport(.tls(String(why.dropFirst(5)))) }
-                if buffer.count == 0 { try checkClientCertificateRefusal() }
-                throw .handshakeLost("connection lost during the handshake: \(why)")
+                try lost(why, nothingReceived: buffer.count == 0, while: "during the handshake")
             }
         }
+    }
+
+    /// A read or write of the handshake failed with `why`. A TLS error (TLS 1.3 servers refuse
+    /// a client certificate after the TLS handshake: the alert arrives with the first read
+    /// or write) is a TLS failure (4), not a lost connection.
+    private func lost(_ why: String, nothingReceived: Bool, while stage: String) throws(OpenError) -> Never {
+        if why.hasPrefix("TLS: ") { throw .transport(.tls(String(why.dropFirst(5)))) }
+        if nothingReceived { try checkClientCertificateRefusal() }
+        throw .handshakeLost("connection lost \(stage): \(why)")
     }
 
     /// TLS 1.3 servers check the client certificate after the TLS handshake; many (Python's

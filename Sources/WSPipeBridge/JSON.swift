@@ -245,15 +245,4 @@ enum JSONWriter {
         }
         out.append(UInt8(ascii: "\""))
     }
-
-    static func appendString(_ text: String, to out: inout [UInt8]) {
-        var copy = text
-        copy.withUTF8 { appendString(UnsafeRawBufferPointer($0), to: &out) }
-    }
-
-    /// Appends `"key":` to an object being written.
-    static func appendKey(_ key: String, to out: inout [UInt8]) {
-        appendString(key, to: &out)
-        out.append(UInt8(ascii: ":"))
-    }
 }

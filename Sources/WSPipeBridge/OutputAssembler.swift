@@ -31,7 +31,6 @@ struct OutputAssembler {
     /// The current message's payload: most messages arrive in one piece, kept here without
     /// an array; further pieces go to `pending` after it.
     private var first: Segment?
-    private var firstSize = 0
     private var pending = SegmentList()
     private(set) var batch = SegmentList()
     private var arena = ByteBuffer(capacity: OutputAssembler.arenaSize)
@@ -70,11 +69,10 @@ struct OutputAssembler {
 
     private mutating func clearPending() {
         first = nil
-        firstSize = 0
         if !pending.isEmpty { pending.removeAll() }
     }
 
-    private var pendingSize: Int { firstSize + pending.byteCount }
+    private var pendingSize: Int { (first?.count ?? 0) + pending.byteCount }
 
     mutating func data(_ owner: ByteBuffer, _ start: UnsafeMutableRawPointer, _ count: Int) {
         bytes += UInt64(count)
@@ -82,10 +80,8 @@ struct OutputAssembler {
         if discard || limitReached || count == 0 { return }
         if first == nil {
             first = Segment(owner: owner, start: start, count: count)
-            firstSize = count
         } else if pending.isEmpty, let held = first, held.owner === owner, held.start + held.count == start {
             first = Segment(owner: owner, start: held.start, count: held.count + count)
-            firstSize += count
         } else {
             pending.append(owner, start, count)
         }
@@ -150,18 +146,9 @@ struct OutputAssembler {
         let size = pendingSize
         guard first != nil, size <= OutputAssembler.copyLimit else { return }
         let start = reserve(size)
-        var offset = 0
-        if let first {
-            start.copyMemory(from: first.start, byteCount: first.count)
-            offset = first.count
-        }
-        for segment in pending.segments {
-            (start + offset).copyMemory(from: segment.start, byteCount: segment.count)
-            offset += segment.count
-        }
+        copyPending(to: start)
         if !pending.isEmpty { pending.removeAll() }
         first = Segment(owner: arena, start: start, count: size)
-        firstSize = size
     }
 
     /// Drops a partly received message (the connection failed or was lost).
@@ -181,15 +168,7 @@ struct OutputAssembler {
         let total = size + (separatorBuffer == nil ? 0 : 1)
         if total <= OutputAssembler.copyLimit {
             let start = reserve(total)
-            var offset = 0
-            if let first {
-                start.copyMemory(from: first.start, byteCount: first.count)
-                offset = first.count
-            }
-            for segment in pending.segments {
-                (start + offset).copyMemory(from: segment.start, byteCount: segment.count)
-                offset += segment.count
-            }
+            let offset = copyPending(to: start)
             if let separatorBuffer { (start + offset).copyMemory(from: separatorBuffer.base, byteCount: 1) }
             batch.append(arena, start, total)
         } else {
@@ -225,14 +204,25 @@ struct OutputAssembler {
         return start
     }
 
-    private func contiguousPending() -> [UInt8] {
-        var payload: [UInt8] = []
-        payload.reserveCapacity(pendingSize)
-        if let first { payload += UnsafeRawBufferPointer(start: first.start, count: first.count) }
-        for segment in pending.segments {
-            payload += UnsafeRawBufferPointer(start: segment.start, count: segment.count)
+    /// Copies the current message's pieces, in order, to `start`; returns the bytes copied.
+    @discardableResult
+    private func copyPending(to start: UnsafeMutableRawPointer) -> Int {
+        var offset = 0
+        if let first {
+            start.copyMemory(from: first.start, byteCount: first.count)
+            offset = first.count
         }
-        return payload
+        for segment in pending.segments {
+            (start + offset).copyMemory(from: segment.start, byteCount: segment.count)
+            offset += segment.count
+        }
+        return offset
+    }
+
+    private func contiguousPending() -> [UInt8] {
+        [UInt8](unsafeUninitializedCapacity: pendingSize) { buffer, count in
+            count = buffer.baseAddress.map { copyPending(to: UnsafeMutableRawPointer($0)) } ?? 0
+        }
     }
 
     /// `,"ts":<seconds since the Unix epoch, microseconds>` (wall clock).

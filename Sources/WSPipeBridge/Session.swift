@@ -78,9 +78,9 @@ public final class Session {
     /// mode reads 128 KiB (at least --chunk-size). Stdin is not read while a read's worth
     /// (and up to 128 KiB more) waits for the socket: with a huge --chunk-size, at most one
     /// such read is outstanding.
-    private var stdinReadSize: Int { config.mode == .binary ? max(128 * 1024, config.chunkSize) : 64 * 1024 }
-    private var outboundHighWater: Int { stdinReadSize + min(stdinReadSize, 128 * 1024) }
-    /// Stop reading the socket while this many bytes wait for stdout (resume below half).
+    private let stdinReadSize: Int
+    private let outboundHighWater: Int
+    /// Stop reading the socket while this many bytes wait for stdout.
     static let stdoutHighWater = 1 << 20
 
     /// Why we ended the session from our side.
@@ -96,6 +96,8 @@ public final class Session {
         self.config = config
         self.log = log
         self.wakeup = wakeup
+        stdinReadSize = config.mode == .binary ? max(128 * 1024, config.chunkSize) : 64 * 1024
+        outboundHighWater = stdinReadSize + min(stdinReadSize, 128 * 1024)
         connection = WebSocketConnection(maximumMessageSize: config.maxMessageSize)
         framer = InputFramer(mode: config.inputMode, messageLimit: config.oneMessage ? 1 : nil)
         output = OutputAssembler(format: config.outputFormat, limit: config.maxMessages.map { UInt64($0) },

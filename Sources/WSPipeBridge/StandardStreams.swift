@@ -137,7 +137,6 @@ final class StdoutSink {
 
     /// Bytes queued and not yet written.
     var pendingBytes: Int { queue.byteCount }
-    var isEmpty: Bool { queue.isEmpty }
 
     func submit(_ batch: SegmentList) {
         guard !batch.isEmpty, failure == nil else { return }

@@ -152,7 +152,7 @@ public struct HTTPResponseHead: Sendable, Equatable {
         let seen = min(bytes.count, prefix.count)
         if bytes.count >= 2 && (bytes[0] == 0x15 || bytes[0] == 0x16) && bytes[1] == 0x03 {
             // A TLS record (alert or handshake): the server expected a TLS client.
-            throw .malformed("the server answered with TLS, not HTTP (use wss://)")
+            throw .malformed("the server answered with TLS, not HTTP (it expects a TLS client: wss://, or https:// for a proxy)")
         }
         if !zip(bytes[0..<seen], prefix[0..<seen]).allSatisfy({ $0 == $1 }) {
             throw .malformed("the server's answer is not HTTP (it starts with \(printable(Array(bytes.prefix(24)))))")

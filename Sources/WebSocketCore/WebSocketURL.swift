@@ -198,12 +198,19 @@ public struct WebSocketURL: Sendable, Equatable, CustomStringConvertible {
     }
 
     static func percentDecode(_ bytes: ArraySlice<UInt8>) throws(URLError) -> String {
+        guard let text = percentDecoded(bytes) else { throw .badUserInfo }
+        return text
+    }
+
+    /// `bytes` (URL user information) with every `%XX` decoded; nil if an escape is not two
+    /// hex digits or the result is not UTF-8 (RFC 3986 §2.1).
+    public static func percentDecoded(_ bytes: ArraySlice<UInt8>) -> String? {
         var out = [UInt8]()
         var i = bytes.startIndex
         while i < bytes.endIndex {
             if bytes[i] == UInt8(ascii: "%") {
                 guard i + 2 < bytes.endIndex, let high = hexValue(bytes[i + 1]), let low = hexValue(bytes[i + 2]) else {
-                    throw .badUserInfo
+                    return nil
                 }
                 out.append(high << 4 | low)
                 i += 3
@@ -212,7 +219,7 @@ public struct WebSocketURL: Sendable, Equatable, CustomStringConvertible {
                 i += 1
             }
         }
-        guard UTF8Validator.isValid(out) else { throw .badUserInfo }
+        guard UTF8Validator.isValid(out) else { return nil }
         return String(decoding: out, as: UTF8.self)
     }
 

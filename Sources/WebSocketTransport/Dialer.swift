@@ -127,20 +127,19 @@ public enum Dialer {
         do throws(TransportError) {
             if proxy.kind == .https {
                 let name = proxy.host
+                // A plain HTTP proxy written as https:// (a common slip in proxy variables)
+                // answers the TLS ClientHello with HTTP, or not at all.
+                let hint = " (if it is a plain HTTP proxy, write http:// in its URL)"
                 let tls = TLSOptions(serverName: name, serverNameIsIP: IPAddress(name) != nil, verifyPeer: options.verifyPeer,
-                                     caFile: options.caFile, clientCertificate: nil, minimumVersion: options.minimumTLSVersion)
+                                     caFile: options.caFile, clientCertificate: nil, minimumVersion: options.minimumTLSVersion,
+                                     plainPeerHint: hint)
                 do throws(TransportError) {
                     carrier = try TLSStream.connect(over: tcp, options: tls, deadline: deadline, timeoutSeconds: timeoutSeconds,
                                                     log: { log("\(proxy.name): \($0)") })
                 } catch {
-                    // A plain HTTP proxy written as https:// (a common slip in proxy variables)
-                    // answers the TLS ClientHello with HTTP, or not at all.
-                    let hint = " (if it is a plain HTTP proxy, write http:// in its URL)"
                     switch error {
                     case .tls(let why):
-                        let plain = ["wrong version number", "packet length too long", "record layer failure",
-                                     "unexpected eof", "closed the connection"].contains { why.contains($0) }
-                        throw .tls("with the \(proxy.name): \(why)\(plain ? hint : "")")
+                        throw .tls("with the \(proxy.name): \(why)")
                     case .timedOut(_, let seconds):
                         throw .timedOut(stage: "in the TLS handshake with the \(proxy.name)\(hint)", seconds: seconds)
                     default:

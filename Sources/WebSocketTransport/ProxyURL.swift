@@ -115,22 +115,8 @@ public struct ProxyURL: Sendable, Equatable, CustomStringConvertible {
     }
 
     private static func decode(_ text: Substring) throws(ProxyURLError) -> String {
-        var out: [UInt8] = []
-        var bytes = Array(text.utf8)[...]
-        while let byte = bytes.first {
-            bytes = bytes.dropFirst()
-            if byte == UInt8(ascii: "%") {
-                guard bytes.count >= 2, let value = UInt8(String(decoding: bytes.prefix(2), as: UTF8.self), radix: 16) else {
-                    throw .badUserInfo
-                }
-                out.append(value)
-                bytes = bytes.dropFirst(2)
-            } else {
-                out.append(byte)
-            }
-        }
-        guard UTF8Validator.isValid(out) else { throw .badUserInfo }
-        return String(decoding: out, as: UTF8.self)
+        guard let decoded = WebSocketURL.percentDecoded(Array(text.utf8)[...]) else { throw .badUserInfo }
+        return decoded
     }
 }
 

@@ -42,15 +42,20 @@ public struct TLSOptions: Sendable {
     /// Sent when the server asks for one (mutual TLS).
     public var clientCertificate: ClientCertificate?
     public var minimumVersion: TLSVersion = .tls12
+    /// Appended to a handshake failure that looks like a peer that does not speak TLS (it
+    /// answered the ClientHello with something else, or hung up): what the user should try.
+    public var plainPeerHint: String
 
     public init(serverName: String, serverNameIsIP: Bool, verifyPeer: Bool = true, caFile: String? = nil,
-                clientCertificate: ClientCertificate? = nil, minimumVersion: TLSVersion = .tls12) {
+                clientCertificate: ClientCertificate? = nil, minimumVersion: TLSVersion = .tls12,
+                plainPeerHint: String = " (is it a plain server? use ws:// for one)") {
         self.serverName = serverName
         self.serverNameIsIP = serverNameIsIP
         self.verifyPeer = verifyPeer
         self.caFile = caFile
         self.clientCertificate = clientCertificate
         self.minimumVersion = minimumVersion
+        self.plainPeerHint = plainPeerHint
     }
 }
 
@@ -161,7 +166,7 @@ public final class TLSStream: ByteStream {
             case .wouldBlock(let wanted):
                 interest = wanted
             case .endOfStream:
-                throw .tls("the server closed the connection during the TLS handshake (is it a plain server? use ws:// for one)")
+                throw .tls("the server closed the connection during the TLS handshake" + options.plainPeerHint)
             case .failed(let why):
                 let verify = wsp_SSL_get_verify_result(ssl)
                 if options.verifyPeer && verify != Int(X509_V_OK) {
@@ -171,15 +176,15 @@ public final class TLSStream: ByteStream {
                     throw .tls("the server requires a client certificate (give one with --cert and --key) and ended the "
                                + "handshake [\(why.hasPrefix("TLS: ") ? String(why.dropFirst(5)) : why)]")
                 }
-                let plainHint = " (is it a plain server? use ws:// for one)"
                 if why == "connection closed" {
-                    throw .tls("the server closed the connection during the TLS handshake" + plainHint)
+                    throw .tls("the server closed the connection during the TLS handshake" + options.plainPeerHint)
                 }
                 let text = why.hasPrefix("TLS: ") ? String(why.dropFirst(5)) : why
                 // What OpenSSL says when the answer to its hello is not TLS, or is a hang-up.
                 let notTLS = ["wrong version number", "packet length too long", "closed the TLS session",
-                              "record layer failure", "http request"].contains { text.contains($0) }
-                throw .tls("handshake failed: \(text)" + (notTLS ? plainHint : ""))
+                              "record layer failure", "http request", "unexpected eof", "closed the connection"]
+                    .contains { text.contains($0) }
+                throw .tls("handshake failed: \(text)" + (notTLS ? options.plainPeerHint : ""))
             }
             if stream.network != nil && carrier.hasBufferedInput { continue }
             var entry = pollfd(fd: carrier.fileDescriptor, events: interest.pollEvents, revents: 0)

@@ -95,11 +95,17 @@ final class Peer {
 
     /// The record of the `n`th connection (1-based), once the peer has written it.
     func record(_ n: Int = 1, timeout: Double = 15) throws -> ConnectionRecord {
+        try record(n, as: ConnectionRecord.self, timeout: timeout)
+    }
+
+    /// The `n`th record (1-based) in the peer's record file, decoded as `type`, once the
+    /// peer has announced it with "RECORDED n".
+    func record<T: Decodable>(_ n: Int, as type: T.Type, timeout: Double = 15) throws -> T {
         guard let recordFile else { throw HarnessError("this peer records nothing") }
         guard process.stdout.waitForLine(startingWith: "RECORDED \(n)", timeout: timeout) != nil else {
             throw HarnessError("the peer wrote no record for connection \(n) within \(timeout) s; stderr:\n\(process.stderr.text)")
         }
-        let records = try JSONDecoder().decode([ConnectionRecord].self, from: Data(contentsOf: URL(fileURLWithPath: recordFile)))
+        let records = try JSONDecoder().decode([T].self, from: Data(contentsOf: URL(fileURLWithPath: recordFile)))
         guard records.count >= n else { throw HarnessError("record file has \(records.count) records, expected \(n)") }
         return records[n - 1]
     }

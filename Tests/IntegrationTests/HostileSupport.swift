@@ -85,13 +85,7 @@ extension IntegrationTestCase {
 extension Peer {
     /// hostile.py's record of the `n`th connection.
     func hostileRecord(_ n: Int = 1, timeout: Double = 15) throws -> HostileRecord {
-        guard let recordFile else { throw HarnessError("this peer records nothing") }
-        guard process.stdout.waitForLine(startingWith: "RECORDED \(n)", timeout: timeout) != nil else {
-            throw HarnessError("the peer wrote no record for connection \(n) within \(timeout) s; stderr:\n\(process.stderr.text)")
-        }
-        let records = try JSONDecoder().decode([HostileRecord].self, from: Data(contentsOf: URL(fileURLWithPath: recordFile)))
-        guard records.count >= n else { throw HarnessError("record file has \(records.count) records, expected \(n)") }
-        return records[n - 1]
+        try record(n, as: HostileRecord.self, timeout: timeout)
     }
 }
 

@@ -32,17 +32,6 @@ struct SocksRecord: Decodable {
 }
 
 extension Peer {
-    /// The `n`th record of a proxy or SOCKS5 peer.
-    func record<T: Decodable>(_ n: Int, as type: T.Type, timeout: Double = 15) throws -> T {
-        guard let recordFile else { throw HarnessError("this peer records nothing") }
-        guard process.stdout.waitForLine(startingWith: "RECORDED \(n)", timeout: timeout) != nil else {
-            throw HarnessError("the peer wrote no record \(n) within \(timeout) s; stderr:\n\(process.stderr.text)")
-        }
-        let records = try JSONDecoder().decode([T].self, from: Data(contentsOf: URL(fileURLWithPath: recordFile)))
-        guard records.count >= n else { throw HarnessError("record file has \(records.count) records, expected \(n)") }
-        return records[n - 1]
-    }
-
     /// How many records the peer has announced so far.
     var recordCount: Int {
         process.stdout.text.split(separator: "\n").filter { $0.hasPrefix("RECORDED ") }.count

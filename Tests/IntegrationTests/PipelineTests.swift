@@ -64,13 +64,7 @@ final class PipelineTests: IntegrationTestCase {
 
     /// The record of the `n`th connection to a frames.py peer.
     func framesRecord(_ peer: Peer, _ n: Int = 1, timeout: Double = 15) throws -> FramesRecord {
-        guard let file = peer.recordFile,
-              peer.process.stdout.waitForLine(startingWith: "RECORDED \(n)", timeout: timeout) != nil else {
-            throw HarnessError("frames.py wrote no record for connection \(n); stderr:\n\(peer.process.stderr.text)")
-        }
-        let records = try JSONDecoder().decode([FramesRecord].self, from: Data(contentsOf: URL(fileURLWithPath: file)))
-        guard records.count >= n else { throw HarnessError("\(records.count) records, expected \(n)") }
-        return records[n - 1]
+        try peer.record(n, as: FramesRecord.self, timeout: timeout)
     }
 
     /// stdout split into lines (without their newlines); fails unless it ends with one.

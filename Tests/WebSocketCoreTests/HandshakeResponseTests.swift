@@ -179,7 +179,7 @@ final class HandshakeResponseTests: XCTestCase {
         // A TLS alert (0x15) or handshake record (0x16), version 3.x: a TLS server given plain text.
         for first: UInt8 in [0x15, 0x16] {
             XCTAssertEqual(parseResult([first, 0x03, 0x01, 0x00, 0x02, 0x02, 0x46]).failure,
-                           .malformed("the server answered with TLS, not HTTP (use wss://)"))
+                           .malformed("the server answered with TLS, not HTTP (it expects a TLS client: wss://, or https:// for a proxy)"))
         }
         XCTAssertEqual(parseResult([0x15, 0x04]).failure,
                        .malformed("the server's answer is not HTTP (it starts with \"\\x15\\x04\")"))

@@ -62,6 +62,8 @@ final class ProxyURLTests: XCTestCase {
         ("http://::1:3128", .badHost("put an IPv6 address in brackets: [::1]:3128")),
         ("http://u:p@proxy:3128/x", .badHost("a proxy URL has no path")),
         ("http://u:%zz@proxy:3128", .badUserInfo),
+        ("http://u:%+f@proxy:3128", .badUserInfo),  // a sign is not a hex digit
+        ("http://u:%-0@proxy:3128", .badUserInfo),
     ]
 
     func testErrors() {

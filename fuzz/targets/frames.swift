@@ -349,17 +349,7 @@ func model(_ b: [UInt8], limit: UInt64) -> [Item] {
 /// Whether some continuation could make `bytes` valid UTF-8 (Swift's decoder's verdict: the
 /// first error, if any, is a valid sequence cut short by the end of the bytes).
 func isValidUTF8Prefix(_ bytes: [UInt8]) -> Bool {
-    var iterator = bytes.makeIterator()
-    var parser = Unicode.UTF8.ForwardParser()
-    var offset = 0
-    while true {
-        switch parser.parseScalar(from: &iterator) {
-        case .valid(let scalar): offset += scalar.count
-        case .emptyInput: return true
-        case .error(let length):
-            return offset + length == bytes.count && (0xC2...0xF4).contains(bytes[offset])
-        }
-    }
+    referenceFirstInvalid(bytes).map { $0 == bytes.count } ?? true
 }
 
 /// Compares two item lists; a run that failed may have delivered more (or less) of the

@@ -13,22 +13,6 @@
 //     (each an exact-size allocation, so the 8-byte ASCII fast path cannot read past it)
 //   - isValid on a non-contiguous collection and firstInvalidIndex agree
 
-/// The index UTF8Validator should report, from Swift's decoder: nil for valid text.
-func referenceFirstInvalid(_ bytes: [UInt8]) -> Int? {
-    var iterator = bytes.makeIterator()
-    var parser = Unicode.UTF8.ForwardParser()
-    var offset = 0
-    while true {
-        switch parser.parseScalar(from: &iterator) {
-        case .valid(let scalar): offset += scalar.count
-        case .emptyInput: return nil
-        case .error(let length):
-            if !(0xC2...0xF4).contains(bytes[offset]) { return offset }  // not a lead byte
-            return offset + length  // the byte after the maximal subpart (count if truncated)
-        }
-    }
-}
-
 /// Validates `bytes` cut at `cuts`, each piece in its own exact-size buffer; returns the
 /// first invalid index (count for a truncated sequence) or nil.
 func validateInPieces(_ bytes: [UInt8], cuts: [Int]) -> Int? {

@@ -34,22 +34,7 @@ import hashlib
 import struct
 import time
 
-from common import announce, announce_port, write_json_atomically
-
-GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
-
-
-def frame(opcode, payload, fin=True):
-    head = bytes([(0x80 if fin else 0) | opcode])
-    length = len(payload)
-    if length < 126:
-        head += bytes([length])
-    elif length < 1 << 16:
-        head += bytes([126]) + struct.pack("!H", length)
-    else:
-        head += bytes([127]) + struct.pack("!Q", length)
-    return head + payload
-
+from common import Recorder, accept_value, announce_port, frame, read_request
 
 def unmask(payload, mask):
     if not payload:
@@ -99,11 +84,7 @@ def parse_args():
     return parser.parse_args()
 
 
-class Server:
-    def __init__(self, args):
-        self.args = args
-        self.records = []
-
+class Server(Recorder):
     async def handle(self, reader, writer):
         args = self.args
         record = {"frames": [], "messages": [], "pings": [], "pongs": [], "close": None, "sent": 0}
@@ -111,13 +92,8 @@ class Server:
         received = asyncio.Condition()
         tasks = []
         try:
-            head = await reader.readuntil(b"\r\n\r\n")
-            key = None
-            for line in head.decode("latin-1").split("\r\n")[1:]:
-                name, _, value = line.partition(":")
-                if name.strip().lower() == "sec-websocket-key":
-                    key = value.strip()
-            accept = base64.b64encode(hashlib.sha1(key.encode() + GUID).digest()).decode()
+            _, headers = await read_request(reader)
+            accept = accept_value(headers)
             if args.handshake_delay:
                 await asyncio.sleep(args.handshake_delay)
             start = time.monotonic()
@@ -207,9 +183,7 @@ class Server:
             for task in tasks:
                 task.cancel()
             writer.close()
-            self.records.append(record)
-            write_json_atomically(self.args.record, self.records)
-            announce("RECORDED %d" % len(self.records))
+            self.finish(record)
 
 
 async def main():

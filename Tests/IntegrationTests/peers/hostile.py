@@ -37,13 +37,12 @@ pings, pongs, last_pong, sent, and `sizes` (the first 1000 message sizes).
 """
 import asyncio
 import base64
-import hashlib
 import struct
 import time
 
-from common import announce, announce_port, base_parser, write_json_atomically
+from common import (Recorder, accept_value, announce, announce_port, base_parser, close_frame, frame, header,
+                    read_request)
 
-GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 # 251 bytes (a prime: never aligned with frame or buffer sizes); the tests build the same.
 PATTERN = bytes((i * 37 + 11) & 0xFF for i in range(251))
 # Printable (for text payloads): 61 ASCII characters.
@@ -55,31 +54,6 @@ def message(i):
     return b"m%d:" % i + bytes([0x61 + i % 26]) * ((i * 7919) % 9000)
 
 
-def frame(opcode, payload, fin=True):
-    head = bytes([(0x80 if fin else 0) | opcode])
-    length = len(payload)
-    if length < 126:
-        head += bytes([length])
-    elif length < 1 << 16:
-        head += bytes([126]) + struct.pack("!H", length)
-    else:
-        head += bytes([127]) + struct.pack("!Q", length)
-    return head + payload
-
-
-def header_only(opcode, length, fin=True):
-    head = bytes([(0x80 if fin else 0) | opcode])
-    if length < 126:
-        return head + bytes([length])
-    if length < 1 << 16:
-        return head + bytes([126]) + struct.pack("!H", length)
-    return head + bytes([127]) + struct.pack("!Q", length)
-
-
-def close_frame(code, reason=b""):
-    return frame(0x8, struct.pack("!H", code) + reason)
-
-
 def unmask(data, mask, offset):
     """XOR `data` with the 4-byte `mask` starting at mask position `offset` (fast, no loop)."""
     n = len(data)
@@ -88,22 +62,6 @@ def unmask(data, mask, offset):
     shift = offset % 4
     key = (mask[shift:] + mask[:shift]) * (n // 4 + 1)
     return (int.from_bytes(data, "little") ^ int.from_bytes(key[:n], "little")).to_bytes(n, "little")
-
-
-async def read_request(reader):
-    head = await reader.readuntil(b"\r\n\r\n")
-    lines = head.decode("latin-1").split("\r\n")
-    headers = []
-    for line in lines[1:]:
-        if line:
-            name, _, value = line.partition(":")
-            headers.append([name, value.strip()])
-    return lines[0].split(" ")[1], headers
-
-
-def accept_value(headers):
-    key = next(value for name, value in headers if name.lower() == "sec-websocket-key")
-    return base64.b64encode(hashlib.sha1(key.encode() + GUID).digest()).decode()
 
 
 class Sink:
@@ -260,16 +218,7 @@ class Sink:
             self.error("EOF inside a fragmented message")
 
 
-class Server:
-    def __init__(self, args):
-        self.args = args
-        self.records = []
-
-    def finish(self, record):
-        self.records.append(record)
-        write_json_atomically(self.args.record, self.records)
-        announce("RECORDED %d" % len(self.records))
-
+class Server(Recorder):
     async def sink(self, reader, writer, record, started, first_delay=0.0):
         args = self.args
         parser = Sink(args, record, writer, started)
@@ -369,7 +318,7 @@ class Server:
             elif scenario == "flood":
                 task = await self.background_sink(reader, writer, record, started)
                 body = (PATTERN * (args.size // len(PATTERN) + 1))[: max(0, args.size - 8)]
-                head = header_only(0x2, args.size)
+                head = header(0x2, args.size)
                 for i in range(args.count):
                     writer.write(head + struct.pack("!Q", i))
                     writer.write(body)

@@ -16,21 +16,12 @@ offered in Proxy-Authenticate (e.g. Negotiate).
 import asyncio
 import base64
 
-from common import announce, announce_port, base_parser, tls_context, write_json_atomically
+from common import Recorder, announce_port, base_parser, relay, tls_context
 
 REASONS = {403: "Forbidden", 407: "Proxy Authentication Required", 502: "Bad Gateway", 405: "Method Not Allowed"}
 
 
-class Proxy:
-    def __init__(self, args):
-        self.args = args
-        self.records = []
-
-    def finish(self, record):
-        self.records.append(record)
-        write_json_atomically(self.args.record, self.records)
-        announce("RECORDED %d" % len(self.records))
-
+class Proxy(Recorder):
     async def refuse(self, writer, status, extra=""):
         body = "proxy says %d\n" % status
         writer.write(("HTTP/1.1 %d %s\r\n%sContent-Length: %d\r\nConnection: close\r\n\r\n%s"
@@ -90,28 +81,7 @@ class Proxy:
         await writer.drain()
         self.finish(record)
 
-        async def pipe(source, sink):
-            try:
-                while True:
-                    data = await source.read(65536)
-                    if not data:
-                        break
-                    sink.write(data)
-                    await sink.drain()
-            except (ConnectionError, OSError):
-                pass
-            finally:
-                try:
-                    if sink.can_write_eof():
-                        sink.write_eof()
-                    else:
-                        sink.close()
-                except (OSError, RuntimeError):
-                    pass
-
-        await asyncio.gather(pipe(reader, upstream_writer), pipe(upstream_reader, writer))
-        writer.close()
-        upstream_writer.close()
+        await relay(reader, writer, upstream_reader, upstream_writer)
 
 
 async def main():

@@ -33,48 +33,15 @@ close) goes to --record FILE and `RECORDED <n>` to stdout when the connection is
 """
 import asyncio
 import base64
-import hashlib
 import struct
 
-from common import announce, announce_port, base_parser, tls_context, write_json_atomically
-
-GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
-
-
-def frame(opcode, payload, fin=True):
-    """A server (unmasked) frame."""
-    head = bytes([(0x80 if fin else 0) | opcode])
-    length = len(payload)
-    if length < 126:
-        head += bytes([length])
-    elif length < 1 << 16:
-        head += bytes([126]) + struct.pack("!H", length)
-    else:
-        head += bytes([127]) + struct.pack("!Q", length)
-    return head + payload
-
-
-def close_frame(code, reason=b""):
-    return frame(0x8, struct.pack("!H", code) + reason)
-
-
-async def read_request(reader):
-    head = await reader.readuntil(b"\r\n\r\n")
-    lines = head.decode("latin-1").split("\r\n")
-    method, path, _ = lines[0].split(" ", 2)
-    headers = []
-    for line in lines[1:]:
-        if line:
-            name, _, value = line.partition(":")
-            headers.append([name, value.strip()])
-    return path, headers
+from common import (Recorder, accept_value, announce_port, base_parser, close_frame, frame, read_request,
+                    tls_context)
 
 
 def switching_protocols(headers):
-    key = next(value for name, value in headers if name.lower() == "sec-websocket-key")
-    accept = base64.b64encode(hashlib.sha1(key.encode() + GUID).digest()).decode()
     return ("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-            "Sec-WebSocket-Accept: %s\r\n\r\n" % accept).encode()
+            "Sec-WebSocket-Accept: %s\r\n\r\n" % accept_value(headers)).encode()
 
 
 async def read_frame(reader):
@@ -92,16 +59,7 @@ async def read_frame(reader):
     return opcode, bool(first & 0x80), bytes(payload)
 
 
-class Server:
-    def __init__(self, args):
-        self.args = args
-        self.records = []
-
-    def finish(self, record):
-        self.records.append(record)
-        write_json_atomically(self.args.record, self.records)
-        announce("RECORDED %d" % len(self.records))
-
+class Server(Recorder):
     async def behave(self, reader, writer, record, answer_pings=True, echo_close=True):
         """Reads client frames until Close or EOF."""
         message = None
@@ -172,8 +130,7 @@ class Server:
             elif scenario == "no-answer":
                 await asyncio.Future()
             elif scenario == "script":
-                key = next(value for name, value in record["headers"] if name.lower() == "sec-websocket-key")
-                accept = base64.b64encode(hashlib.sha1(key.encode() + GUID).digest())
+                accept = accept_value(record["headers"]).encode()
                 with open(self.args.script, "rb") as handle:
                     writer.write(handle.read().replace(b"{accept}", accept))
                 await writer.drain()

@@ -14,19 +14,10 @@ import ipaddress
 import socket
 import struct
 
-from common import announce, announce_port, base_parser, write_json_atomically
+from common import Recorder, announce_port, base_parser, relay
 
 
-class Server:
-    def __init__(self, args):
-        self.args = args
-        self.records = []
-
-    def finish(self, record):
-        self.records.append(record)
-        write_json_atomically(self.args.record, self.records)
-        announce("RECORDED %d" % len(self.records))
-
+class Server(Recorder):
     async def handle(self, reader, writer):
         record = {"methods": None, "method": None, "user": None, "password": None, "atyp": None,
                   "host": None, "port": None, "reply": None}
@@ -101,25 +92,7 @@ class Server:
         await writer.drain()
         self.finish(record)
 
-        async def pipe(source, sink):
-            try:
-                while True:
-                    data = await source.read(65536)
-                    if not data:
-                        break
-                    sink.write(data)
-                    await sink.drain()
-            except (ConnectionError, OSError):
-                pass
-            finally:
-                try:
-                    sink.write_eof()
-                except (OSError, RuntimeError):
-                    pass
-
-        await asyncio.gather(pipe(reader, upstream_writer), pipe(upstream_reader, writer))
-        writer.close()
-        upstream_writer.close()
+        await relay(reader, writer, upstream_reader, upstream_writer)
 
 
 async def main():
