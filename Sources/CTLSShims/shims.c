@@ -78,16 +78,7 @@ int wsp_SSL_CTX_set_default_verify_paths(SSL_CTX *ctx) { return p_SSL_CTX_set_de
 int wsp_SSL_CTX_set_alpn_protos(SSL_CTX *ctx, const unsigned char *protos, unsigned int length) {
     return p_SSL_CTX_set_alpn_protos(ctx, protos, length);
 }
-int wsp_SSL_CTX_use_certificate_chain_file(SSL_CTX *ctx, const char *file) {
-    return p_SSL_CTX_use_certificate_chain_file(ctx, file);
-}
-int wsp_SSL_CTX_use_PrivateKey_file(SSL_CTX *ctx, const char *file, int type) {
-    return p_SSL_CTX_use_PrivateKey_file(ctx, file, type);
-}
 int wsp_SSL_CTX_check_private_key(const SSL_CTX *ctx) { return p_SSL_CTX_check_private_key(ctx); }
-void wsp_SSL_CTX_set_default_passwd_cb_userdata(SSL_CTX *ctx, void *password) {
-    p_SSL_CTX_set_default_passwd_cb_userdata(ctx, password);
-}
 /* The passphrase of an encrypted key: handed to OpenSSL only by this callback, so that
  * OpenSSL never prompts on the terminal (its default callback would). */
 struct wsp_password {

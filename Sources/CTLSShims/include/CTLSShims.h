@@ -24,11 +24,7 @@ void wsp_SSL_CTX_set_verify(SSL_CTX *ctx, int mode);
 int wsp_SSL_CTX_load_verify_locations(SSL_CTX *ctx, const char *file, const char *path);
 int wsp_SSL_CTX_set_default_verify_paths(SSL_CTX *ctx);
 int wsp_SSL_CTX_set_alpn_protos(SSL_CTX *ctx, const unsigned char *protos, unsigned int length);
-int wsp_SSL_CTX_use_certificate_chain_file(SSL_CTX *ctx, const char *file);
-int wsp_SSL_CTX_use_PrivateKey_file(SSL_CTX *ctx, const char *file, int type);
 int wsp_SSL_CTX_check_private_key(const SSL_CTX *ctx);
-/// The password OpenSSL's default callback uses for an encrypted private key.
-void wsp_SSL_CTX_set_default_passwd_cb_userdata(SSL_CTX *ctx, void *password);
 /// Loads a PEM private key; an encrypted one is decrypted with `password` (`length` bytes,
 /// NULL: none). OpenSSL never prompts. `*asked` tells whether the key needed a password.
 int wsp_SSL_CTX_use_PrivateKey_file_with_password(SSL_CTX *ctx, const char *file, const char *password,
