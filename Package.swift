@@ -2,7 +2,8 @@
 // wspipe: a WebSocket <-> stdio bridge. Layers, bottom up:
 //   WebSocketCore       sans-I/O RFC 6455 protocol (frames, handshake, UTF-8, close codes)
 //   WebSocketTransport  TCP and TLS (system OpenSSL) byte streams, deadlines, poll
-//   WSPipeBridge        stdin/stdout <-> messages, event loop, exit statuses
+//   WebSocketEngine     the epoll event loop and the connection driver (either role)
+//   WSPipeBridge        stdin/stdout <-> messages, exit statuses
 //   wspipe              the command line
 import PackageDescription
 
@@ -12,6 +13,7 @@ let package = Package(
         .executable(name: "wspipe", targets: ["wspipe"]),
         .library(name: "WebSocketCore", targets: ["WebSocketCore"]),
         .library(name: "WebSocketTransport", targets: ["WebSocketTransport"]),
+        .library(name: "WebSocketEngine", targets: ["WebSocketEngine"]),
     ],
     targets: [
         // Syscalls the Glibc module does not import (getrandom, eventfd).
@@ -40,8 +42,12 @@ let package = Package(
             dependencies: ["WebSocketCore", "COpenSSL", "CTLSShims", "CWSPipeShims"]
         ),
         .target(
-            name: "WSPipeBridge",
+            name: "WebSocketEngine",
             dependencies: ["WebSocketCore", "WebSocketTransport", "CWSPipeShims"]
+        ),
+        .target(
+            name: "WSPipeBridge",
+            dependencies: ["WebSocketCore", "WebSocketTransport", "WebSocketEngine", "CWSPipeShims"]
         ),
         .executableTarget(
             name: "wspipe",
@@ -64,8 +70,12 @@ let package = Package(
             dependencies: ["WebSocketTransport", "WebSocketCore"]
         ),
         .testTarget(
+            name: "WebSocketEngineTests",
+            dependencies: ["WebSocketEngine", "WebSocketTransport", "WebSocketCore"]
+        ),
+        .testTarget(
             name: "WSPipeBridgeTests",
-            dependencies: ["WSPipeBridge", "WebSocketTransport"]
+            dependencies: ["WSPipeBridge", "WebSocketEngine", "WebSocketTransport"]
         ),
         .testTarget(
             name: "IntegrationTests",

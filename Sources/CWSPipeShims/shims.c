@@ -86,3 +86,7 @@ ssize_t wsp_readv_nowait(int fd, const struct iovec *vectors, int count) {
 ssize_t wsp_writev_nowait(int fd, const struct iovec *vectors, int count) {
     return pwritev2(fd, vectors, count, -1, RWF_NOWAIT);
 }
+
+int wsp_accept4(int fd, void *address, unsigned int *length) {
+    return accept4(fd, address, length, SOCK_NONBLOCK | SOCK_CLOEXEC);
+}

@@ -1,5 +1,6 @@
 import CWSPipeShims
 import Glibc
+import WebSocketEngine
 
 /// The whole command: parse the arguments, run the session, return the exit status.
 ///

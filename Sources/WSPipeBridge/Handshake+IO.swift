@@ -1,5 +1,6 @@
 import Glibc
 import WebSocketCore
+import WebSocketEngine
 import WebSocketTransport
 
 /// Why a session never opened, with its exit status.

@@ -1,5 +1,6 @@
 import Glibc
 import WebSocketCore
+import WebSocketEngine
 
 /// Why stdin could not be turned into messages.
 public enum InputError: Error, Equatable, CustomStringConvertible {
@@ -80,8 +81,6 @@ struct InputFramer {
     private var carryValidator = UTF8Validator()
     /// `.whole` binary: whether the message's first frame went out.
     private var wholeStarted = false
-    /// Payloads up to this size are copied into the queue's arena instead of referenced.
-    static let copyLimit = 4096
 
     init(mode: Mode, messageLimit: Int? = nil) {
         self.mode = mode
@@ -98,8 +97,7 @@ struct InputFramer {
 
     /// Frames what `chunk` holds. Throws at the first bad line; lines before it in the chunk
     /// are queued. Returns requests that are not data messages.
-    mutating func consume(_ chunk: ByteBuffer, into queue: inout OutboundQueue,
-                          connection: inout WebSocketConnection) throws(InputError) -> [InputAction] {
+    mutating func consume(_ chunk: ByteBuffer, into sink: ConnectionDriver) throws(InputError) -> [InputAction] {
         guard !isDone else { return [] }
         var actions: [InputAction] = []
         switch mode {
@@ -107,7 +105,7 @@ struct InputFramer {
             var offset = 0
             while offset < chunk.count && !isDone {
                 let length = min(size, chunk.count - offset)
-                frame(.binary, chunk, chunk.base + offset, length, &queue, &connection)
+                frame(.binary, chunk, chunk.base + offset, length, sink)
                 offset += length
                 checkLimit(&actions)
             }
@@ -115,10 +113,8 @@ struct InputFramer {
             var offset = 0
             while offset < chunk.count {
                 let length = min(size, chunk.count - offset)
-                let header = connection.makeHeader(opcode: wholeStarted ? .continuation : .binary, fin: false,
-                                                   payloadLength: length)
+                sink.send(wholeStarted ? .continuation : .binary, fin: false, chunk.base + offset, count: length, in: chunk)
                 wholeStarted = true
-                enqueue(header, chunk, chunk.base + offset, length, &queue)
                 bytes += UInt64(length)
                 offset += length
             }
@@ -136,9 +132,9 @@ struct InputFramer {
                 let length = found - start
                 if carry != nil {
                     try appendCarry(start, length, validate: isTextLines)
-                    try finishCarryLine(&queue, &connection, &actions)
+                    try finishCarryLine(sink, &actions)
                 } else {
-                    try handleLine(chunk, start, length, &queue, &connection, &actions)
+                    try handleLine(chunk, start, length, sink, &actions)
                 }
                 start = found + 1
             }
@@ -147,14 +143,13 @@ struct InputFramer {
     }
 
     /// End of input: sends a last line that had no separator, or the whole-input message.
-    mutating func finish(into queue: inout OutboundQueue, connection: inout WebSocketConnection) throws(InputError) -> [InputAction] {
+    mutating func finish(into sink: ConnectionDriver) throws(InputError) -> [InputAction] {
         guard !isDone else { return [] }
         var actions: [InputAction] = []
         switch mode {
         case .whole(.binary, _):
             // The message ends with an empty final fragment (or is one empty frame).
-            let header = connection.makeHeader(opcode: wholeStarted ? .continuation : .binary, fin: true, payloadLength: 0)
-            queue.appendFrame(header, copying: nil, count: 0)
+            sink.send(wholeStarted ? .continuation : .binary, fin: true, nil, count: 0, in: nil)
             messages += 1
         case .whole(.text, let size):
             let held = carry
@@ -164,19 +159,14 @@ struct InputFramer {
             var offset = 0
             repeat {
                 let piece = min(size, length - offset)
-                let header = connection.makeHeader(opcode: offset == 0 ? .text : .continuation, fin: offset + piece == length,
-                                                   payloadLength: piece)
-                if let held {
-                    enqueue(header, held, held.base + offset, piece, &queue)
-                } else {
-                    queue.appendFrame(header, copying: nil, count: 0)
-                }
+                sink.send(offset == 0 ? .text : .continuation, fin: offset + piece == length,
+                          held.map { $0.base + offset }, count: piece, in: held)
                 offset += piece
             } while offset < length
             messages += 1
             bytes += UInt64(length)
         default:
-            if carry != nil { try finishCarryLine(&queue, &connection, &actions) }
+            if carry != nil { try finishCarryLine(sink, &actions) }
         }
         return actions
     }
@@ -195,20 +185,20 @@ struct InputFramer {
 
     /// One complete line (without its separator) in `owner` at `start`.
     private mutating func handleLine(_ owner: ByteBuffer, _ start: UnsafeMutableRawPointer, _ length: Int,
-                                     _ queue: inout OutboundQueue, _ connection: inout WebSocketConnection,
+                                     _ sink: ConnectionDriver,
                                      _ actions: inout [InputAction]) throws(InputError) {
         let number = lines + 1
         switch mode {
         case .lines:
             try validateLine(start, length)
-            frame(.text, owner, start, length, &queue, &connection)
+            frame(.text, owner, start, length, sink)
         case .base64Lines:
             guard let decoded = Base64.decode(bytes: UnsafeRawBufferPointer(start: start, count: length)) else {
                 throw .invalidBase64(line: number)
             }
-            frame(.binary, decoded, &queue, &connection)
+            frame(.binary, decoded, sink)
         case .jsonLines:
-            try handleJSONLine(UnsafeRawBufferPointer(start: start, count: length), number, &queue, &connection, &actions)
+            try handleJSONLine(UnsafeRawBufferPointer(start: start, count: length), number, sink, &actions)
         default:
             break
         }
@@ -216,8 +206,7 @@ struct InputFramer {
         checkLimit(&actions)
     }
 
-    private mutating func handleJSONLine(_ line: UnsafeRawBufferPointer, _ number: Int, _ queue: inout OutboundQueue,
-                                         _ connection: inout WebSocketConnection, _ actions: inout [InputAction]) throws(InputError) {
+    private mutating func handleJSONLine(_ line: UnsafeRawBufferPointer, _ number: Int, _ sink: ConnectionDriver, _ actions: inout [InputAction]) throws(InputError) {
         guard !line.isEmpty else { throw .invalidJSONLine(line: number, why: "it is empty") }
         guard UTF8Validator.firstInvalidIndex(line) == nil else { throw .invalidJSONLine(line: number, why: "it is not UTF-8") }
         let value: JSONValue
@@ -253,9 +242,9 @@ struct InputFramer {
             guard let text = value["data"]?.stringValue else {
                 throw .invalidJSONLine(line: number, why: "a text message needs a \"data\" string")
             }
-            frame(.text, Array(text.utf8), &queue, &connection)
+            frame(.text, Array(text.utf8), sink)
         case "binary":
-            frame(.binary, try payload("binary"), &queue, &connection)
+            frame(.binary, try payload("binary"), sink)
         case "ping":
             let bytes = try payload("ping")
             guard bytes.count <= 125 else { throw .invalidJSONLine(line: number, why: "a ping carries at most 125 bytes") }
@@ -320,7 +309,7 @@ struct InputFramer {
         line.count += length
     }
 
-    private mutating func finishCarryLine(_ queue: inout OutboundQueue, _ connection: inout WebSocketConnection,
+    private mutating func finishCarryLine(_ sink: ConnectionDriver,
                                           _ actions: inout [InputAction]) throws(InputError) {
         guard let line = carry else { return }
         carry = nil
@@ -328,34 +317,22 @@ struct InputFramer {
         if isTextLines && !carryValidator.isComplete {
             throw .invalidUTF8(line: lines + 1, column: line.count, byte: nil)
         }
-        try handleLine(line, line.base, line.count, &queue, &connection, &actions)
+        try handleLine(line, line.base, line.count, sink, &actions)
     }
 
     /// Queues one data message whose payload lies in `owner`.
     private mutating func frame(_ opcode: Opcode, _ owner: ByteBuffer, _ start: UnsafeMutableRawPointer, _ length: Int,
-                                _ queue: inout OutboundQueue, _ connection: inout WebSocketConnection) {
-        let header = connection.makeHeader(opcode: opcode, payloadLength: length)
-        enqueue(header, owner, start, length, &queue)
+                                _ sink: ConnectionDriver) {
+        sink.send(opcode, start, count: length, in: owner)
         messages += 1
         bytes += UInt64(length)
     }
 
     /// Queues one data message from bytes decoded out of the input.
-    private mutating func frame(_ opcode: Opcode, _ payload: [UInt8], _ queue: inout OutboundQueue,
-                                _ connection: inout WebSocketConnection) {
-        let header = connection.makeHeader(opcode: opcode, payloadLength: payload.count)
-        payload.withUnsafeBytes { queue.appendFrame(header, copying: $0.baseAddress, count: $0.count) }
+    private mutating func frame(_ opcode: Opcode, _ payload: [UInt8], _ sink: ConnectionDriver) {
+        sink.send(opcode, bytes: payload)
         messages += 1
         bytes += UInt64(payload.count)
     }
 
-    /// Small payloads are copied next to their header; large ones are masked where they are.
-    private func enqueue(_ header: FrameHeader, _ owner: ByteBuffer, _ start: UnsafeMutableRawPointer, _ length: Int,
-                       _ queue: inout OutboundQueue) {
-        if length <= InputFramer.copyLimit {
-            queue.appendFrame(header, copying: start, count: length)
-        } else {
-            queue.appendFrame(header, inPlace: owner, start, count: length)
-        }
-    }
 }

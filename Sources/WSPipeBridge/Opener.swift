@@ -1,4 +1,5 @@
 import WebSocketCore
+import WebSocketEngine
 import WebSocketTransport
 
 /// Opens the session's connection: dials (Unix socket, direct with Happy Eyeballs, or

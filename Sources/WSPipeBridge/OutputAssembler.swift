@@ -1,5 +1,6 @@
 import Glibc
 import WebSocketCore
+import WebSocketEngine
 
 /// How received messages are written to stdout.
 public enum OutputFormat: Sendable, Equatable {

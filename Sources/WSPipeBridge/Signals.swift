@@ -1,5 +1,6 @@
 import CWSPipeShims
 import Glibc
+import WebSocketEngine
 import Synchronization
 
 /// SIGINT, SIGTERM and SIGHUP. Installed before connecting, when there is no WebSocket to

@@ -1,5 +1,6 @@
 import CWSPipeShims
 import Glibc
+import WebSocketEngine
 
 /// How a standard descriptor can be used without blocking the (only) network thread and
 /// without setting O_NONBLOCK on it: that flag belongs to the open file description, which

@@ -1,6 +1,7 @@
 // OutputAssembler: whole messages only, bytes unchanged, and a small message in progress
 // can leave the receive buffer it started in (so the session reuses that buffer).
 import XCTest
+import WebSocketEngine
 @testable import WSPipeBridge
 
 final class OutputAssemblerTests: XCTestCase {

@@ -3,6 +3,7 @@
 #include <stddef.h>
 #include <sys/types.h>
 #include <sys/uio.h>
+#include <sys/epoll.h>
 
 /// Fills `buffer` with `length` bytes from the kernel CSPRNG (getrandom(2), blocking
 /// until the pool is initialised). Returns 0, or -1 with errno set.
@@ -45,4 +46,6 @@ int wsp_fd_kind(int fd);
 ssize_t wsp_readv_nowait(int fd, const struct iovec *vectors, int count);
 ssize_t wsp_writev_nowait(int fd, const struct iovec *vectors, int count);
 
+/// accept4(2) with SOCK_NONBLOCK | SOCK_CLOEXEC (a GNU extension Swift's Glibc lacks).
+int wsp_accept4(int fd, void *address, unsigned int *length);
 #endif

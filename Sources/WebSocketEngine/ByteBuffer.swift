@@ -7,14 +7,14 @@ import Synchronization
 /// and written to the socket from it; a socket read lands in one and payload ranges of it
 /// are written to stdout. A `Segment` keeps its buffer alive until the bytes are written;
 /// bytes already queued for writing are never changed again.
-final class ByteBuffer: @unchecked Sendable {
-    let base: UnsafeMutableRawPointer
-    let capacity: Int
+public final class ByteBuffer: @unchecked Sendable {
+    public let base: UnsafeMutableRawPointer
+    public let capacity: Int
     /// Bytes in use, from `base`. Only the thread that fills the buffer touches it.
-    var count = 0
+    public var count = 0
     private let pooled: Bool
 
-    init(capacity: Int) {
+    public init(capacity: Int) {
         self.capacity = capacity
         pooled = capacity <= BufferPool.largestPooled
         base = pooled ? BufferPool.take(capacity: capacity)
@@ -22,7 +22,7 @@ final class ByteBuffer: @unchecked Sendable {
     }
 
     /// A buffer over static bytes that are never freed (separators).
-    init(constant bytes: [UInt8]) {
+    public init(constant bytes: [UInt8]) {
         capacity = bytes.count
         let storage = UnsafeMutableRawPointer.allocate(byteCount: max(bytes.count, 1), alignment: 16)
         bytes.withUnsafeBytes { storage.copyMemory(from: $0.baseAddress!, byteCount: bytes.count) }
@@ -35,25 +35,25 @@ final class ByteBuffer: @unchecked Sendable {
         if pooled { BufferPool.give(base, capacity: capacity) } else { base.deallocate() }
     }
 
-    var free: Int { capacity - count }
+    public var free: Int { capacity - count }
 
     /// `buffer` emptied for reuse if nothing else holds it (all its bytes were written) and
     /// it has exactly `capacity` bytes (an outsized one is let go, not kept for the rest of
     /// the session), else a new buffer of `capacity` bytes. The session runs on one thread,
     /// so "nothing else holds it" cannot change while we look.
-    static func reuse(_ buffer: inout ByteBuffer, orMake capacity: Int) {
+    public static func reuse(_ buffer: inout ByteBuffer, orMake capacity: Int) {
         if isKnownUniquelyReferenced(&buffer) && buffer.capacity == capacity {
             buffer.count = 0
         } else {
             buffer = ByteBuffer(capacity: capacity)
         }
     }
-    var end: UnsafeMutableRawPointer { base + count }
+    public var end: UnsafeMutableRawPointer { base + count }
 
-    static let newline = ByteBuffer(constant: [0x0A])
+    public static let newline = ByteBuffer(constant: [0x0A])
     /// Stands in for the buffer of a segment already written.
-    static let released = ByteBuffer(constant: [])
-    static let nul = ByteBuffer(constant: [0x00])
+    public static let released = ByteBuffer(constant: [])
+    public static let nul = ByteBuffer(constant: [0x00])
 }
 
 /// Free buffers by size, so steady streaming does not mmap/munmap and page-fault a fresh
@@ -85,22 +85,30 @@ enum BufferPool {
 }
 
 /// A run of bytes inside a buffer that keeps the buffer alive.
-struct Segment: @unchecked Sendable {
-    var owner: ByteBuffer
-    var start: UnsafeMutableRawPointer
-    var count: Int
+public struct Segment: @unchecked Sendable {
+    public var owner: ByteBuffer
+    public var start: UnsafeMutableRawPointer
+    public var count: Int
+
+    public init(owner: ByteBuffer, start: UnsafeMutableRawPointer, count: Int) {
+        self.owner = owner
+        self.start = start
+        self.count = count
+    }
 }
 
 /// An ordered list of segments; appending bytes that continue the last segment in the
 /// same buffer extends it, so runs of small copies become one iovec.
-struct SegmentList {
-    private(set) var segments: [Segment] = []
+public struct SegmentList {
+    public private(set) var segments: [Segment] = []
     private var head = 0
-    private(set) var byteCount = 0
+    public private(set) var byteCount = 0
 
-    var isEmpty: Bool { head == segments.count }
+    public init() {}
 
-    mutating func append(_ owner: ByteBuffer, _ start: UnsafeMutableRawPointer, _ count: Int) {
+    public var isEmpty: Bool { head == segments.count }
+
+    public mutating func append(_ owner: ByteBuffer, _ start: UnsafeMutableRawPointer, _ count: Int) {
         guard count > 0 else { return }
         byteCount += count
         if head < segments.count, let last = segments.last, last.owner === owner, last.start + last.count == start {
@@ -110,12 +118,12 @@ struct SegmentList {
         segments.append(Segment(owner: owner, start: start, count: count))
     }
 
-    mutating func append(contentsOf other: SegmentList) {
+    public mutating func append(contentsOf other: SegmentList) {
         for segment in other.segments[other.head...] { append(segment.owner, segment.start, segment.count) }
     }
 
     /// Fills `vectors` with up to `vectors.count` iovecs from the front; returns how many.
-    func fill(_ vectors: UnsafeMutableBufferPointer<iovec>) -> Int {
+    public func fill(_ vectors: UnsafeMutableBufferPointer<iovec>) -> Int {
         var n = 0
         var i = head
         while i < segments.count && n < vectors.count {
@@ -127,7 +135,7 @@ struct SegmentList {
     }
 
     /// Drops `bytes` from the front (they were written).
-    mutating func consume(_ bytes: Int) {
+    public mutating func consume(_ bytes: Int) {
         var left = bytes
         byteCount -= bytes
         while left > 0 {
@@ -153,14 +161,14 @@ struct SegmentList {
         }
     }
 
-    mutating func removeAll() {
+    public mutating func removeAll() {
         segments.removeAll(keepingCapacity: true)
         head = 0
         byteCount = 0
     }
 
     /// Takes the whole list, leaving this one empty.
-    mutating func take() -> SegmentList {
+    public mutating func take() -> SegmentList {
         let taken = self
         self = SegmentList()
         return taken

@@ -8,32 +8,38 @@ import WebSocketTransport
 /// small messages become one contiguous run and one iovec; large payloads stay where stdin
 /// put them, masked in place, and are referenced. Control frames are appended whole, so
 /// they always land on a frame boundary.
-struct OutboundQueue {
+public struct OutboundQueue {
     private var list = SegmentList()
-    private var arena = ByteBuffer(capacity: OutboundQueue.arenaSize)
-    static let arenaSize = 64 * 1024
+    /// Taken on first use and let go by `releaseArena` (an idle connection holds none).
+    private var arena: ByteBuffer?
+    public static let arenaSize = 64 * 1024
     /// Bytes ever queued and ever written: a ping counts as sent once `totalWritten`
     /// passes the position where it was queued.
-    private(set) var totalQueued: UInt64 = 0
-    private(set) var totalWritten: UInt64 = 0
+    public private(set) var totalQueued: UInt64 = 0
+    public private(set) var totalWritten: UInt64 = 0
 
-    var isEmpty: Bool { list.isEmpty }
-    var byteCount: Int { list.byteCount }
+    public init() {}
+
+    public var isEmpty: Bool { list.isEmpty }
+    public var byteCount: Int { list.byteCount }
 
     /// Room for `count` bytes at the end of the queue, in the arena.
     private mutating func reserve(_ count: Int) -> UnsafeMutableRawPointer {
-        if arena.free < count {
-            ByteBuffer.reuse(&arena, orMake: max(OutboundQueue.arenaSize, count))
+        if arena == nil {
+            arena = ByteBuffer(capacity: max(OutboundQueue.arenaSize, count))
+        } else if arena!.free < count {
+            ByteBuffer.reuse(&arena!, orMake: max(OutboundQueue.arenaSize, count))
         }
-        let start = arena.end
-        arena.count += count
-        list.append(arena, start, count)
+        let buffer = arena!
+        let start = buffer.end
+        buffer.count += count
+        list.append(buffer, start, count)
         totalQueued += UInt64(count)
         return start
     }
 
     /// Queues a frame, copying and masking its payload into the arena.
-    mutating func appendFrame(_ header: FrameHeader, copying payload: UnsafeRawPointer?, count: Int) {
+    public mutating func appendFrame(_ header: FrameHeader, copying payload: UnsafeRawPointer?, count: Int) {
         let headerSize = header.encodedSize
         let start = reserve(headerSize + count)
         header.encode(into: start)
@@ -47,7 +53,7 @@ struct OutboundQueue {
     }
 
     /// Queues a frame whose payload stays in `owner`, masking it there.
-    mutating func appendFrame(_ header: FrameHeader, inPlace owner: ByteBuffer, _ payload: UnsafeMutableRawPointer, count: Int) {
+    public mutating func appendFrame(_ header: FrameHeader, inPlace owner: ByteBuffer, _ payload: UnsafeMutableRawPointer, count: Int) {
         header.maskingKey?.apply(to: payload, count: count)
         header.encode(into: reserve(header.encodedSize))
         list.append(owner, payload, count)
@@ -55,7 +61,7 @@ struct OutboundQueue {
     }
 
     /// Queues ready-made bytes (control frames from `WebSocketConnection`).
-    mutating func appendBytes(_ bytes: [UInt8]) {
+    public mutating func appendBytes(_ bytes: [UInt8]) {
         guard !bytes.isEmpty else { return }
         let start = reserve(bytes.count)
         bytes.withUnsafeBytes { start.copyMemory(from: $0.baseAddress!, byteCount: bytes.count) }
@@ -63,7 +69,7 @@ struct OutboundQueue {
 
     /// Writes as much as the stream takes. `.done` when the queue (and the stream's own
     /// pending output) is empty; `.wouldBlock` when the socket is full.
-    mutating func write(to stream: ByteStream, vectors: UnsafeMutableBufferPointer<iovec>) -> IOResult {
+    public mutating func write(to stream: ByteStream, vectors: UnsafeMutableBufferPointer<iovec>) -> IOResult {
         while !list.isEmpty {
             let count = list.fill(vectors)
             switch stream.write(vectors.baseAddress!, count: count) {
@@ -81,5 +87,8 @@ struct OutboundQueue {
     }
 
     /// Forgets everything queued (the connection is gone).
-    mutating func discard() { list.removeAll() }
+    public mutating func discard() { list.removeAll() }
+
+    /// Lets go of the arena (back to the pool once nothing references it).
+    public mutating func releaseArena() { arena = nil }
 }

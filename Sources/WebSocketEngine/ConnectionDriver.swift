@@ -1,0 +1,628 @@
+import Glibc
+import WebSocketCore
+import WebSocketTransport
+
+/// What a connection tells its owner. Called on the loop's thread, in order.
+///
+/// Payload bytes arrive as pieces of the driver's receive buffers (`didReceive`): keep the
+/// `ByteBuffer` to keep the bytes; nothing is copied. Text is valid UTF-8 so far; a message
+/// counts only once `connectionDidEndMessage` comes (an ending before that drops it).
+public protocol ConnectionDelegate: AnyObject {
+    func connection(_ connection: ConnectionDriver, didStartMessage kind: MessageKind)
+    func connection(_ connection: ConnectionDriver, didReceive bytes: UnsafeMutableRawPointer, count: Int, in buffer: ByteBuffer)
+    func connectionDidEndMessage(_ connection: ConnectionDriver)
+    /// A Ping arrived; the pong is already queued while the connection is open.
+    func connection(_ connection: ConnectionDriver, didReceivePing payload: [UInt8])
+    /// A Pong arrived (not the barrier's); `roundTrip` in seconds if it answers our ping.
+    func connection(_ connection: ConnectionDriver, didReceivePong payload: [UInt8], roundTrip: Double?)
+    /// The peer's Close arrived (its echo, if we closed first, is queued).
+    func connection(_ connection: ConnectionDriver, didReceiveClose payload: ClosePayload)
+    /// The peer broke the protocol: we are failing the connection with `error.closeCode`.
+    func connection(_ connection: ConnectionDriver, didFail error: ReceiveError)
+    /// Everything of one socket read has been reported (a good moment to flush output).
+    func connectionDidProcessInput(_ connection: ConnectionDriver)
+    /// The receive buffer is about to be let go (the connection went idle): copy out small
+    /// pieces you hold of it, so that it can be reused (`ByteBuffer` stays valid anyway).
+    func connectionWillReleaseReceiveBuffer(_ connection: ConnectionDriver)
+    func connection(_ connection: ConnectionDriver, note: ConnectionNote)
+    /// The socket took bytes and the queue is below `queueLimit`: there is room to send.
+    func connectionHasRoom(_ connection: ConnectionDriver)
+    /// The connection is over; the stream is closed and the driver does nothing more.
+    func connection(_ connection: ConnectionDriver, didEnd ending: ConnectionEnding)
+}
+
+public extension ConnectionDelegate {
+    func connection(_ connection: ConnectionDriver, didReceivePing payload: [UInt8]) {}
+    func connection(_ connection: ConnectionDriver, didReceivePong payload: [UInt8], roundTrip: Double?) {}
+    func connection(_ connection: ConnectionDriver, didReceiveClose payload: ClosePayload) {}
+    func connection(_ connection: ConnectionDriver, didFail error: ReceiveError) {}
+    func connectionDidProcessInput(_ connection: ConnectionDriver) {}
+    func connectionWillReleaseReceiveBuffer(_ connection: ConnectionDriver) {}
+    func connection(_ connection: ConnectionDriver, note: ConnectionNote) {}
+    func connectionHasRoom(_ connection: ConnectionDriver) {}
+}
+
+/// Settings of one connection driver.
+public struct ConnectionOptions: Sendable {
+    /// Seconds the closing handshake may go without progress (RFC 6455 §7.1.1).
+    public var closeTimeout: Double = 5
+    /// Seconds between our keepalive pings; nil: none.
+    public var pingInterval: Double?
+    /// Seconds to wait for a pong once a ping is written; nil: no limit.
+    public var pingTimeout: Double?
+    /// Size of a receive buffer, in bytes (taken from the pool when reading, let go when
+    /// idle).
+    public var receiveBufferSize = 256 * 1024
+    /// Framed bytes waiting for the socket beyond which sends wait as messages (framed only
+    /// when the socket takes the queue below this) and pongs wait in the core.
+    public var queueLimit = 192 * 1024
+    /// Keep the receive buffer and the queue's arena between reads (one busy connection:
+    /// a read continues where the last ended). Off: an idle connection holds no buffer.
+    public var keepsBuffersWhenIdle = false
+
+    public init() {}
+}
+
+/// One WebSocket connection on an `EventLoop`, after its opening handshake, in either role.
+///
+/// Owns the stream, the protocol state machine (`WebSocketConnection`), the outbound queue
+/// and keepalive pings, and ends exactly once with a `ConnectionEnding` reported to its
+/// delegate. Outgoing messages are framed (and, for a client, masked) when the socket has
+/// room: until then they wait as messages behind any control frame. Large payloads are
+/// masked in place and written from where the owner put them; small ones are copied next
+/// to their headers so a burst of them goes out in one writev(2).
+public final class ConnectionDriver {
+    public let loop: EventLoop
+    public let options: ConnectionOptions
+    private var delegate: ConnectionDelegate?
+    private let stream: ByteStream
+    private var watch: EventLoop.Watch!
+    private var timer: EventLoop.Timer!
+
+    // Hot state, mutated per message: exclusivity checks off (single thread).
+    @exclusivity(unchecked) public private(set) var core: WebSocketConnection
+    @exclusivity(unchecked) private var outbound = OutboundQueue()
+    @exclusivity(unchecked) private var waiting = MessageQueue()
+    @exclusivity(unchecked) private var receiveBuffer: ByteBuffer?
+    @exclusivity(unchecked) private var parsed = 0
+    private let vectors = UnsafeMutableBufferPointer<iovec>.allocate(capacity: 1024)
+
+    private var readInterest = PollInterest.read
+    private var readReady = true
+    private var endOfStream = false
+    private var writeBlocked: PollInterest?
+    private var outputShutDown = false
+    private var discardedAfterClose = 0
+    private var serviceQueued = false
+    /// Reading stops while the owner cannot take more (its output is behind).
+    public var pausesReading = false {
+        didSet { if oldValue && !pausesReading { scheduleService() } }
+    }
+    /// Our Close waits while this is true (the owner is still delivering what came before
+    /// it, and may yet replace it with another code through `close`).
+    public var holdsClose = false {
+        didSet { if oldValue && !holdsClose { scheduleService() } }
+    }
+
+    // The ending.
+    public private(set) var ending: ConnectionEnding?
+    private var loss: ConnectionLoss?
+    private var weStartedClose = false
+    /// When the ending began (barrier ping or Close queued) and how long it may go without
+    /// progress; `endingMark`: bytes queued before it (writing them is progress).
+    private var closingSince: Instant?
+    private var progressDeadline: Instant?
+    private var hardDeadline: Instant?
+    private var endingMark: UInt64 = 0
+    private var closeWrittenMark: UInt64?
+    private var closeAfterQueue: ClosePayload?
+    private var barrier: (payload: [UInt8], close: ClosePayload)?
+    private var pings: PingTracker
+    /// Random payload of the end-of-input ping: a ping the owner sends cannot mimic it.
+    private let barrierPayload: [UInt8]
+
+    /// Most bytes read (and dropped) after the connection is closed or failed.
+    public static let drainLimit = 1 << 20
+    /// Longest wait for the peer to close TCP once both Close frames are exchanged.
+    public static let tcpCloseWait = 1.0
+    /// Read the socket again only after at least this much room is free in the buffer.
+    static let minimumRead = 16 * 1024
+    /// Payloads up to this size are copied next to their header instead of referenced.
+    public static let copyLimit = 4096
+
+    /// - Parameters:
+    ///   - stream: the connected stream, after the opening handshake.
+    ///   - core: the protocol state machine in the connection's role.
+    ///   - received: bytes already read after the handshake head, at `received.base + parsed`.
+    public init(loop: EventLoop, stream: ByteStream, core: WebSocketConnection, options: ConnectionOptions = .init(),
+                received: ByteBuffer? = nil, parsed: Int = 0, delegate: ConnectionDelegate) {
+        self.loop = loop
+        self.stream = stream
+        self.core = core
+        self.options = options
+        self.delegate = delegate
+        receiveBuffer = received
+        self.parsed = parsed
+        pings = PingTracker(interval: options.pingInterval ?? options.pingTimeout, timeout: options.pingTimeout)
+        // Text, so that a peer logging ping payloads logs something readable.
+        var random = SystemRandomNumberGenerator()
+        let digits = Array("0123456789abcdef".utf8)
+        barrierPayload = Array("wspipe:eof:".utf8) + (0..<16).map { _ in digits[Int(random.next() & 15)] }
+    }
+
+    deinit { vectors.deallocate() }
+
+    /// Starts: reports bytes that came with the handshake, then services the socket.
+    public func start() {
+        watch = loop.watch(stream.fileDescriptor) { [unowned self] events in handle(events) }
+        timer = loop.timer { [unowned self] in service() }
+        pings.start(at: .now())
+        processReceived()
+        scheduleService()
+    }
+
+    // MARK: - What the owner does
+
+    /// The state of the closing handshake.
+    public var state: WebSocketConnection.State { core.state }
+    /// Whether data may still be sent.
+    public var canSendData: Bool { core.canSendData && closeAfterQueue == nil && barrier == nil && ending == nil }
+    /// Bytes waiting to be written: framed, plus messages not framed yet.
+    public var queuedBytes: Int { outbound.byteCount + waiting.byteCount }
+    /// The round trip of the last answered keepalive ping, in seconds.
+    public var lastRoundTrip: Double? { pings.lastRoundTrip }
+    /// The Close we sent and the one we received.
+    public var closeSent: ClosePayload? { core.closeSent }
+    public var closeReceived: ClosePayload? { core.closeReceived }
+
+    /// Sends one data frame (a whole message with `fin`, or a fragment). `owner` keeps the
+    /// payload alive; a large payload is masked in place there, so do not change it after.
+    /// Does nothing once `canSendData` is false.
+    public func send(_ opcode: Opcode, fin: Bool = true, _ payload: UnsafeMutableRawPointer?, count: Int, in owner: ByteBuffer?) {
+        guard canSendData else { return }
+        if waiting.isEmpty && outbound.byteCount < options.queueLimit {
+            frame(opcode, fin: fin, payload, count: count, in: owner)
+        } else {
+            waiting.append(opcode, fin: fin, payload, count: count, in: owner, copyLimit: ConnectionDriver.copyLimit)
+        }
+        scheduleService()
+    }
+
+    /// Sends a data frame from bytes (copied).
+    public func send(_ opcode: Opcode, fin: Bool = true, bytes: [UInt8]) {
+        var copy = bytes
+        copy.withUnsafeMutableBytes { send(opcode, fin: fin, $0.baseAddress, count: $0.count, in: nil) }
+    }
+
+    /// Queues a Ping (at most 125 bytes). False once closing.
+    @discardableResult
+    public func ping(_ payload: [UInt8]) -> Bool {
+        guard ending == nil, core.ping(payload) else { return false }
+        scheduleService()
+        return true
+    }
+
+    /// Starts the closing handshake after the messages already sent. A Close not yet
+    /// written (waiting for `holdsClose`, or for the barrier ping) is replaced by this one.
+    /// `within`: a hard limit in seconds for the whole ending, below the close timeout.
+    public func close(_ payload: ClosePayload, within limit: Double? = nil) {
+        if let limit {
+            let cap = Instant.now().adding(seconds: limit)
+            hardDeadline = min(hardDeadline ?? cap, cap)
+        }
+        guard core.closeSent == nil, ending == nil else { scheduleService(); return }
+        barrier = nil  // a Close asked for now replaces one waiting for the barrier ping
+        if closeAfterQueue == nil { beginEnding() }
+        weStartedClose = true
+        closeAfterQueue = payload
+        scheduleService()
+    }
+
+    /// Closes once the peer has read everything sent so far: a Ping goes behind the
+    /// messages, and the Close follows its Pong (§5.5.2: pongs answer in order). Without a
+    /// Pong within the close timeout the Close goes anyway, with a short wait for its echo.
+    public func closeAfterDelivery(_ payload: ClosePayload) {
+        guard core.closeSent == nil, closeAfterQueue == nil, barrier == nil, ending == nil else { return }
+        beginEnding()
+        barrier = (barrierPayload, payload)
+        queueBarrierIfReady()
+        scheduleService()
+    }
+
+    /// Ends the connection at once without a closing handshake.
+    public func abandon() {
+        guard ending == nil else { return }
+        loss = loss ?? .abandoned
+        finish()
+    }
+
+    // MARK: - Framing
+
+    private func frame(_ opcode: Opcode, fin: Bool, _ payload: UnsafeMutableRawPointer?, count: Int, in owner: ByteBuffer?) {
+        let header = core.makeHeader(opcode: opcode, fin: fin, payloadLength: count)
+        if count <= ConnectionDriver.copyLimit || owner == nil {
+            outbound.appendFrame(header, copying: payload, count: count)
+        } else if let owner, let payload {
+            outbound.appendFrame(header, inPlace: owner, payload, count: count)
+        }
+    }
+
+    /// Frames waiting messages while the socket queue has room.
+    private func frameWaiting() {
+        while outbound.byteCount < options.queueLimit, let message = waiting.popFirst() {
+            message.withPayload { frame(message.opcode, fin: message.fin, $0, count: $1, in: message.owner) }
+        }
+        releaseQueuedClose()
+        queueBarrierIfReady()
+    }
+
+    /// The Close goes only after every waiting message is framed (nothing follows a Close).
+    private func releaseQueuedClose() {
+        guard let payload = closeAfterQueue, waiting.isEmpty, !holdsClose else { return }
+        closeAfterQueue = nil
+        endingMark = outbound.totalQueued
+        core.close(payload)
+        delegate?.connection(self, note: .closeQueued(payload))
+        queueControlFrames(force: true)
+        closeWrittenMark = outbound.totalQueued
+    }
+
+    private func queueBarrierIfReady() {
+        guard let pending = barrier, waiting.isEmpty, closingSince != nil, progressDeadline != nil,
+              !pingQueuedForBarrier else { return }
+        pingQueuedForBarrier = true
+        endingMark = outbound.totalQueued
+        if core.ping(pending.payload) {
+            delegate?.connection(self, note: .barrierQueued)
+            queueControlFrames(force: true)
+        } else {
+            releaseBarrier()
+        }
+    }
+    private var pingQueuedForBarrier = false
+
+    /// The Close goes out from `service` (after the owner has seen this read's messages).
+    private func releaseBarrier() {
+        guard let pending = barrier else { return }
+        barrier = nil
+        weStartedClose = true
+        closeAfterQueue = pending.close
+        scheduleService()
+    }
+
+    private func beginEnding() {
+        let now = Instant.now()
+        endingMark = .max  // until the barrier ping or Close is queued, every byte written is progress
+        if closingSince == nil { closingSince = now }
+        progressDeadline = now.adding(seconds: options.closeTimeout)
+    }
+
+    private func progressed(at now: Instant) {
+        guard progressDeadline != nil else { return }
+        progressDeadline = now.adding(seconds: options.closeTimeout)
+    }
+
+    // MARK: - The loop's side
+
+    private func scheduleService() {
+        guard !serviceQueued, ending == nil, watch != nil else { return }
+        serviceQueued = true
+        loop.later { [unowned self] in service() }
+    }
+
+    private var drained: Bool { !endOfStream && discardedAfterClose > ConnectionDriver.drainLimit }
+
+    private var mayRead: Bool {
+        !endOfStream && discardedAfterClose <= ConnectionDriver.drainLimit && !pausesReading
+    }
+
+    private func handle(_ events: IOEvents) {
+        if drained && !events.isDisjoint(with: [.readHangUp, .error, .hangUp]) { endOfStream = true }
+        let error = !events.isDisjoint(with: [.error, .hangUp])
+        if events.contains(IOEvents(readInterest)) || error { readReady = true }
+        if let blocked = writeBlocked, events.contains(IOEvents(blocked)) || error { writeBlocked = nil }
+        service()
+    }
+
+    private func service() {
+        serviceQueued = false
+        guard ending == nil else { return }
+        if readReady && mayRead { readSocket() }
+        guard ending == nil else { return }
+        checkTimers(now: .now())
+        // Frame waiting messages as the socket takes the queue, until it is full.
+        repeat {
+            frameWaiting()
+            queueControlFrames(force: false)
+            if writeBlocked == nil { flush() }
+        } while writeBlocked == nil && !waiting.isEmpty && !outputShutDown && loss == nil
+        if finishedStep() {
+            finish()
+            return
+        }
+        var interest: IOEvents = []
+        if mayRead && !readReady { interest.insert(IOEvents(readInterest)) }
+        if let blocked = writeBlocked { interest.insert(IOEvents(blocked)) }
+        if drained { interest.insert(.readHangUp) }
+        loop.setInterest(watch, interest)
+        if (readReady || stream.hasBufferedInput) && mayRead {
+            scheduleService()  // more to read: come back after a look at the other descriptors
+        } else if mayRead && !options.keepsBuffersWhenIdle {
+            releaseIdleBuffers()
+        }
+        loop.arm(timer, at: nextDeadline)
+    }
+
+    private func readSocket() {
+        var reads = 0
+        while mayRead && reads < 16 && ending == nil {
+            if receiveBuffer == nil || receiveBuffer!.free < ConnectionDriver.minimumRead {
+                // Pieces of the old one may still wait in the owner: they keep it alive.
+                if receiveBuffer != nil { delegate?.connectionWillReleaseReceiveBuffer(self) }
+                if receiveBuffer == nil { receiveBuffer = ByteBuffer(capacity: options.receiveBufferSize) }
+                else { ByteBuffer.reuse(&receiveBuffer!, orMake: options.receiveBufferSize) }
+                parsed = 0
+            }
+            let buffer = receiveBuffer!
+            let room = buffer.free
+            switch stream.read(into: buffer.end, count: room) {
+            case .done(let n):
+                buffer.count += n
+                reads += 1
+                if core.state == .closed {
+                    // After the closing handshake or a failure, bytes are read only so the
+                    // peer gets to read our Close (closing with unread data sends a reset that
+                    // can destroy it). A peer that keeps streaming gets a megabyte of that.
+                    discardedAfterClose += n
+                    parsed = buffer.count
+                    if discardedAfterClose > ConnectionDriver.drainLimit { return }
+                }
+                processReceived()
+                if n < room && !stream.hasBufferedInput {
+                    readReady = false
+                    return
+                }
+            case .wouldBlock(let interest):
+                readInterest = interest
+                readReady = false
+                return
+            case .endOfStream:
+                endOfStream = true
+                if core.closeReceived == nil && loss == nil {
+                    loss = .peerClosedTCP(afterOurClose: core.closeSent != nil)
+                }
+                return
+            case .failed(let why):
+                endOfStream = true
+                if core.closeReceived == nil && loss == nil { loss = .readFailed(why) }
+                return
+            }
+        }
+    }
+
+    /// Hands everything new in the receive buffer to the protocol and reports the events.
+    private func processReceived() {
+        guard let buffer = receiveBuffer, parsed < buffer.count, let delegate else { return }
+        let input = UnsafeRawBufferPointer(start: buffer.base, count: buffer.count)  // MERGE: mutable once the core unmasks in place
+        do throws(ReceiveError) {
+            while let event = try core.receive(input, &parsed) {
+                switch event {
+                case .messageStart(let kind):
+                    delegate.connection(self, didStartMessage: kind)
+                case .messageData(let range):
+                    delegate.connection(self, didReceive: buffer.base + range.lowerBound, count: range.count, in: buffer)
+                case .messageEnd:
+                    delegate.connectionDidEndMessage(self)
+                case .ping(let payload):
+                    delegate.connection(self, didReceivePing: payload)
+                case .pong(let payload):
+                    if barrier != nil && payload == barrierPayload {
+                        delegate.connection(self, note: .barrierAnswered)
+                        progressed(at: .now())
+                        releaseBarrier()
+                    } else {
+                        let rtt = pings.pongReceived(payload, at: .now())
+                        delegate.connection(self, didReceivePong: payload, roundTrip: rtt)
+                    }
+                case .close(let payload):
+                    delegate.connection(self, didReceiveClose: payload)
+                    barrier = nil
+                    closeAfterQueue = nil
+                    waiting.removeAll()
+                    if closingSince == nil {
+                        beginEnding()
+                        endingMark = outbound.totalQueued
+                    }
+                }
+            }
+        } catch {
+            delegate.connection(self, didFail: error)
+            waiting.removeAll()
+            barrier = nil
+            closeAfterQueue = nil
+            let cap = Instant.now().adding(seconds: min(options.closeTimeout, 1))
+            hardDeadline = min(hardDeadline ?? cap, cap)
+        }
+        delegate.connectionDidProcessInput(self)
+    }
+
+    private func queueControlFrames(force: Bool) {
+        guard core.hasOutboundControl else { return }
+        // While the socket queue is full, pongs wait in the core, which keeps only the most
+        // recent few: a peer that floods pings without reading cannot grow our memory. A
+        // Close or our own ping always goes.
+        if !force && outbound.byteCount >= options.queueLimit && !core.hasOutboundCloseOrPing { return }
+        outbound.appendBytes(core.takeOutboundControl())
+    }
+
+    private func flush() {
+        guard !outbound.isEmpty || stream.hasPendingOutput, !outputShutDown else { return }
+        let before = outbound.totalWritten
+        switch outbound.write(to: stream, vectors: vectors) {
+        case .done, .endOfStream:
+            break
+        case .wouldBlock(let interest):
+            writeBlocked = interest
+        case .failed(let why):
+            outbound.discard()
+            waiting.removeAll()
+            outputShutDown = true
+            if core.closeReceived == nil && loss == nil { loss = .writeFailed(why) }
+        }
+        let now = Instant.now()
+        if outbound.totalWritten > before {
+            pings.written(upTo: outbound.totalWritten, at: now)
+            if before < endingMark { progressed(at: now) }
+            if queuedBytes < options.queueLimit && canSendData { delegate?.connectionHasRoom(self) }
+        }
+    }
+
+    private func checkTimers(now: Instant) {
+        // Our Close waits for the owner's output: that is progress of ours, not the peer's.
+        if holdsClose && closeAfterQueue != nil { progressed(at: now) }
+        if pings.pingDue(at: now), core.state == .open, barrier == nil {
+            let payload = pings.nextPayload()
+            core.ping(payload)
+            queueControlFrames(force: true)
+            pings.queued(payload, endingAt: outbound.totalQueued, at: now)
+            delegate?.connection(self, note: .pingQueued(payload.count))
+        }
+        if let overdue = pings.overdue(at: now), loss == nil, core.state != .closed {
+            loss = .pingTimeout(seconds: overdue)
+        }
+        if barrier != nil, let deadline = progressDeadline, now >= deadline {
+            // The peer answered nothing in time: Close anyway, with a short wait for its echo.
+            delegate?.connection(self, note: .barrierUnanswered)
+            let cap = now.adding(seconds: min(options.closeTimeout, ConnectionDriver.tcpCloseWait))
+            hardDeadline = min(hardDeadline ?? cap, cap)
+            progressDeadline = nil
+            releaseBarrier()
+        }
+    }
+
+    /// True when the connection is over.
+    private func finishedStep() -> Bool {
+        if loss != nil || endOfStream {
+            // Deliver what already arrived and send what is queued, if the socket takes it.
+            if !endOfStream { readSocket() }
+            if writeBlocked == nil { flush() }
+            return true
+        }
+        let now = Instant.now()
+        if core.state == .closed && outbound.isEmpty && !stream.hasPendingOutput && !outputShutDown {
+            // Both Close frames are exchanged (or we failed the connection): end our side and
+            // wait, up to the close deadline, for the peer to close TCP (RFC 6455 §7.1.1).
+            stream.shutdownOutput()
+            outputShutDown = true
+            let tcp = now.adding(seconds: min(ConnectionDriver.tcpCloseWait, options.closeTimeout))
+            hardDeadline = min(hardDeadline ?? tcp, tcp)
+            progressDeadline = nil
+        }
+        if let deadline = hardDeadline, now >= deadline { return true }
+        if let deadline = progressDeadline, now >= deadline { return true }
+        return false
+    }
+
+    private var nextDeadline: Instant? {
+        var soonest = pings.nextDeadline
+        for deadline in [hardDeadline, progressDeadline].compactMap({ $0 }) {
+            soonest = soonest.map { min($0, deadline) } ?? deadline
+        }
+        return soonest
+    }
+
+    /// Lets go of the receive buffer and the queue's arena while nothing is under way, so an
+    /// idle connection holds no buffer (they return to the pool).
+    private func releaseIdleBuffers() {
+        if let buffer = receiveBuffer, parsed >= buffer.count {
+            delegate?.connectionWillReleaseReceiveBuffer(self)
+            receiveBuffer = nil
+            parsed = 0
+        }
+        if outbound.isEmpty { outbound.releaseArena() }
+    }
+
+    private func finish() {
+        guard ending == nil else { return }
+        let result: ConnectionEnding
+        if let failure = core.failure {
+            result = .failed(failure)
+        } else if let received = core.closeReceived {
+            result = .closed(ClosingHandshake(initiatedByUs: weStartedClose, sent: core.closeSent, received: received))
+        } else if let loss {
+            result = .lost(loss)
+        } else {
+            let now = Instant.now()
+            let written = closeWrittenMark.map { outbound.totalWritten >= $0 } ?? false
+            result = .timedOut(CloseWait(limit: options.closeTimeout,
+                                         waited: closingSince.map { now.seconds(since: $0) } ?? 0, closeWritten: written))
+        }
+        if core.closeReceived == nil && core.failure == nil { core.abandon() }
+        ending = result
+        loop.remove(watch)
+        loop.arm(timer, at: nil)
+        stream.close()
+        outbound.discard()
+        waiting.removeAll()
+        receiveBuffer = nil
+        let owner = delegate
+        delegate = nil
+        owner?.connection(self, didEnd: result)
+    }
+}
+
+/// Messages sent while the socket queue was full, not framed yet (masking happens when
+/// they are framed). Small payloads are copied here; large ones stay in their owner.
+struct MessageQueue {
+    struct Message {
+        let opcode: Opcode
+        let fin: Bool
+        let owner: ByteBuffer?
+        let start: UnsafeMutableRawPointer?
+        let count: Int
+        let copy: [UInt8]?
+
+        func withPayload(_ body: (UnsafeMutableRawPointer?, Int) -> Void) {
+            if var bytes = copy {
+                bytes.withUnsafeMutableBytes { body($0.baseAddress, $0.count) }
+            } else {
+                body(start, count)
+            }
+        }
+    }
+
+    private var messages: [Message] = []
+    private var head = 0
+    private(set) var byteCount = 0
+
+    var isEmpty: Bool { head == messages.count }
+
+    mutating func append(_ opcode: Opcode, fin: Bool, _ payload: UnsafeMutableRawPointer?, count: Int,
+                         in owner: ByteBuffer?, copyLimit: Int) {
+        byteCount += count
+        if count <= copyLimit || owner == nil {
+            let bytes = payload.map { Array(UnsafeRawBufferPointer(start: $0, count: count)) } ?? []
+            messages.append(Message(opcode: opcode, fin: fin, owner: nil, start: nil, count: count, copy: bytes))
+        } else {
+            messages.append(Message(opcode: opcode, fin: fin, owner: owner, start: payload, count: count, copy: nil))
+        }
+    }
+
+    mutating func popFirst() -> Message? {
+        guard head < messages.count else { return nil }
+        let message = messages[head]
+        head += 1
+        byteCount -= message.count
+        if head == messages.count {
+            messages.removeAll(keepingCapacity: true)
+            head = 0
+        }
+        return message
+    }
+
+    mutating func removeAll() {
+        messages.removeAll()
+        head = 0
+        byteCount = 0
+    }
+}
