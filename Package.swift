@@ -61,6 +61,11 @@ let package = Package(
                              .when(configuration: .release))
             ]
         ),
+        // scripts/bench-idle: the engine's memory per idle connection (not installed).
+        .executableTarget(
+            name: "EngineIdleBench",
+            dependencies: ["WebSocketEngine", "WebSocketTransport", "WebSocketCore"]
+        ),
         .testTarget(
             name: "WebSocketCoreTests",
             dependencies: ["WebSocketCore"]

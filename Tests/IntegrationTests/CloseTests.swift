@@ -110,3 +110,55 @@ extension CloseTests {
         XCTAssertLessThan(monotonicSeconds() - secondSignal, 2, "did not wait for the close timeout (5 s)")
     }
 }
+
+/// The ending: --close-timeout bounds time without progress, and the Close tells the truth
+/// about our output.
+extension CloseTests {
+    func testCloseTimeoutBoundsTheEndingWhenTheServerKeepsSendingButStopsReading() throws {
+        // The server streams forever and reads nothing: neither the end-of-input ping nor
+        // the Close is ever answered. One --close-timeout (plus the short wait for the
+        // Close's answer), not one per stage and not ten while frames keep coming.
+        let raw = try startRaw("stream-no-read")
+        let result = try runWspipe(["--close-timeout", "1", url(raw)], stdin: .bytes(Array("x\n".utf8)), timeout: 20)
+        assertExit(result, 7)
+        assertStderr(result, contains: "--close-timeout")
+        assertStderr(result, contains: "gave up")
+        XCTAssertLessThan(result.elapsed, 3.5, "\(result)")
+    }
+
+    func testAJSONLPingCannotPassForTheEndOfInputPing() throws {
+        // The end-of-input ping carries a random marker: a ping from stdin with the old fixed
+        // payload is just a ping, and the Close still waits for the real barrier's pong.
+        let recorder = try startRecorder()
+        let input = #"{"type":"ping","data":"wspipe:eof"}"# + "\n" + #"{"type":"text","data":"after"}"# + "\n"
+        let result = try runWspipe(["--jsonl", url(recorder)], stdin: .bytes(Array(input.utf8)))
+        assertExit(result, 0)
+        let record = try recorder.record()
+        XCTAssertEqual(record.texts, ["after"])
+        XCTAssertEqual(record.pingPayloads.count, 2, "\(record.pingPayloads)")
+        XCTAssertEqual(record.pingPayloads.first, "wspipe:eof")
+        XCTAssertTrue(record.pingPayloads.last?.hasPrefix("wspipe:eof:") == true)
+        XCTAssertNotEqual(record.pingPayloads.first, record.pingPayloads.last)
+    }
+}
+
+/// The Close code reflects whether our output succeeded (frames.py records it).
+extension PipelineTests {
+    func testCountLimitWithAFailingStdoutClosesWith1011() throws {
+        // -n 1: the message is written before the Close goes; stdout is /dev/full, so the
+        // server must not be told that all went well.
+        let server = try startFrames(["--echo"])
+        let result = finish(try spawnWspipe(["-n", "1", "--no-close", url(server)], stdin: .bytes(Array("a\n".utf8)),
+                                            stdoutFile: "/dev/full"))
+        assertExit(result, 1)
+        assertStderr(result, contains: "cannot write to stdout")
+        XCTAssertEqual(try framesRecord(server).close?.code, 1011)
+    }
+
+    func testEndOfInputWithAFailingStdoutClosesWith1011() throws {
+        let server = try startFrames(["--echo"])
+        let result = finish(try spawnWspipe([url(server)], stdin: .bytes(Array("a\nb\n".utf8)), stdoutFile: "/dev/full"))
+        assertExit(result, 1)
+        XCTAssertEqual(try framesRecord(server).close?.code, 1011)
+    }
+}

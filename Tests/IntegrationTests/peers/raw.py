@@ -112,6 +112,13 @@ class Server(Recorder):
             elif scenario == "big-text":
                 writer.write(ok + frame(0x1, b"x" * 2000))
                 await self.behave(reader, writer, record)
+            elif scenario == "stream-no-read":
+                # Keeps sending but never reads again: our pings and Close go unanswered.
+                writer.write(ok)
+                while True:
+                    writer.write(frame(0x1, b"tick"))
+                    await writer.drain()
+                    await asyncio.sleep(0.01)
             elif scenario == "silent":
                 writer.write(ok)
                 await self.behave(reader, writer, record, answer_pings=False, echo_close=False)
