@@ -55,21 +55,28 @@ let package = Package(
                              .when(configuration: .release))
             ]
         ),
+        // Helpers every test target shares: child processes, where things are, the Python
+        // peers, TLS material made at run time, loopback sockets, hand-built frames.
+        // Foundation only (no XCTest), so it also builds in `swift build`.
+        .target(
+            name: "TestSupport",
+            path: "Tests/TestSupport"
+        ),
         .testTarget(
             name: "WebSocketCoreTests",
-            dependencies: ["WebSocketCore"]
+            dependencies: ["WebSocketCore", "TestSupport"]
         ),
         .testTarget(
             name: "WebSocketTransportTests",
-            dependencies: ["WebSocketTransport", "WebSocketCore"]
+            dependencies: ["WebSocketTransport", "WebSocketCore", "TestSupport"]
         ),
         .testTarget(
             name: "WSPipeBridgeTests",
-            dependencies: ["WSPipeBridge", "WebSocketTransport"]
+            dependencies: ["WSPipeBridge", "WebSocketTransport", "TestSupport"]
         ),
         .testTarget(
             name: "IntegrationTests",
-            dependencies: ["wspipe"],
+            dependencies: ["wspipe", "TestSupport"],
             exclude: ["peers"]
         ),
     ]
