@@ -4,7 +4,7 @@ SWIFT_BUILD_FLAGS ?= -c release --static-swift-stdlib
 BIN := .build/release/wspipe
 PY := .venv/bin/python
 
-.PHONY: all setup build demo test unit conformance fuzz bench profile clean
+.PHONY: all setup build demo test unit conformance autobahn fuzz bench profile clean
 
 all: build
 
@@ -18,14 +18,21 @@ build:
 demo: setup build
 	@scripts/demo
 
-# Everything CI runs: the conformance harness against the release binary, then swift test.
-test: setup build conformance unit
+# Everything CI runs: the shared harnesses against the release binary (each skipped with
+# one line when ../shared is not beside the clone), then swift test, whose summary is the
+# last line.
+test: setup build conformance autobahn unit
 
 unit:
 	swift test --disable-swift-testing
 
 conformance:
 	@scripts/conformance
+
+# Autobahn|Testsuite client cases 1-10 (../shared/autobahn); AUTOBAHN_ARGS replaces the
+# selection, e.g. AUTOBAHN_ARGS="--cases '5.*'".
+autobahn:
+	@scripts/autobahn $(AUTOBAHN_ARGS)
 
 # libFuzzer targets of the protocol core, FUZZ_SECONDS (default 60) each, one core.
 fuzz:
