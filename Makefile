@@ -3,8 +3,10 @@
 SWIFT_BUILD_FLAGS ?= -c release --static-swift-stdlib
 BIN := .build/release/wspipe
 PY := .venv/bin/python
+PREFIX ?= /usr/local
+DESTDIR ?=
 
-.PHONY: all setup build demo test unit conformance fuzz bench profile clean
+.PHONY: all setup build demo test unit conformance autobahn install uninstall fuzz bench profile clean
 
 all: build
 
@@ -18,14 +20,36 @@ build:
 demo: setup build
 	@scripts/demo
 
-# Everything CI runs: the conformance harness against the release binary, then swift test.
-test: setup build conformance unit
+# Everything CI runs: the shared harnesses against the release binary (each skipped with
+# one line when ../shared is not beside the clone), then swift test, whose summary is the
+# last line.
+test: setup build conformance autobahn unit
 
 unit:
 	swift test --disable-swift-testing
 
 conformance:
 	@scripts/conformance
+
+# Autobahn|Testsuite client cases 1-10 (../shared/autobahn); AUTOBAHN_ARGS replaces the
+# selection, e.g. AUTOBAHN_ARGS="--cases '5.*'".
+autobahn:
+	@scripts/autobahn $(AUTOBAHN_ARGS)
+
+# Installs what `make build` made; it never builds, so `sudo make install` leaves no
+# root-owned files in .build. BIN= installs another binary.
+install:
+	@test -x "$(BIN)" || { echo "install: $(BIN) is missing: run 'make build' first (or set BIN=)" >&2; exit 1; }
+	install -Dm755 "$(BIN)" "$(DESTDIR)$(PREFIX)/bin/wspipe"
+	install -Dm644 man/wspipe.1 "$(DESTDIR)$(PREFIX)/share/man/man1/wspipe.1"
+	install -Dm644 completions/wspipe.bash "$(DESTDIR)$(PREFIX)/share/bash-completion/completions/wspipe"
+	install -Dm644 completions/_wspipe "$(DESTDIR)$(PREFIX)/share/zsh/site-functions/_wspipe"
+
+# Removes exactly the four files `make install` wrote (directories stay: others may share them).
+uninstall:
+	rm -f "$(DESTDIR)$(PREFIX)/bin/wspipe" "$(DESTDIR)$(PREFIX)/share/man/man1/wspipe.1" \
+	      "$(DESTDIR)$(PREFIX)/share/bash-completion/completions/wspipe" \
+	      "$(DESTDIR)$(PREFIX)/share/zsh/site-functions/_wspipe"
 
 # libFuzzer targets of the protocol core, FUZZ_SECONDS (default 60) each, one core.
 fuzz:

@@ -61,30 +61,33 @@ let package = Package(
                              .when(configuration: .release))
             ]
         ),
-        // scripts/bench-idle: the engine's memory per idle connection (not installed).
-        .executableTarget(
-            name: "EngineIdleBench",
-            dependencies: ["WebSocketEngine", "WebSocketTransport", "WebSocketCore"]
+        // IDLEBENCH
+        // Helpers every test target shares: child processes, where things are, the Python
+        // peers, TLS material made at run time, loopback sockets, hand-built frames.
+        // Foundation only (no XCTest), so it also builds in `swift build`.
+        .target(
+            name: "TestSupport",
+            path: "Tests/TestSupport"
         ),
         .testTarget(
             name: "WebSocketCoreTests",
-            dependencies: ["WebSocketCore"]
+            dependencies: ["WebSocketCore", "TestSupport"]
         ),
         .testTarget(
             name: "WebSocketTransportTests",
-            dependencies: ["WebSocketTransport", "WebSocketCore"]
+            dependencies: ["WebSocketTransport", "WebSocketCore", "TestSupport"]
         ),
         .testTarget(
             name: "WebSocketEngineTests",
-            dependencies: ["WebSocketEngine", "WebSocketTransport", "WebSocketCore"]
+            dependencies: ["WebSocketEngine", "WebSocketTransport", "WebSocketCore", "TestSupport"]
         ),
         .testTarget(
             name: "WSPipeBridgeTests",
-            dependencies: ["WSPipeBridge", "WebSocketEngine", "WebSocketTransport"]
+            dependencies: ["WSPipeBridge", "WebSocketEngine", "WebSocketTransport", "TestSupport"]
         ),
         .testTarget(
             name: "IntegrationTests",
-            dependencies: ["wspipe"],
+            dependencies: ["wspipe", "TestSupport"],
             exclude: ["peers"]
         ),
     ]

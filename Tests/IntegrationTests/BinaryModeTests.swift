@@ -1,4 +1,5 @@
 import XCTest
+import TestSupport
 
 /// Binary mode (-b): stdin bytes -> binary messages, messages -> stdout raw.
 final class BinaryModeTests: IntegrationTestCase {

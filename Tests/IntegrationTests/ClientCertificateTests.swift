@@ -1,4 +1,5 @@
 import XCTest
+import TestSupport
 
 /// Mutual TLS against echo.py requiring a client certificate from the run's test CA.
 /// echo.py answers "whoami" with the certificate's CN.

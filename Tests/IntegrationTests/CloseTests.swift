@@ -1,5 +1,6 @@
 import Glibc
 import XCTest
+import TestSupport
 
 /// How sessions end: closing handshakes from either side.
 final class CloseTests: IntegrationTestCase {

@@ -1,4 +1,5 @@
 import XCTest
+import TestSupport
 
 /// Where the connection goes: Unix sockets, --connect-to and --sni (the dial address apart
 /// from Host, SNI and certificate name), --resolve, happy eyeballs and -4/-6.

@@ -1,4 +1,5 @@
 import XCTest
+import TestSupport
 
 /// After wspipe fails the connection, it reads (and drops) at most 1 MiB more so the server
 /// can see its Close, then stops reading; a server that then hangs up ends the session at

@@ -4,6 +4,7 @@
 import Foundation
 import Glibc
 import XCTest
+import TestSupport
 
 final class ExamplesTests: XCTestCase {
     // MARK: - jq-price-feed.sh

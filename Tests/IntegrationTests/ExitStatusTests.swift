@@ -1,5 +1,6 @@
 import Glibc
 import XCTest
+import TestSupport
 
 /// One test (at least) per exit status class (DESIGN.md, Exit statuses). 0 and 8 are in
 /// CloseTests, 4 in TLSTests.

@@ -1,4 +1,5 @@
 import XCTest
+import TestSupport
 
 /// Opening handshake details seen from a raw scripted server.
 final class HandshakeTests: IntegrationTestCase {

@@ -1,5 +1,6 @@
 import Foundation
 import XCTest
+import TestSupport
 
 /// Servers that misbehave on purpose: they never close TCP, flood pings or messages, send
 /// endless headers or absurd frame lengths. wspipe must end in bounded time with the right

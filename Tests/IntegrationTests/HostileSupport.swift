@@ -4,6 +4,7 @@
 // run with a standard descriptor closed, and the byte patterns the peer checks.
 import Foundation
 import XCTest
+import TestSupport
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -11,7 +12,7 @@ import Glibc
 // MARK: - hostile.py
 
 /// What hostile.py wrote about one connection (see the script's docstring).
-struct HostileRecord: Decodable {
+struct HostileRecord: Decodable, HeaderRecord {
     let path: String?
     let headers: [[String]]
     let messages: Int
@@ -32,10 +33,6 @@ struct HostileRecord: Decodable {
     let sent_bytes: Int
     let flood_seconds: Double?
     let pongs_before_close: Int?
-
-    func values(_ name: String) -> [String] {
-        headers.filter { $0[0].lowercased() == name.lowercased() }.map { $0[1] }
-    }
 }
 
 /// The bytes hostile.py's `--check pattern` expects (and `flood` sends after each index):

@@ -1,4 +1,5 @@
 import XCTest
+import TestSupport
 
 final class IPv6Tests: IntegrationTestCase {
     func testEchoOverIPv6Loopback() throws {

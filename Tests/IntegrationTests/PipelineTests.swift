@@ -5,6 +5,7 @@
 import Foundation
 import Glibc
 import XCTest
+import TestSupport
 
 /// What frames.py wrote about one connection.
 struct FramesRecord: Decodable {

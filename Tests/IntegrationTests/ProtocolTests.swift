@@ -1,4 +1,5 @@
 import XCTest
+import TestSupport
 
 /// RFC 6455 receiving rules, against raw.py's scripted frames.
 final class ProtocolTests: IntegrationTestCase {

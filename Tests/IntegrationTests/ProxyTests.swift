@@ -1,5 +1,6 @@
 import Foundation
 import XCTest
+import TestSupport
 
 /// HTTP CONNECT proxies (peers/proxy.py): with and without authentication, refusals and
 /// their exit statuses, proxy selection from the environment as a corporate shell sets

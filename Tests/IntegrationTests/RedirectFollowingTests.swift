@@ -1,5 +1,6 @@
 import Foundation
 import XCTest
+import TestSupport
 
 /// Redirects of the opening handshake: off by default, followed with -L, never from wss
 /// to ws, credentials only to the URL's own host and port.

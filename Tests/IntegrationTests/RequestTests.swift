@@ -1,5 +1,6 @@
 import Foundation
 import XCTest
+import TestSupport
 
 /// What the server sees of the opening handshake (record.py records the request).
 final class RequestTests: IntegrationTestCase {

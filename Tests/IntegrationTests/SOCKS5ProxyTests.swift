@@ -1,4 +1,5 @@
 import XCTest
+import TestSupport
 
 /// SOCKS5 (peers/socks5.py): no authentication and RFC 1929 username/password, local
 /// (socks5://) and remote (socks5h://) name resolution, failure replies.

@@ -1,4 +1,5 @@
 import XCTest
+import TestSupport
 
 /// Byte-level server behaviour, scripted from here through raw.py's `script` scenario.
 final class ScriptedServerTests: IntegrationTestCase {

@@ -1,5 +1,6 @@
 import Foundation
 import XCTest
+import TestSupport
 
 /// With -v, a bearer token, a URL password, a Cookie header and an X-Api-Key header never
 /// reach wspipe's stderr or stdout, however the session ends (SecretTests covers the

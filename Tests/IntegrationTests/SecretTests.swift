@@ -1,5 +1,6 @@
 import Foundation
 import XCTest
+import TestSupport
 
 /// Tokens and URL passwords never reach stderr (DESIGN.md, Diagnostics).
 final class SecretTests: IntegrationTestCase {

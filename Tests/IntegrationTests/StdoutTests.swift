@@ -1,4 +1,5 @@
 import XCTest
+import TestSupport
 
 /// stdout going away (`wspipe ... | head -n1`).
 final class StdoutTests: IntegrationTestCase {

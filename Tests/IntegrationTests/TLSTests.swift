@@ -1,4 +1,5 @@
 import XCTest
+import TestSupport
 
 /// wss:// against echo.py over TLS, with a CA and certificates made for this run.
 final class TLSTests: IntegrationTestCase {

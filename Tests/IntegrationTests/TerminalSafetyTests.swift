@@ -1,4 +1,5 @@
 import XCTest
+import TestSupport
 
 /// What a server sends never reaches the user's terminal as control sequences: -v shows
 /// its headers with control bytes escaped, each diagnostic on one line.

@@ -1,5 +1,6 @@
 import Glibc
 import XCTest
+import TestSupport
 
 /// Text mode (the default): stdin lines <-> text messages.
 final class TextModeTests: IntegrationTestCase {

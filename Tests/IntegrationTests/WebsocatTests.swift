@@ -1,5 +1,6 @@
 import Foundation
 import XCTest
+import TestSupport
 
 /// Against a real websocat 1.13 (.venv/bin/websocat). Note: `websocat -s PORT` is a
 /// stdio server (its stdin to the client, client messages to its stdout), not an echo;

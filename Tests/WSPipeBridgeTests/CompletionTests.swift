@@ -4,11 +4,11 @@
 // does not exist. When bash (and zsh) are installed, the files are also run.
 import Foundation
 import XCTest
+import TestSupport
 @testable import WSPipeBridge
 
 final class CompletionTests: XCTestCase {
-    private static let root = URL(fileURLWithPath: #filePath)
-        .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+    private static let root = URL(fileURLWithPath: Locations.packageRoot)
     private static let bashFile = root.appendingPathComponent("completions/wspipe.bash").path
     private static let zshFile = root.appendingPathComponent("completions/_wspipe").path
 

@@ -4,13 +4,12 @@
 // exactly the `ExitStatus` values.
 import Foundation
 import XCTest
+import TestSupport
 @testable import WSPipeBridge
 import WebSocketTransport
 
 final class ManPageTests: XCTestCase {
-    /// The package root: this file is Tests/WSPipeBridgeTests/ManPageTests.swift.
-    private static let packageRoot = URL(fileURLWithPath: #filePath)
-        .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+    private static let packageRoot = URL(fileURLWithPath: Locations.packageRoot)
 
     private static let manPagePath = packageRoot.appendingPathComponent("man/wspipe.1").path
 

@@ -1,4 +1,4 @@
-// A small process runner for the integration tests: posix_spawn with pipes we control
+// A small process runner for the tests: posix_spawn with pipes we control
 // (every descriptor we create is close-on-exec, so a child never holds another child's pipe
 // open), output collected by reader threads, a hard timeout that kills, and signals.
 // Foundation's Process is not used: it reaps children on its own and gives less control
@@ -9,7 +9,7 @@ import Glibc
 #endif
 
 /// What a child reads on its stdin.
-enum StandardInput {
+package enum StandardInput {
     /// /dev/null.
     case null
     /// These bytes (written by a thread, so a child that answers before it has read
@@ -22,13 +22,13 @@ enum StandardInput {
 }
 
 /// How a child ended.
-enum Termination: Equatable, CustomStringConvertible {
+package enum Termination: Equatable, CustomStringConvertible {
     case exited(Int32)
     case signaled(Int32)
     /// It outlived its timeout and was killed (SIGKILL).
     case timedOut
 
-    var description: String {
+    package var description: String {
         switch self {
         case .exited(let code): return "exit status \(code)"
         case .signaled(let number): return "killed by signal \(number)"
@@ -38,23 +38,23 @@ enum Termination: Equatable, CustomStringConvertible {
 }
 
 /// Everything a finished run left behind.
-struct RunResult: CustomStringConvertible {
-    let termination: Termination
-    let stdout: [UInt8]
-    let stderr: String
+package struct RunResult: CustomStringConvertible {
+    package let termination: Termination
+    package let stdout: [UInt8]
+    package let stderr: String
     /// Seconds from spawn to exit.
-    let elapsed: Double
+    package let elapsed: Double
     /// Peak resident set size of the child, KiB (wait4's ru_maxrss).
-    let maxRSSKiB: Int
+    package let maxRSSKiB: Int
 
-    var exitCode: Int32? {
+    package var exitCode: Int32? {
         if case .exited(let code) = termination { return code }
         return nil
     }
 
-    var stdoutText: String { String(decoding: stdout, as: UTF8.self) }
+    package var stdoutText: String { String(decoding: stdout, as: UTF8.self) }
 
-    var description: String {
+    package var description: String {
         let shownOut = stdout.count > 2000 ? "\(String(decoding: stdout.prefix(2000), as: UTF8.self))... (\(stdout.count) bytes)"
                                            : String(reflecting: stdoutText)
         return "\(termination) after \(String(format: "%.2f", elapsed)) s\n--- stdout: \(shownOut)\n--- stderr:\n\(stderr)"
@@ -62,7 +62,7 @@ struct RunResult: CustomStringConvertible {
 }
 
 /// Reads one descriptor to EOF on its own thread and keeps what it read.
-final class OutputCollector: @unchecked Sendable {
+package final class OutputCollector: @unchecked Sendable {
     private let condition = NSCondition()
     private var data: [UInt8] = []
     private var finished = false
@@ -71,7 +71,7 @@ final class OutputCollector: @unchecked Sendable {
 
     /// - Parameter closeAfterFirstLine: behave like `head -n1`: close the descriptor as
     ///   soon as a newline has been read (the writer then gets EPIPE).
-    init(fd: Int32, closeAfterFirstLine: Bool = false) {
+    package init(fd: Int32, closeAfterFirstLine: Bool = false) {
         self.fd = fd
         self.closeAfterFirstLine = closeAfterFirstLine
         let thread = Thread { [self] in run() }
@@ -95,17 +95,17 @@ final class OutputCollector: @unchecked Sendable {
         close(fd)
     }
 
-    var bytes: [UInt8] {
+    package var bytes: [UInt8] {
         condition.lock()
         defer { condition.unlock() }
         return data
     }
 
-    var text: String { String(decoding: bytes, as: UTF8.self) }
+    package var text: String { String(decoding: bytes, as: UTF8.self) }
 
     /// Waits until `predicate` holds for the bytes read so far (true), or until EOF or the
     /// timeout without it holding (false).
-    func wait(timeout: Double, until predicate: ([UInt8]) -> Bool) -> Bool {
+    package func wait(timeout: Double, until predicate: ([UInt8]) -> Bool) -> Bool {
         let deadline = Date(timeIntervalSinceNow: timeout)
         condition.lock()
         defer { condition.unlock() }
@@ -117,7 +117,7 @@ final class OutputCollector: @unchecked Sendable {
     }
 
     /// Waits for EOF (true) or the timeout (false).
-    func waitForEnd(timeout: Double) -> Bool {
+    package func waitForEnd(timeout: Double) -> Bool {
         let deadline = Date(timeIntervalSinceNow: timeout)
         condition.lock()
         defer { condition.unlock() }
@@ -128,7 +128,7 @@ final class OutputCollector: @unchecked Sendable {
     }
 
     /// Waits for a complete line starting with `prefix`; returns it without the newline.
-    func waitForLine(startingWith prefix: String, timeout: Double) -> String? {
+    package func waitForLine(startingWith prefix: String, timeout: Double) -> String? {
         var found: String?
         _ = wait(timeout: timeout) { bytes in
             let text = String(decoding: bytes, as: UTF8.self)
@@ -141,25 +141,25 @@ final class OutputCollector: @unchecked Sendable {
     }
 }
 
-func monotonicSeconds() -> Double {
+package func monotonicSeconds() -> Double {
     var now = timespec()
     clock_gettime(CLOCK_MONOTONIC, &now)
     return Double(now.tv_sec) + Double(now.tv_nsec) / 1e9
 }
 
 /// A spawned child process.
-final class ChildProcess: @unchecked Sendable {
-    let pid: pid_t
-    let name: String
-    let stdout: OutputCollector
-    let stderr: OutputCollector
+package final class ChildProcess: @unchecked Sendable {
+    package let pid: pid_t
+    package let name: String
+    package let stdout: OutputCollector
+    package let stderr: OutputCollector
     private let lock = NSLock()
     private var stdinFD: Int32 = -1
     private var result: (Termination, Int)?
     private let started: Double
 
-    struct SpawnError: Error, CustomStringConvertible {
-        let description: String
+    package struct SpawnError: Error, CustomStringConvertible {
+        package let description: String
     }
 
     /// Spawns `executable` (an absolute path) with exactly `environment` as its environment,
@@ -168,7 +168,7 @@ final class ChildProcess: @unchecked Sendable {
     ///   - stdoutFile: connect stdout to this file (opened write-only, e.g. /dev/full)
     ///     instead of collecting it.
     ///   - closeStdoutAfterFirstLine: read stdout like `head -n1`.
-    init(executable: String, arguments: [String], environment: [String: String],
+    package init(executable: String, arguments: [String], environment: [String: String],
          stdin: StandardInput = .null, stdoutFile: String? = nil, closeStdoutAfterFirstLine: Bool = false) throws {
         name = (executable as NSString).lastPathComponent
         func makePipe() throws -> (read: Int32, write: Int32) {
@@ -253,7 +253,7 @@ final class ChildProcess: @unchecked Sendable {
 
     /// Writes to the child's stdin pipe; false if it is closed or the child stopped reading.
     @discardableResult
-    func writeStdin(_ bytes: [UInt8]) -> Bool {
+    package func writeStdin(_ bytes: [UInt8]) -> Bool {
         lock.lock()
         let fd = stdinFD
         lock.unlock()
@@ -268,9 +268,9 @@ final class ChildProcess: @unchecked Sendable {
         return true
     }
 
-    func writeStdin(_ text: String) { writeStdin(Array(text.utf8)) }
+    package func writeStdin(_ text: String) { writeStdin(Array(text.utf8)) }
 
-    func closeStdin() {
+    package func closeStdin() {
         lock.lock()
         let fd = stdinFD
         stdinFD = -1
@@ -278,7 +278,7 @@ final class ChildProcess: @unchecked Sendable {
         if fd >= 0 { close(fd) }
     }
 
-    func signal(_ number: Int32) {
+    package func signal(_ number: Int32) {
         lock.lock()
         defer { lock.unlock() }
         if result == nil { Glibc.kill(pid, number) }
@@ -303,7 +303,7 @@ final class ChildProcess: @unchecked Sendable {
     /// Waits for the child to exit, at most `timeout` seconds; then kills it (SIGKILL to
     /// its process group) and reports `.timedOut`. Output is collected until EOF (a few
     /// seconds at most after the exit).
-    func wait(timeout: Double) -> RunResult {
+    package func wait(timeout: Double) -> RunResult {
         let deadline = monotonicSeconds() + timeout
         var timedOut = false
         while true {
@@ -334,7 +334,7 @@ final class ChildProcess: @unchecked Sendable {
     }
 
     /// Kills the child and its process group if still running, and reaps it.
-    func kill() {
+    package func kill() {
         lock.lock()
         defer { lock.unlock() }
         guard result == nil else { return }

@@ -1,4 +1,5 @@
-// Shared helpers for the WebSocketCore tests: feeding byte vectors to the sans-I/O parsers
+// Helpers for the WebSocketCore tests (those every test target shares are in the TestSupport
+// target, Tests/TestSupport): feeding byte vectors to the sans-I/O parsers
 // in pieces and collecting their events in a form that can be compared across splits.
 import XCTest
 @testable import WebSocketCore

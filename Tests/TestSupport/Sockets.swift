@@ -1,0 +1,57 @@
+// Raw loopback sockets for tests that need a port nobody answers on.
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A TCP socket on the loopback bound to a free port: listening (the kernel completes
+/// connections into the backlog, nobody ever accepts or answers them) or only bound
+/// (connections to it are refused).
+package final class LoopbackSocket {
+    package let fd: Int32
+    package let port: Int
+
+    package init(listening: Bool) throws {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { throw HarnessError("socket: \(String(cString: strerror(errno)))") }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = 0
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { raw -> Bool in
+                bind(fd, raw, length) == 0 && getsockname(fd, raw, &length) == 0
+            }
+        }
+        guard bound, !listening || listen(fd, 16) == 0 else {
+            Glibc.close(fd)
+            throw HarnessError("bind/listen: \(String(cString: strerror(errno)))")
+        }
+        self.fd = fd
+        port = Int(UInt16(bigEndian: address.sin_port))
+    }
+
+    /// Whether a connection is waiting to be accepted (no waiting).
+    package var hasPendingConnection: Bool {
+        var entry = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+        return poll(&entry, 1, 0) > 0
+    }
+
+    deinit { Glibc.close(fd) }
+}
+
+/// Whether this machine can bind a TCP socket to ::1.
+package func ipv6LoopbackAvailable() -> Bool {
+    let fd = socket(AF_INET6, Int32(SOCK_STREAM.rawValue), 0)
+    guard fd >= 0 else { return false }
+    defer { close(fd) }
+    var address = sockaddr_in6()
+    address.sin6_family = sa_family_t(AF_INET6)
+    address.sin6_addr = in6addr_loopback
+    return withUnsafePointer(to: &address) { pointer in
+        pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+            bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in6>.size)) == 0
+        }
+    }
+}
