@@ -196,8 +196,8 @@ public final class Session: ConnectionDelegate {
             let count = config.maxMessages ?? 0
             log.event("received \(count) message\(count == 1 ? "" : "s") (-n); closing")
             stopStdin()
-            submitOutput()
-            connection.close(ClosePayload(code: .normalClosure))
+            submitOutput()  // a failing stdout closes with 1011 instead
+            if localEnd == nil { connection.close(ClosePayload(code: .normalClosure)) }
         }
         submitOutput()
     }
