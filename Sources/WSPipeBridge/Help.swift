@@ -37,7 +37,7 @@ Ending:
       --linger SECS          after stdin EOF, wait SECS (printing replies) before closing
       --close-code CODE      close code sent at stdin EOF (default 1000)
       --close-reason TEXT    close reason sent at stdin EOF (at most 123 bytes)
-      --close-timeout SECS   wait this long for the server's Close and TCP close (default 5)
+      --close-timeout SECS   give up ending after this long without progress (default 5)
 
 Connection:
       --connect-timeout SECS limit for DNS + TCP + TLS + handshake (default 10)
