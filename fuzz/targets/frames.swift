@@ -113,7 +113,7 @@ func feed(_ stream: [UInt8], cuts: [Int], _ options: Options) -> RunResult {
             }
         }
         defer { if storage.baseAddress != nil { storage.deallocate() } }
-        let buffer = UnsafeRawBufferPointer(storage)
+        let buffer = storage
 
         var index = 0
         var calls = 0
