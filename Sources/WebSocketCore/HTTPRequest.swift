@@ -53,6 +53,7 @@ public struct HTTPRequestHeadParser: Sendable {
     /// Largest head accepted, in bytes, blank line included.
     public let maximumSize: Int
     private var buffer: [UInt8] = []
+    private var skipped = 0               // empty-line bytes before the request line
     private var afterLineFeed = false     // the last byte ended a line
     private var afterLineFeedCR = false   // ... and a CR followed it
     /// True once a head was returned or an error thrown: nothing more is consumed.
@@ -68,7 +69,15 @@ public struct HTTPRequestHeadParser: Sendable {
     public mutating func parse(_ input: UnsafeRawBufferPointer, _ index: inout Int) throws(HTTPRequestError) -> HTTPRequestHead? {
         guard !isFinished else { return nil }
         var i = index
-        while buffer.isEmpty, i < input.count, input[i] == 0x0D || input[i] == 0x0A { i += 1 }
+        while buffer.isEmpty, i < input.count, input[i] == 0x0D || input[i] == 0x0A {
+            // They count towards the limit: endless empty lines are no way to hold a server.
+            i += 1
+            skipped += 1
+            if skipped >= maximumSize {
+                isFinished = true
+                throw .headTooLarge(limit: maximumSize)
+            }
+        }
         let start = i
         var end: Int?
         while i < input.count {
@@ -81,7 +90,7 @@ public struct HTTPRequestHeadParser: Sendable {
                 afterLineFeedCR = afterLineFeed && byte == 0x0D
                 afterLineFeed = false
             }
-            if buffer.count + (i - start) >= maximumSize {
+            if skipped + buffer.count + (i - start) >= maximumSize {
                 isFinished = true
                 throw .headTooLarge(limit: maximumSize)
             }
