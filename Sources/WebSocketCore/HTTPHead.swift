@@ -29,6 +29,13 @@ struct HTTPHeadSyntaxError: Error {
 
 /// The line and field syntax that request and response heads share (RFC 9112 §2.2, §5).
 enum HTTPHeadSyntax {
+    /// The x of "HTTP/1.x" (one digit), else nil.
+    static func http1MinorVersion<C: Collection<UInt8>>(_ version: C) -> Int? {
+        guard version.count == 8, version.starts(with: Array("HTTP/1.".utf8)), let digit = version.reversed().first,
+              digit >= 0x30 && digit <= 0x39 else { return nil }
+        return Int(digit - 0x30)
+    }
+
     /// Splits a complete head (up to and including its blank line) into its start line and
     /// header fields. Lines may end in CRLF or bare LF; obsolete line folding is joined with
     /// one space. nil for a head with no start line.

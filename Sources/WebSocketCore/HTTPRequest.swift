@@ -19,12 +19,7 @@ public struct HTTPRequestHead: HTTPHeaderFields, Sendable, Equatable {
     }
 
     /// The minor version of an "HTTP/1.x" version, else nil.
-    public var http1MinorVersion: Int? {
-        let bytes = Array(version.utf8)
-        guard bytes.count == 8, bytes.starts(with: Array("HTTP/1.".utf8)), let digit = bytes.last,
-              digit >= 0x30 && digit <= 0x39 else { return nil }
-        return Int(digit - 0x30)
-    }
+    public var http1MinorVersion: Int? { HTTPHeadSyntax.http1MinorVersion(version.utf8) }
 }
 
 /// Why bytes are not an acceptable HTTP request head.

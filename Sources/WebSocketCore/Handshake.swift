@@ -183,8 +183,7 @@ public struct HTTPResponseHead: HTTPHeaderFields, Sendable, Equatable {
         }
         guard let (startLine, headers) = parsed else { throw .malformed("empty response") }
         let parts = startLine.split(separator: 0x20, maxSplits: 2, omittingEmptySubsequences: false)
-        guard parts.count >= 2, parts[0].starts(with: Array("HTTP/1.".utf8)), parts[0].count == 8,
-              let minor = parts[0].last, minor >= 0x30 && minor <= 0x39,
+        guard parts.count >= 2, HTTPHeadSyntax.http1MinorVersion(parts[0]) != nil,
               parts[1].count == 3, parts[1].allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }),
               let code = Int(String(decoding: parts[1], as: UTF8.self)) else {
             throw .malformed("bad status line \(printable(Array(startLine.prefix(80))))")
