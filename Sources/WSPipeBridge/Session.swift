@@ -314,7 +314,7 @@ public final class Session {
     /// Hands everything new in the receive buffer to the protocol and acts on the events.
     private func processReceived() {
         let buffer = receiveBuffer
-        let input = UnsafeRawBufferPointer(start: buffer.base, count: buffer.count)
+        let input = UnsafeMutableRawBufferPointer(start: buffer.base, count: buffer.count)
         let before = parsed
         let messagesBefore = output.messages
         defer {
