@@ -61,7 +61,11 @@ let package = Package(
                              .when(configuration: .release))
             ]
         ),
-        // IDLEBENCH
+        // scripts/bench-idle: the engine's memory per idle connection (not installed).
+        .executableTarget(
+            name: "EngineIdleBench",
+            dependencies: ["WebSocketEngine", "WebSocketTransport", "WebSocketCore"]
+        ),
         // Helpers every test target shares: child processes, where things are, the Python
         // peers, TLS material made at run time, loopback sockets, hand-built frames.
         // Foundation only (no XCTest), so it also builds in `swift build`.

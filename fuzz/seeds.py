@@ -34,6 +34,9 @@ def frames(flags, stream, cuts=()):
 SMALL_LIMIT, NIL_EMPTY, CLOSE_FIRST, BYTEWISE, CUTS16 = 8, 16, 32, 64, 128
 TEXT, BINARY, CONT, CLOSE, PING, PONG = 1, 2, 0, 8, 9, 10
 bye = frame(CLOSE, b"\x03\xe8bye")
+RFC_REQUEST = (b"GET /chat HTTP/1.1\r\nHost: server.example.com\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+               b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nOrigin: http://example.com\r\n"
+               b"Sec-WebSocket-Protocol: chat, superchat\r\nSec-WebSocket-Version: 13\r\n\r\n")
 
 SEEDS = {
     "frames": {
@@ -87,6 +90,21 @@ SEEDS = {
         "huge-head": b"\xff\x7eHTTP/1.1 101 Switching Protocols\r\nX-Filler: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\r\n",
         "huge-head-over": b"\xff\xf0HTTP/1.1 101 Switching Protocols\r\nX-Filler: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\r\n",
         "huge-fold": b"\xff\x00HTTP/1.1 101 x\r\nX: a\r\n\tfolded line of a header value\r\n",
+    },
+    "request": {
+        "rfc": b"\x00" + RFC_REQUEST,
+        "rfc-cut": b"\x13\x05\x40\x02" + RFC_REQUEST + frame(TEXT, b"Hello", mask=b"\x37\xfa\x21\x3d"),
+        "extensions": b"\x00" + RFC_REQUEST[:-2] + b"Sec-WebSocket-Extensions: permessage-deflate; client_max_window_bits,"
+                      b" x-test; level=\"2\"\r\nsec-websocket-extensions: permessage-deflate\r\n\r\n",
+        "any-case": b"\x00GET ws://h/p?q HTTP/1.1\nhost: h\nupgrade: WebSocket\nconnection: keep-alive, UPGRADE\n"
+                    b"sec-websocket-key: AAAAAAAAAAAAAAAAAAAAAA==\nsec-websocket-version: 13\n\n",
+        "version-8": b"\x00" + RFC_REQUEST.replace(b"Version: 13", b"Version: 8"),
+        "plain-get": b"\x00GET / HTTP/1.1\r\nHost: h\r\n\r\n",
+        "post": b"\x00POST /chat HTTP/1.0\r\nHost: h\r\nContent-Length: 0\r\n\r\n",
+        "bad-key": b"\x00" + RFC_REQUEST.replace(b"dGhlIHNhbXBsZSBub25jZQ==", b"dGhlIHNhbXBsZSBub25jZQ"),
+        "small-limit": b"\x08" + RFC_REQUEST[:-2] + b"X-Pad: " + b"a" * 64 + b"\r\n\r\n",
+        "folded": b"\x10" + RFC_REQUEST[:-2] + b"X-Long: a\r\n\tb\r\n\r\n",
+        "huge-head": b"\xff\x80GET / HTTP/1.1\r\nX-Filler: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\r\n",
     },
     "utf8": {
         "ascii": b"\x03\x07" + b"hello, world: plain ASCII text",

@@ -34,6 +34,9 @@ public struct HTTPHeader: Sendable, Equatable {
         }
     }
 
+    /// Whether `text` is a non-empty token (RFC 9110 §5.6.2).
+    static func isToken(_ text: String) -> Bool { !text.isEmpty && text.utf8.allSatisfy(isTokenByte) }
+
     /// Whether the name matches `other`, ignoring ASCII case.
     public func hasName(_ other: String) -> Bool { name.lowercased() == other.lowercased() }
 

@@ -12,15 +12,19 @@ public struct ClientHandshake: Sendable {
     /// Further request headers. One named Host, Origin, User-Agent or Authorization replaces
     /// the default of that name; handshake headers are refused by `validateUserHeaders`.
     public var headers: [HTTPHeader]
+    /// Extensions offered, in order of preference (`Sec-WebSocket-Extensions`, §9.1).
+    public var extensions: [any WebSocketExtension]
 
     /// - Parameters:
     ///   - key: the `Sec-WebSocket-Key`; by default 16 bytes from the kernel CSPRNG.
+    ///   - extensions: extensions to offer; the server's answer is checked by each one.
     public init(url: WebSocketURL, subprotocols: [String] = [], headers: [HTTPHeader] = [],
-                key: String = Base64.encode(SystemRandom.bytes(16))) {
+                key: String = Base64.encode(SystemRandom.bytes(16)), extensions: [any WebSocketExtension] = []) {
         self.url = url
         self.key = key
         self.subprotocols = subprotocols
         self.headers = headers
+        self.extensions = extensions
     }
 
     /// Header names the handshake itself owns; users cannot set them.
@@ -46,6 +50,10 @@ public struct ClientHandshake: Sendable {
         list.append(HTTPHeader(name: "Sec-WebSocket-Version", value: "13"))
         if !subprotocols.isEmpty {
             list.append(HTTPHeader(name: "Sec-WebSocket-Protocol", value: subprotocols.joined(separator: ", ")))
+        }
+        // An offer that is not tokens (a broken extension) is not sent rather than sent malformed.
+        if let offer = try? ExtensionNegotiation.offer(extensions) {
+            list.append(HTTPHeader(name: "Sec-WebSocket-Extensions", value: offer))
         }
         if userValue("Authorization") == nil, let user = url.user {
             let credentials = Base64.encode(Array("\(user):\(url.password ?? "")".utf8))
@@ -74,11 +82,15 @@ public struct ClientHandshake: Sendable {
     public struct Negotiated: Sendable, Equatable {
         /// The subprotocol the server selected, if any.
         public var subprotocol: String?
+        /// The extensions the server selected, as it answered them, in the order they apply;
+        /// each one was accepted by the offered extension of that name.
+        public var extensions: [ExtensionOffer] = []
     }
 
     /// Checks a parsed response (§4.1, "the client MUST validate the server's response"):
     /// status 101, `Upgrade: websocket`, `Connection` containing `Upgrade`, the right
-    /// `Sec-WebSocket-Accept`, no extension (none is offered), a subprotocol only if offered.
+    /// `Sec-WebSocket-Accept`, extensions only as offered and accepted by the offered
+    /// extension (`ExtensionNegotiation.accept`), a subprotocol only if offered.
     public func validate(_ response: HTTPResponseHead) throws(HandshakeError) -> Negotiated {
         guard response.statusCode == 101 else { throw .unexpectedStatus(response) }
         let upgrade = response.values("Upgrade")
@@ -98,10 +110,17 @@ public struct ClientHandshake: Sendable {
         guard accept.count == 1, accept[0] == expected else {
             throw .invalid("Sec-WebSocket-Accept is '\(accept.joined(separator: ", "))', expected '\(expected)'")
         }
-        let extensions = response.values("Sec-WebSocket-Extensions").flatMap { HTTPText.list($0) }
-            .compactMap { HTTPText.list($0, separator: UInt8(ascii: ";")).first }
-        if let first = extensions.first {
-            throw .invalid("the server selected extension '\(first)', which wspipe did not offer")
+        var agreed: [ExtensionOffer] = []
+        if extensions.isEmpty {
+            let selected = response.values("Sec-WebSocket-Extensions").flatMap { HTTPText.list($0) }
+                .compactMap { HTTPText.list($0, separator: UInt8(ascii: ";")).first }
+            if let first = selected.first { throw .invalid(ExtensionNegotiationError.notOffered(first).description) }
+        } else {
+            do throws(ExtensionNegotiationError) {
+                agreed = try ExtensionNegotiation.accept(response.values("Sec-WebSocket-Extensions"), offered: extensions).map(\.1)
+            } catch {
+                throw .invalid(error.description)
+            }
         }
         let selected = response.values("Sec-WebSocket-Protocol").flatMap { HTTPText.list($0) }
         if selected.count > 1 {
@@ -110,12 +129,12 @@ public struct ClientHandshake: Sendable {
         if let chosen = selected.first, !subprotocols.contains(chosen) {
             throw .invalid("the server selected subprotocol '\(chosen)', which was not offered")
         }
-        return Negotiated(subprotocol: selected.first)
+        return Negotiated(subprotocol: selected.first, extensions: agreed)
     }
 }
 
 /// A parsed HTTP/1.x response head (status line and header fields).
-public struct HTTPResponseHead: Sendable, Equatable {
+public struct HTTPResponseHead: HTTPHeaderFields, Sendable, Equatable {
     public var version: String
     public var statusCode: Int
     public var reason: String
@@ -123,12 +142,6 @@ public struct HTTPResponseHead: Sendable, Equatable {
 
     /// Largest response head accepted, in bytes (status line, headers, blank line).
     public static let maximumSize = 64 * 1024
-
-    /// All values of the headers named `name` (ASCII case-insensitive), trimmed.
-    public func values(_ name: String) -> [String] {
-        let wanted = name.lowercased()
-        return headers.filter { $0.name.lowercased() == wanted }.map(\.value)
-    }
 
     /// Finds and parses a response head at the start of `bytes`. Returns nil while the
     /// blank line ending the head has not arrived (and fewer than `maximumSize` bytes are
@@ -162,43 +175,20 @@ public struct HTTPResponseHead: Sendable, Equatable {
             return nil
         }
         if end > maximumSize { throw .headTooLarge(maximumSize) }
-        var lines: [ArraySlice<UInt8>] = []
-        var start = 0
-        for j in 0..<end where bytes[j] == 0x0A {
-            var line = Array(bytes[start..<j])[...]
-            if line.last == 0x0D { line = line.dropLast() }
-            lines.append(line)
-            start = j + 1
+        let parsed: (ArraySlice<UInt8>, [HTTPHeader])?
+        do throws(HTTPHeadSyntaxError) {
+            parsed = try HTTPHeadSyntax.parse(UnsafeRawBufferPointer(rebasing: bytes[..<end]))
+        } catch {
+            throw .malformed(error.message)
         }
-        while lines.last?.isEmpty == true { lines.removeLast() }
-        guard let statusLine = lines.first else { throw .malformed("empty response") }
-        let parts = statusLine.split(separator: 0x20, maxSplits: 2, omittingEmptySubsequences: false)
-        guard parts.count >= 2, parts[0].starts(with: Array("HTTP/1.".utf8)), parts[0].count == 8,
-              let minor = parts[0].last, minor >= 0x30 && minor <= 0x39,
+        guard let (startLine, headers) = parsed else { throw .malformed("empty response") }
+        let parts = startLine.split(separator: 0x20, maxSplits: 2, omittingEmptySubsequences: false)
+        guard parts.count >= 2, HTTPHeadSyntax.http1MinorVersion(parts[0]) != nil,
               parts[1].count == 3, parts[1].allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }),
               let code = Int(String(decoding: parts[1], as: UTF8.self)) else {
-            throw .malformed("bad status line \(printable(Array(statusLine.prefix(80))))")
+            throw .malformed("bad status line \(printable(Array(startLine.prefix(80))))")
         }
         let reason = parts.count > 2 ? String(decoding: parts[2], as: UTF8.self) : ""
-        var headers: [HTTPHeader] = []
-        for line in lines.dropFirst() {
-            if let first = line.first, first == 0x20 || first == 0x09 {
-                // obs-fold: continuation of the previous value.
-                guard !headers.isEmpty else { throw .malformed("header continuation line without a header") }
-                // The fold is one SP between the parts (RFC 9112 §5.2); an empty part adds none.
-                let previous = headers[headers.count - 1].value
-                let more = String(decoding: line, as: UTF8.self).trimmingSpaces
-                headers[headers.count - 1].value = previous.isEmpty ? more : more.isEmpty ? previous : previous + " " + more
-                continue
-            }
-            guard let colon = line.firstIndex(of: UInt8(ascii: ":")), colon > line.startIndex,
-                  line[..<colon].allSatisfy(HTTPHeader.isTokenByte) else {
-                throw .malformed("bad header line \(printable(Array(line.prefix(80))))")
-            }
-            let name = String(decoding: line[..<colon], as: UTF8.self)
-            let value = String(decoding: line[(colon + 1)...], as: UTF8.self).trimmingSpaces
-            headers.append(HTTPHeader(name: name, value: value))
-        }
         let head = HTTPResponseHead(version: String(decoding: parts[0], as: UTF8.self), statusCode: code,
                                     reason: reason, headers: headers)
         return (head, end)

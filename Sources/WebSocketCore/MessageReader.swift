@@ -15,18 +15,34 @@ public enum InboundEvent: Equatable, Sendable {
     case close(ClosePayload)
 }
 
-/// Applies RFC 6455's receiving rules on top of `FrameParser` for a client (frames from a
-/// server): reassembles fragmented messages (§5.4), validates text as UTF-8 as bytes arrive
-/// (§8.1), enforces the control-frame rules (§5.5), rejects masked frames (§5.1), RSV bits
-/// without an extension (§5.2), continuation frames out of place and messages over the
-/// size limit (§10.4). Payload bytes are reported as ranges of the caller's buffer and never
-/// copied; control-frame payloads (at most 125 bytes) are collected.
+/// Applies RFC 6455's receiving rules on top of `FrameParser`, for either role: reassembles
+/// fragmented messages (§5.4), validates text as UTF-8 as bytes arrive (§8.1), enforces the
+/// control-frame rules (§5.5), the masking rule of its role (§5.1: a client refuses masked
+/// frames, a server unmasked ones), rejects RSV bits no negotiated extension uses (§5.2),
+/// continuation frames out of place and messages over the size limit (§10.4).
+///
+/// Payload bytes are reported as ranges of the caller's buffer and never copied; in the
+/// server role they are unmasked in place first (so the buffer is mutable). Control-frame
+/// payloads (at most 125 bytes) are collected.
+///
+/// Extensions (§9): `extensionRSV` are the RSV bits the negotiated extensions use. They are
+/// accepted on the first frame of a data message only (on a control or continuation frame
+/// they stay a protocol error) and reported in `messageRSV`. A message that carries them is
+/// in the extension's encoding (compressed, say), so its text is not UTF-8 checked here:
+/// whoever decodes it checks the decoded bytes.
 ///
 /// After a Close frame or an error the reader is finished: `next` returns nil.
 public struct MessageReader: Sendable {
     /// Largest message accepted, in bytes; a frame header that would take the current
     /// message past it fails the connection with 1009 before any of its payload is read.
     public var maximumMessageSize: UInt64
+    /// Which end we are: decides which masking rule applies to received frames.
+    public let role: Role
+    /// RSV bits the negotiated extensions use (empty: every RSV bit is refused).
+    public let extensionRSV: RSVBits
+    /// The RSV bits of the current data message's first frame (of the last one once it
+    /// ended): the extensions that encoded it. Empty without extensions.
+    public private(set) var messageRSV: RSVBits = []
 
     private var parser = FrameParser()
     private var frame: FrameHeader?
@@ -36,10 +52,18 @@ public struct MessageReader: Sendable {
     private var utf8 = UTF8Validator()
     private var control: [UInt8] = []
     private var endPending = false
+    private var maskPhase = 0                 // payload offset of the current frame, mod 4
+    private var checksUTF8 = false            // the current message is text in no extension's encoding
     /// True once a Close frame arrived or an error was thrown.
     public private(set) var isFinished = false
 
-    public init(maximumMessageSize: UInt64 = 64 << 20) {
+    /// - Parameters:
+    ///   - role: our end; `.server` expects masked frames and unmasks them in place.
+    ///   - maximumMessageSize: largest message accepted, in bytes (payload as received).
+    ///   - extensionRSV: the RSV bits of the negotiated extensions (§9).
+    public init(role: Role = .client, maximumMessageSize: UInt64 = 64 << 20, extensionRSV: RSVBits = []) {
+        self.role = role
+        self.extensionRSV = extensionRSV
         self.maximumMessageSize = maximumMessageSize
         control.reserveCapacity(125)
     }
@@ -48,9 +72,10 @@ public struct MessageReader: Sendable {
     public var isInsideMessage: Bool { message != nil }
 
     /// The next event from `input[index...]`, advancing `index`; nil when all input is
-    /// consumed (or the reader is finished). Throws `ReceiveError` when the server broke a
-    /// rule; the caller then fails the connection with `error.closeCode`.
-    public mutating func next(_ input: UnsafeRawBufferPointer, _ index: inout Int) throws(ReceiveError) -> InboundEvent? {
+    /// consumed (or the reader is finished). Throws `ReceiveError` when the peer broke a
+    /// rule; the caller then fails the connection with `error.closeCode`. In the server role
+    /// the payload bytes of `input` are unmasked in place before they are checked or reported.
+    public mutating func next(_ input: UnsafeMutableRawBufferPointer, _ index: inout Int) throws(ReceiveError) -> InboundEvent? {
         if endPending {
             endPending = false
             return .messageEnd
@@ -64,14 +89,20 @@ public struct MessageReader: Sendable {
         }
     }
 
-    private mutating func step(_ input: UnsafeRawBufferPointer, _ index: inout Int) throws(ReceiveError) -> InboundEvent? {
+    private mutating func step(_ input: UnsafeMutableRawBufferPointer, _ index: inout Int) throws(ReceiveError) -> InboundEvent? {
         while true {
-            guard let event = try parser.next(input, &index) else { return nil }
+            guard let event = try parser.next(UnsafeRawBufferPointer(input), &index) else { return nil }
             switch event {
             case .header(let header):
                 if let started = try begin(header) { return .messageStart(started) }
             case .payload(let range, let frameEnd):
                 guard let header = frame else { continue }
+                // Only the server role lets a masked frame through `begin`: one branch per
+                // piece, no per-byte work for a client.
+                if let key = header.maskingKey, !range.isEmpty, let base = input.baseAddress {
+                    key.apply(to: base + range.lowerBound, count: range.count, payloadOffset: maskPhase)
+                    maskPhase = (maskPhase + range.count) & 3
+                }
                 if header.opcode.isControl {
                     if !range.isEmpty, let base = input.baseAddress {
                         control.append(contentsOf: UnsafeRawBufferPointer(start: base + range.lowerBound, count: range.count))
@@ -82,7 +113,7 @@ public struct MessageReader: Sendable {
                     }
                     continue
                 }
-                if message == .text, !range.isEmpty, let base = input.baseAddress {
+                if checksUTF8, !range.isEmpty, let base = input.baseAddress {
                     if let bad = utf8.validate(base + range.lowerBound, count: range.count) {
                         let byte = base.load(fromByteOffset: range.lowerBound + bad, as: UInt8.self)
                         let offset = messageBytesSeen + UInt64(bad)
@@ -93,7 +124,7 @@ public struct MessageReader: Sendable {
                 if frameEnd {
                     frame = nil
                     if header.fin {
-                        if message == .text && !utf8.isComplete {
+                        if checksUTF8 && !utf8.isComplete {
                             throw .invalidUTF8("text message ends in the middle of a UTF-8 sequence")
                         }
                         message = nil
@@ -109,13 +140,17 @@ public struct MessageReader: Sendable {
 
     /// Checks a header against the receiving rules; returns the kind of a message it starts.
     private mutating func begin(_ header: FrameHeader) throws(ReceiveError) -> MessageKind? {
-        if header.maskingKey != nil {
+        switch role {
+        case .client where header.maskingKey != nil:
             throw .protocolError("the server sent a masked frame (RFC 6455 §5.1: servers never mask)")
+        case .server where header.maskingKey == nil:
+            throw .protocolError("the client sent an unmasked frame (RFC 6455 §5.1: clients always mask)")
+        default:
+            break
         }
-        if header.rsv != 0 {
-            throw .protocolError("\(header.opcode) frame with RSV bits \(rsvNames(header.rsv)) set, but no extension was negotiated")
-        }
+        if header.rsv != 0 { try checkRSV(header) }
         frame = header
+        maskPhase = 0
         if header.opcode.isControl {
             if !header.fin { throw .protocolError("fragmented \(header.opcode) frame (control frames must have FIN set)") }
             if header.payloadLength > 125 {
@@ -136,6 +171,8 @@ public struct MessageReader: Sendable {
             message = kind
             messageSize = 0
             messageBytesSeen = 0
+            messageRSV = RSVBits(rawValue: header.rsv)
+            checksUTF8 = kind == .text && messageRSV.isEmpty
             utf8.reset()
             started = kind
         }
@@ -145,6 +182,20 @@ public struct MessageReader: Sendable {
         }
         messageSize = total
         return started
+    }
+
+    /// RSV bits are an extension's, on a message's first frame only (§5.2, §9).
+    private func checkRSV(_ header: FrameHeader) throws(ReceiveError) {
+        let bits = RSVBits(rawValue: header.rsv)
+        if extensionRSV.isEmpty {
+            throw .protocolError("\(header.opcode) frame with RSV bits \(bits) set, but no extension was negotiated")
+        }
+        if header.opcode.isControl || header.opcode == .continuation {
+            throw .protocolError("\(header.opcode) frame with RSV bits \(bits) set (extensions set them only on a message's first frame)")
+        }
+        if !extensionRSV.isSuperset(of: bits) {
+            throw .protocolError("\(header.opcode) frame with RSV bits \(bits) set, but the negotiated extensions use only \(extensionRSV)")
+        }
     }
 
     private mutating func finishControl(_ opcode: Opcode) throws(ReceiveError) -> InboundEvent {
@@ -162,12 +213,4 @@ public struct MessageReader: Sendable {
 @inline(__always) func hex(_ byte: UInt8) -> String {
     let digits = Array("0123456789ABCDEF")
     return String([digits[Int(byte >> 4)], digits[Int(byte & 15)]])
-}
-
-private func rsvNames(_ rsv: UInt8) -> String {
-    var names: [String] = []
-    if rsv & 4 != 0 { names.append("RSV1") }
-    if rsv & 2 != 0 { names.append("RSV2") }
-    if rsv & 1 != 0 { names.append("RSV3") }
-    return names.joined(separator: "+")
 }

@@ -1,16 +1,17 @@
-/// The client side of an open WebSocket connection, without any I/O (RFC 6455 §5–§7).
+/// One end of an open WebSocket connection, client or server, without any I/O (RFC 6455 §5–§7).
 ///
 /// Feed received bytes to `receive(_:_:)` and act on the events; write the bytes that
 /// `takeOutboundControl()` hands out (pongs, Close frames) at the next frame boundary;
-/// frame outgoing data with `makeHeader(...)` and mask it with the key in the header.
+/// frame outgoing data with `makeHeader(...)` and, in the client role, mask it with the key
+/// in the header (a server's headers have none, §5.1).
 /// The connection answers pings with pongs carrying the same payload (§5.5.2), echoes the
-/// server's Close (§5.5.1) and, when the server breaks a rule, queues a Close with the
+/// peer's Close (§5.5.1) and, when the peer breaks a rule, queues a Close with the
 /// matching code (1002, 1007, 1009) before rethrowing the error (§7.1.7).
 public struct WebSocketConnection: Sendable {
     public enum State: Sendable, Equatable {
         /// Data may flow both ways.
         case open
-        /// We sent a Close and wait for the server's (we still receive data, §1.4).
+        /// We sent a Close and wait for the peer's (we still receive data, §1.4).
         case closeSent
         /// Both Close frames have been exchanged (or we failed the connection): the TCP
         /// connection should be closed once the queued output is written.
@@ -20,10 +21,15 @@ public struct WebSocketConnection: Sendable {
     public private(set) var state = State.open
     /// The Close we sent (or queued), if any.
     public private(set) var closeSent: ClosePayload?
-    /// The Close the server sent, if any.
+    /// The Close the peer sent, if any.
     public private(set) var closeReceived: ClosePayload?
     /// Why we failed the connection, if we did.
     public private(set) var failure: ReceiveError?
+
+    /// Which end we are: a client masks what it sends, a server does not (§5.1).
+    public let role: Role
+    /// The extensions negotiated in the opening handshake, in the order they apply (§9).
+    public let extensions: [any WebSocketExtension]
 
     private var reader: MessageReader
     private var keys: MaskingKeyGenerator
@@ -38,23 +44,34 @@ public struct WebSocketConnection: Sendable {
     public static let maximumPendingPongBytes = 128 * 1024
 
     /// - Parameters:
-    ///   - maximumMessageSize: largest message accepted from the server, in bytes.
-    ///   - keys: the source of masking keys (`.system` outside tests).
-    public init(maximumMessageSize: UInt64 = 64 << 20, keys: MaskingKeyGenerator = .system) {
-        reader = MessageReader(maximumMessageSize: maximumMessageSize)
+    ///   - role: our end of the connection.
+    ///   - maximumMessageSize: largest message accepted from the peer, in bytes.
+    ///   - keys: the source of masking keys (`.system` outside tests; unused by a server).
+    ///   - extensions: the negotiated extensions; their RSV bits are accepted on the first
+    ///     frame of received data messages (see `MessageReader`) and may be set on ours.
+    public init(role: Role = .client, maximumMessageSize: UInt64 = 64 << 20, keys: MaskingKeyGenerator = .system,
+                extensions: [any WebSocketExtension] = []) {
+        self.role = role
+        self.extensions = extensions
+        reader = MessageReader(role: role, maximumMessageSize: maximumMessageSize,
+                               extensionRSV: extensions.reduce(into: RSVBits()) { $0.formUnion($1.rsv) })
         self.keys = keys
     }
+
+    /// The RSV bits of the current (or last) received data message's first frame.
+    public var receivingMessageRSV: RSVBits { reader.messageRSV }
 
     /// Whether data frames may still be sent (no Close sent, connection not failed).
     public var canSendData: Bool { state == .open }
 
-    /// Whether a data message from the server is partly received.
+    /// Whether a data message from the peer is partly received.
     public var isReceivingMessage: Bool { reader.isInsideMessage }
 
     /// The next event from `input[index...]` (see `MessageReader`), with the automatic
     /// replies queued: a pong for each ping (unless we already sent a Close), the echo of the
-    /// server's Close. Throws `ReceiveError` after queueing the failing Close.
-    public mutating func receive(_ input: UnsafeRawBufferPointer, _ index: inout Int) throws(ReceiveError) -> InboundEvent? {
+    /// peer's Close. Throws `ReceiveError` after queueing the failing Close. In the server
+    /// role, payload bytes of `input` are unmasked in place.
+    public mutating func receive(_ input: UnsafeMutableRawBufferPointer, _ index: inout Int) throws(ReceiveError) -> InboundEvent? {
         let event: InboundEvent?
         do {
             event = try reader.next(input, &index)
@@ -125,11 +142,12 @@ public struct WebSocketConnection: Sendable {
     /// True when a Close or one of our pings waits (not only pongs).
     public var hasOutboundCloseOrPing: Bool { !outbound.isEmpty }
 
-    /// Masked control frames to write at the next frame boundary: pongs (the answers to the
-    /// pings received so far, oldest first), then our pings and Close in the order queued.
+    /// Control frames to write at the next frame boundary (masked in the client role): pongs
+    /// (the answers to the pings received so far, oldest first), then our pings and Close in
+    /// the order queued.
     public mutating func takeOutboundControl() -> [UInt8] {
         var frames: [UInt8] = []
-        for payload in pongs { frames += FrameEncoder.frame(opcode: .pong, payload: payload, maskingKey: keys.next()) }
+        for payload in pongs { frames += FrameEncoder.frame(opcode: .pong, payload: payload, maskingKey: outgoingKey()) }
         pongs.removeAll(keepingCapacity: true)
         pongBytes = 0
         frames += outbound
@@ -137,21 +155,31 @@ public struct WebSocketConnection: Sendable {
         return frames
     }
 
-    /// The header of an outgoing data frame with a fresh masking key (§5.3). The caller
-    /// masks the payload with `header.maskingKey` and writes header then payload.
-    public mutating func makeHeader(opcode: Opcode, fin: Bool = true, payloadLength: Int) -> FrameHeader {
-        FrameHeader(fin: fin, opcode: opcode, maskingKey: keys.next(), payloadLength: UInt64(payloadLength))
+    /// The header of an outgoing data frame: with a fresh masking key in the client role
+    /// (§5.3), without one in the server role (§5.1). The caller masks the payload with
+    /// `header.maskingKey`, if any, and writes header then payload. `rsv` are the bits of
+    /// the extensions that encoded the message (first frame only, §9); they must belong to
+    /// a negotiated extension.
+    public mutating func makeHeader(opcode: Opcode, fin: Bool = true, rsv: RSVBits = [], payloadLength: Int) -> FrameHeader {
+        precondition(rsv.isEmpty || reader.extensionRSV.isSuperset(of: rsv), "RSV bits \(rsv) of no negotiated extension")
+        return FrameHeader(fin: fin, rsv: rsv.rawValue, opcode: opcode, maskingKey: outgoingKey(),
+                           payloadLength: UInt64(payloadLength))
     }
 
-    /// A whole masked data frame as bytes (convenient for small messages and tests).
-    public mutating func frame(_ opcode: Opcode, _ payload: [UInt8], fin: Bool = true) -> [UInt8] {
-        FrameEncoder.frame(opcode: opcode, payload: payload, fin: fin, maskingKey: keys.next())
+    /// A whole data frame as bytes, masked in the client role (convenient for small messages
+    /// and tests).
+    public mutating func frame(_ opcode: Opcode, _ payload: [UInt8], fin: Bool = true, rsv: RSVBits = []) -> [UInt8] {
+        let header = makeHeader(opcode: opcode, fin: fin, rsv: rsv, payloadLength: payload.count)
+        return FrameEncoder.frame(opcode: opcode, payload: payload, fin: fin, rsv: header.rsv, maskingKey: header.maskingKey)
     }
 
-    /// A fresh masking key (for callers that build headers themselves).
+    /// A fresh masking key (for client callers that build headers themselves).
     public mutating func nextMaskingKey() -> MaskingKey { keys.next() }
 
+    /// A fresh key for a frame we send, or nil for a server (it never masks).
+    private mutating func outgoingKey() -> MaskingKey? { role.masksOutgoingFrames ? keys.next() : nil }
+
     private mutating func queue(_ opcode: Opcode, _ payload: [UInt8]) {
-        outbound += FrameEncoder.frame(opcode: opcode, payload: payload, maskingKey: keys.next())
+        outbound += FrameEncoder.frame(opcode: opcode, payload: payload, maskingKey: outgoingKey())
     }
 }

@@ -152,10 +152,15 @@ public final class ConnectionDriver {
 
     deinit { vectors.deallocate() }
 
+    /// Set while the connection runs: a started driver lives until it ends, whether or not
+    /// its owner keeps a reference (the loop itself holds only weak ones).
+    private var running: ConnectionDriver?
+
     /// Starts: reports bytes that came with the handshake, then services the socket.
     public func start() {
-        watch = loop.watch(stream.fileDescriptor) { [unowned self] events in handle(events) }
-        timer = loop.timer { [unowned self] in service() }
+        running = self
+        watch = loop.watch(stream.fileDescriptor) { [weak self] events in self?.handle(events) }
+        timer = loop.timer { [weak self] in self?.service() }
         pings.start(at: .now())
         processReceived()
         scheduleService()
@@ -307,7 +312,7 @@ public final class ConnectionDriver {
     private func scheduleService() {
         guard !serviceQueued, ending == nil, watch != nil else { return }
         serviceQueued = true
-        loop.later { [unowned self] in service() }
+        loop.later { [weak self] in self?.service() }
     }
 
     private var drained: Bool { !endOfStream && discardedAfterClose > ConnectionDriver.drainLimit }
@@ -403,7 +408,8 @@ public final class ConnectionDriver {
     /// Hands everything new in the receive buffer to the protocol and reports the events.
     private func processReceived() {
         guard let buffer = receiveBuffer, parsed < buffer.count, let delegate else { return }
-        let input = UnsafeRawBufferPointer(start: buffer.base, count: buffer.count)  // MERGE: mutable once the core unmasks in place
+        // Mutable: a server unmasks client payloads in place.
+        let input = UnsafeMutableRawBufferPointer(start: buffer.base, count: buffer.count)
         do throws(ReceiveError) {
             while let event = try core.receive(input, &parsed) {
                 switch event {
@@ -568,6 +574,7 @@ public final class ConnectionDriver {
         let owner = delegate
         delegate = nil
         owner?.connection(self, didEnd: result)
+        running = nil
     }
 }
 

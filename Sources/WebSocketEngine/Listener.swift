@@ -27,8 +27,8 @@ public final class Listener {
     }
 
     public func start() {
-        watch = loop.watch(socket.fileDescriptor) { [unowned self] _ in acceptAll() }
-        retry = loop.timer { [unowned self] in resume() }
+        watch = loop.watch(socket.fileDescriptor) { [weak self] _ in self?.acceptAll() }
+        retry = loop.timer { [weak self] in self?.resume() }
         resume()
     }
 

@@ -29,7 +29,12 @@ public final class TCPStream: ByteStream {
 
     public func write(_ vectors: UnsafePointer<iovec>, count: Int) -> IOResult {
         while true {
-            let n = Glibc.writev(fileDescriptor, vectors, Int32(min(count, 1024)))
+            // sendmsg with MSG_NOSIGNAL, not writev: a peer gone away is EPIPE here, never
+            // a SIGPIPE that kills a process which did not ignore it (library users).
+            var message = msghdr()
+            message.msg_iov = UnsafeMutablePointer(mutating: vectors)
+            message.msg_iovlen = min(count, 1024)
+            let n = sendmsg(fileDescriptor, &message, Int32(MSG_NOSIGNAL))
             if n >= 0 { return .done(n) }
             let code = errno
             if code == EINTR { continue }

@@ -40,6 +40,12 @@ struct SplitMix64: RandomNumberGenerator {
 
 // MARK: - Feeding input in pieces
 
+/// Runs `body` over a mutable copy of `bytes` (a server-role reader unmasks in place).
+func withMutableBytes<R>(_ bytes: [UInt8], _ body: (UnsafeMutableRawBufferPointer) throws -> R) rethrows -> R {
+    var copy = bytes
+    return try copy.withUnsafeMutableBytes(body)
+}
+
 /// Every split point that cuts `count` bytes in two (including the empty first and last pieces).
 func twoWaySplits(_ count: Int) -> [[Int]] { (0...count).map { [$0] } }
 
@@ -49,7 +55,8 @@ func byteByByte(_ count: Int) -> [Int] { count > 1 ? Array(1..<count) : [] }
 /// Feeds `input` cut at `splits` (sorted offsets) to `next`, one piece at a time, calling
 /// `next` until it returns nil before moving to the next piece, as a caller reading a socket
 /// would. Each piece is a separate buffer view, so ranges are relative to the piece;
-/// `record` gets each event with the offset of its piece in `input`.
+/// `record` gets each event with the offset of its piece in `input` and the piece (a
+/// mutable copy, whose bytes a server-role reader has unmasked).
 /// Returns the error thrown, if any, and how many bytes of `input` had been handed over
 /// when it was thrown (with one-byte pieces: the offset of the guilty byte plus one).
 /// Every piece must be consumed entirely unless `finished()` says the consumer stopped
@@ -57,14 +64,14 @@ func byteByByte(_ count: Int) -> [Int] { count > 1 ? Array(1..<count) : [] }
 func drive<Event>(_ input: [UInt8], splits: [Int],
                   file: StaticString = #filePath, line: UInt = #line,
                   finished: () -> Bool = { false },
-                  next: (UnsafeRawBufferPointer, inout Int) throws -> Event?,
-                  record: (Event, Int) -> Void) -> (error: ReceiveError?, fedWhenFailed: Int?) {
+                  next: (UnsafeMutableRawBufferPointer, inout Int) throws -> Event?,
+                  record: (Event, Int, UnsafeMutableRawBufferPointer) -> Void) -> (error: ReceiveError?, fedWhenFailed: Int?) {
     let bounds = [0] + splits + [input.count]
-    return input.withUnsafeBytes { (whole: UnsafeRawBufferPointer) -> (ReceiveError?, Int?) in
+    return withMutableBytes(input) { (whole: UnsafeMutableRawBufferPointer) -> (ReceiveError?, Int?) in
         for piece in 0..<(bounds.count - 1) {
             let start = bounds[piece], end = bounds[piece + 1]
             precondition(start <= end, "split points must be sorted")
-            let buffer = UnsafeRawBufferPointer(rebasing: whole[start..<end])
+            let buffer = UnsafeMutableRawBufferPointer(rebasing: whole[start..<end])
             var index = 0
             var events = 0
             while true {
@@ -80,7 +87,7 @@ func drive<Event>(_ input: [UInt8], splits: [Int],
                 guard let event else { break }
                 XCTAssert(index >= 0 && index <= buffer.count, "index \(index) out of 0...\(buffer.count)",
                           file: file, line: line)
-                record(event, start)
+                record(event, start, buffer)
                 events += 1
                 if events > 4 * buffer.count + 64 {
                     XCTFail("no progress: too many events from a \(buffer.count)-byte piece", file: file, line: line)
@@ -128,8 +135,8 @@ func runParser(_ input: [UInt8], splits: [Int] = [], file: StaticString = #fileP
     var parser = FrameParser()
     var events: [FrameEvent] = []
     let (error, fed) = drive(input, splits: splits, file: file, line: line, next: { buffer, index in
-        try parser.next(buffer, &index)
-    }, record: { event, offset in
+        try parser.next(UnsafeRawBufferPointer(buffer), &index)
+    }, record: { event, offset, _ in
         switch event {
         case .header(let header): events.append(.header(header))
         case .payload(let range, let end):
@@ -210,7 +217,7 @@ struct ReaderRun {
 /// Feeds `input` cut at `splits` to `next` (a reader's or connection's) and collects events.
 func collectInbound(_ input: [UInt8], splits: [Int], file: StaticString = #filePath, line: UInt = #line,
                     finished: () -> Bool,
-                    next: (UnsafeRawBufferPointer, inout Int) throws -> InboundEvent?) -> ReaderRun {
+                    next: (UnsafeMutableRawBufferPointer, inout Int) throws -> InboundEvent?) -> ReaderRun {
     var events: [Inbound] = []
     var data: [UInt8]?  // adjacent data events, joined
     var dataEvents = 0
@@ -218,14 +225,14 @@ func collectInbound(_ input: [UInt8], splits: [Int], file: StaticString = #fileP
         if let pending = data { events.append(.data(pending)); data = nil }
         events.append(event)
     }
-    let (error, fed) = drive(input, splits: splits, file: file, line: line, finished: finished, next: next, record: { event, offset in
+    let (error, fed) = drive(input, splits: splits, file: file, line: line, finished: finished, next: next, record: { event, _, buffer in
         switch event {
         case .messageStart(let kind): append(.start(kind))
         case .messageData(let range):
             dataEvents += 1
             XCTAssertFalse(range.isEmpty, "empty messageData event", file: file, line: line)
             if data == nil { data = [] }
-            data!.append(contentsOf: input[(range.lowerBound + offset)..<(range.upperBound + offset)])
+            data!.append(contentsOf: UnsafeRawBufferPointer(rebasing: buffer[range]))
         case .messageEnd: append(.end)
         case .ping(let payload): append(.ping(payload))
         case .pong(let payload): append(.pong(payload))
@@ -237,9 +244,9 @@ func collectInbound(_ input: [UInt8], splits: [Int], file: StaticString = #fileP
 }
 
 /// Runs a `MessageReader` over `input` cut at `splits`.
-func runReader(_ input: [UInt8], splits: [Int] = [], maximumMessageSize: UInt64 = 64 << 20,
-               file: StaticString = #filePath, line: UInt = #line) -> ReaderRun {
-    var reader = MessageReader(maximumMessageSize: maximumMessageSize)
+func runReader(_ input: [UInt8], splits: [Int] = [], role: Role = .client, maximumMessageSize: UInt64 = 64 << 20,
+               extensionRSV: RSVBits = [], file: StaticString = #filePath, line: UInt = #line) -> ReaderRun {
+    var reader = MessageReader(role: role, maximumMessageSize: maximumMessageSize, extensionRSV: extensionRSV)
     return collectInbound(input, splits: splits, file: file, line: line, finished: { reader.isFinished }) { buffer, index in
         try reader.next(buffer, &index)
     }

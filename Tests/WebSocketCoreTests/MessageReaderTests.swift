@@ -304,7 +304,7 @@ final class MessageReaderTests: XCTestCase {
         let input = serverFrame(.close, [0x03, 0xE8]) + serverFrame(.text, utf8("late")) + [0xFF, 0xFF, 0xFF]
         var reader = MessageReader()
         var events: [InboundEvent] = []
-        try input.withUnsafeBytes { buffer in
+        try withMutableBytes(input) { buffer in
             var index = 0
             while let event = try? reader.next(buffer, &index) { events.append(event) }
             XCTAssertEqual(events, [.close(ClosePayload(code: .normalClosure))])
@@ -314,7 +314,7 @@ final class MessageReaderTests: XCTestCase {
             XCTAssertNil(try reader.next(buffer, &index))
             XCTAssertNil(try reader.next(buffer, &index))
         }
-        try serverFrame(.ping, []).withUnsafeBytes { buffer in
+        try withMutableBytes(serverFrame(.ping, [])) { buffer in
             var index = 0
             XCTAssertNil(try reader.next(buffer, &index))
         }
@@ -322,7 +322,7 @@ final class MessageReaderTests: XCTestCase {
 
     func testNothingIsReportedAfterAnError() throws {
         var reader = MessageReader()
-        ([0x83, 0x00] as [UInt8]).withUnsafeBytes { buffer in
+        withMutableBytes([0x83, 0x00]) { buffer in
             var index = 0
             do throws(ReceiveError) {
                 _ = try reader.next(buffer, &index)
@@ -332,7 +332,7 @@ final class MessageReaderTests: XCTestCase {
             }
         }
         XCTAssertTrue(reader.isFinished)
-        try serverFrame(.text, utf8("ok")).withUnsafeBytes { buffer in
+        try withMutableBytes(serverFrame(.text, utf8("ok"))) { buffer in
             var index = 0
             XCTAssertNil(try reader.next(buffer, &index))
         }
@@ -350,7 +350,7 @@ final class MessageReaderTests: XCTestCase {
         let input = serverFrame(.binary, [10, 11, 12], fin: false) + serverFrame(.continuation, [13, 14])
         var reader = MessageReader()
         var events: [InboundEvent] = []
-        input.withUnsafeBytes { buffer in
+        withMutableBytes(input) { buffer in
             var index = 0
             while let event = try? reader.next(buffer, &index) { events.append(event) }
         }

@@ -25,6 +25,10 @@
 //   - differential: whole-buffer feeding, piecewise feeding and an independent reference
 //     model of RFC 6455's receiving rules give the same events and payload bytes
 //   - MaskingKey.apply in two pieces equals a plain byte-by-byte XOR
+//   - server role: the same stream with every frame masked (a key per frame from the
+//     input, payloads XORed, cut frames too) gives a server-role connection, whole and in
+//     the same pieces, exactly the client role's events, errors included; its control
+//     frames are unmasked (skipped when the stream already has a masked frame)
 
 let fuzzKey = MaskingKey(0x9A, 0x3C, 0x51, 0xE7)
 
@@ -56,6 +60,7 @@ struct Options {
     var limit: UInt64
     var nilEmpty: Bool
     var closeFirst: Bool
+    var role: Role = .client
 }
 
 struct RunResult {
@@ -75,7 +80,7 @@ func appendItem(_ items: inout [Item], _ item: Item) {
 /// every invariant on the way. Each piece is copied into its own exact-size allocation so
 /// AddressSanitizer sees any read past it.
 func feed(_ stream: [UInt8], cuts: [Int], _ options: Options) -> RunResult {
-    var connection = WebSocketConnection(maximumMessageSize: options.limit, keys: .fixed(fuzzKey))
+    var connection = WebSocketConnection(role: options.role, maximumMessageSize: options.limit, keys: .fixed(fuzzKey))
     var result = RunResult()
     var finished = false
     var inMessage = false
@@ -113,7 +118,7 @@ func feed(_ stream: [UInt8], cuts: [Int], _ options: Options) -> RunResult {
             }
         }
         defer { if storage.baseAddress != nil { storage.deallocate() } }
-        let buffer = UnsafeRawBufferPointer(storage)
+        let buffer = storage
 
         var index = 0
         var calls = 0
@@ -212,7 +217,7 @@ func feed(_ stream: [UInt8], cuts: [Int], _ options: Options) -> RunResult {
     }
 
     // The control frames handed out, parsed independently of FrameEncoder.
-    let frames = parseOutbound(result.outbound)
+    let frames = parseOutbound(result.outbound, role: options.role)
     check(frames.count == expectedOutbound.count, "outbound control frames: \(frames.count), expected \(expectedOutbound.count)")
     for (got, want) in zip(frames, expectedOutbound) {
         check(got.0 == want.0 && got.1 == want.1, "unexpected outbound control frame")
@@ -220,29 +225,33 @@ func feed(_ stream: [UInt8], cuts: [Int], _ options: Options) -> RunResult {
     return result
 }
 
-/// Splits masked client control frames; crashes unless each is well formed.
-func parseOutbound(_ bytes: [UInt8]) -> [(Opcode, [UInt8])] {
+/// Splits our control frames (masked for a client, not for a server); crashes unless each
+/// is well formed.
+func parseOutbound(_ bytes: [UInt8], role: Role) -> [(Opcode, [UInt8])] {
+    let keySize = role == .client ? 4 : 0
     var frames: [(Opcode, [UInt8])] = []
     var i = 0
     var closed = false
     while i < bytes.count {
         check(!closed, "a frame after our Close")
-        check(bytes.count - i >= 6, "truncated control frame")
+        check(bytes.count - i >= 2 + keySize, "truncated control frame")
         let first = bytes[i], second = bytes[i + 1]
         check(first & 0x80 != 0, "control frame without FIN")
         check(first & 0x70 == 0, "control frame with RSV bits")
         guard let opcode = Opcode(rawValue: first & 0x0F), opcode.isControl else {
             checkFailed("outbound frame is not a control frame")
         }
-        check(second & 0x80 != 0, "unmasked client frame")
+        check((second & 0x80 != 0) == (role == .client), "a \(role) frame masked wrongly")
         let length = Int(second & 0x7F)
         check(length <= 125, "control frame payload over 125 bytes")
-        let size = 6 + length
+        let size = 2 + keySize + length
         check(size <= 131 && i + size <= bytes.count, "truncated control frame")
-        let key = Array(bytes[(i + 2)..<(i + 6)])
-        check(key == fuzzKey.array, "unexpected masking key")
-        var payload = Array(bytes[(i + 6)..<(i + size)])
-        for j in payload.indices { payload[j] ^= key[j & 3] }
+        var payload = Array(bytes[(i + 2 + keySize)..<(i + size)])
+        if role == .client {
+            let key = Array(bytes[(i + 2)..<(i + 6)])
+            check(key == fuzzKey.array, "unexpected masking key")
+            for j in payload.indices { payload[j] ^= key[j & 3] }
+        }
         if opcode == .close {
             closed = true
             check(payload.count != 1)
@@ -377,6 +386,34 @@ func sameItems(_ a: [Item], _ b: [Item], codesOnly: Bool) -> Bool {
     return true
 }
 
+/// `b` with every frame masked as a client would send it: mask bit set, a key (from the
+/// frame's position and first byte) after the length, payload XORed, a cut last frame
+/// included. nil when a frame is already masked. Stops after a header the parser refuses
+/// (reserved opcode, 2^63 length), whose error then comes at the same place.
+func maskedAsClient(_ b: [UInt8]) -> [UInt8]? {
+    var out: [UInt8] = []
+    var i = 0
+    while i + 2 <= b.count {
+        let second = b[i + 1]
+        if second & 0x80 != 0 { return nil }
+        let code7 = Int(second & 0x7F)
+        let lengthSize = code7 == 126 ? 2 : code7 == 127 ? 8 : 0
+        if b.count - i < 2 + lengthSize { break }
+        var length: UInt64 = 0
+        for k in 0..<lengthSize { length = length << 8 | UInt64(b[i + 2 + k]) }
+        if lengthSize == 0 { length = UInt64(code7) }
+        let key = [UInt8(truncatingIfNeeded: i), b[i], 0x5A, UInt8(truncatingIfNeeded: i >> 8) ^ 0xC3]
+        out += [b[i], second | 0x80] + b[(i + 2)..<(i + 2 + lengthSize)] + key
+        i += 2 + lengthSize
+        let refused = [3, 4, 5, 6, 7, 11, 12, 13, 14, 15].contains(b[i - 2 - lengthSize] & 0x0F) || length >> 63 != 0
+        if refused { return out }
+        let n = Int(min(UInt64(b.count - i), length))
+        for j in 0..<n { out.append(b[i + j] ^ key[j & 3]) }
+        i += n
+    }
+    return out + b[i...]
+}
+
 func checkMasking(_ data: [UInt8], offset: Int, cut: Int) {
     var bytes = data
     let cut = min(cut, bytes.count)
@@ -418,6 +455,17 @@ public func fuzzFrames(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
     let expected = model(stream, limit: options.limit)
     check(sameItems(expected, whole.items, codesOnly: true),
                  "the reference model differs:\nmodel \(expected)\nwhole \(whole.items)")
+
+    if let masked = maskedAsClient(stream) {
+        var serverOptions = options
+        serverOptions.role = .server
+        let served = feed(masked, cuts: cuts.map { min($0, masked.count) }, serverOptions)
+        let servedWhole = feed(masked, cuts: [], serverOptions)
+        check(sameItems(whole.items, servedWhole.items, codesOnly: false),
+              "the server role differs on the masked stream:\nclient \(whole.items)\nserver \(servedWhole.items)")
+        check(sameItems(servedWhole.items, served.items, codesOnly: false),
+              "server role: whole and piecewise feeding differ:\n\(servedWhole.items)\n\(served.items)")
+    }
 
     if !stream.isEmpty {
         checkMasking(stream, offset: Int(stream[0]), cut: cutCount > 0 ? Int(input[1]) : stream.count / 2)

@@ -1,0 +1,337 @@
+import Glibc
+import WebSocketCore
+import WebSocketEngine
+import WebSocketTransport
+import XCTest
+
+/// Records what a driver reports; optionally echoes every message back (the server side).
+final class Recorder: ConnectionDelegate {
+    struct Message: Equatable {
+        var kind: MessageKind
+        var bytes: [UInt8]
+        var text: String { String(decoding: bytes, as: UTF8.self) }
+    }
+    var messages: [Message] = []
+    var current: Message?
+    var pings: [[UInt8]] = []
+    var pongs: [(payload: [UInt8], rtt: Double?)] = []
+    var closes: [ClosePayload] = []
+    var failures: [ReceiveError] = []
+    var notes: [ConnectionNote] = []
+    var ending: ConnectionEnding?
+    var echoes = false
+
+    func connection(_ connection: ConnectionDriver, didStartMessage kind: MessageKind) { current = Message(kind: kind, bytes: []) }
+    func connection(_ connection: ConnectionDriver, didReceive bytes: UnsafeMutableRawPointer, count: Int, in buffer: ByteBuffer) {
+        current?.bytes += Array(UnsafeRawBufferPointer(start: bytes, count: count))
+    }
+    func connectionDidEndMessage(_ connection: ConnectionDriver) {
+        guard let message = current else { return }
+        messages.append(message)
+        current = nil
+        if echoes { connection.send(message.kind == .text ? .text : .binary, bytes: message.bytes) }
+    }
+    func connection(_ connection: ConnectionDriver, didReceivePing payload: [UInt8]) { pings.append(payload) }
+    func connection(_ connection: ConnectionDriver, didReceivePong payload: [UInt8], roundTrip: Double?) { pongs.append((payload, roundTrip)) }
+    func connection(_ connection: ConnectionDriver, didReceiveClose payload: ClosePayload) { closes.append(payload) }
+    func connection(_ connection: ConnectionDriver, didFail error: ReceiveError) { failures.append(error) }
+    func connection(_ connection: ConnectionDriver, note: ConnectionNote) { notes.append(note) }
+    func connection(_ connection: ConnectionDriver, didEnd ending: ConnectionEnding) { self.ending = ending }
+}
+
+/// Two connected stream ends (a Unix socketpair), non-blocking.
+func streamPair() -> (TCPStream, TCPStream) {
+    var fds: [Int32] = [-1, -1]
+    precondition(socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0, &fds) == 0)
+    return (TCPStream(adopting: fds[0], remoteAddress: "pair:0"), TCPStream(adopting: fds[1], remoteAddress: "pair:1"))
+}
+
+final class ConnectionDriverTests: XCTestCase {
+    var loop: EventLoop!
+
+    override func setUpWithError() throws { loop = try EventLoop() }
+
+    /// Turns the loop until `done` holds or `seconds` pass.
+    @discardableResult
+    func spin(_ seconds: Double = 3, until done: () -> Bool) -> Bool {
+        let deadline = Instant.now().adding(seconds: seconds)
+        let stopper = loop.timer {}
+        while !done() {
+            if Instant.now() >= deadline { return false }
+            loop.arm(stopper, at: Instant.now().adding(seconds: 0.02))
+            loop.turn()
+        }
+        return true
+    }
+
+    /// A client-role and a server-role driver over a socketpair.
+    func pair(clientOptions: ConnectionOptions = .init(), serverOptions: ConnectionOptions = .init())
+        -> (client: ConnectionDriver, clientLog: Recorder, server: ConnectionDriver, serverLog: Recorder) {
+        let (a, b) = streamPair()
+        let clientLog = Recorder(), serverLog = Recorder()
+        let client = ConnectionDriver(loop: loop, stream: a, core: WebSocketConnection(role: .client), options: clientOptions, delegate: clientLog)
+        let server = ConnectionDriver(loop: loop, stream: b, core: WebSocketConnection(role: .server), options: serverOptions, delegate: serverLog)
+        client.start()
+        server.start()
+        return (client, clientLog, server, serverLog)
+    }
+
+    func testTextBinaryAndFragmentedMessagesBothWays() {
+        let (client, clientLog, server, serverLog) = pair()
+        client.send(.text, bytes: Array("hello".utf8))
+        client.send(.binary, bytes: [0, 1, 2, 0xFF])
+        client.send(.text, fin: false, bytes: Array("frag".utf8))
+        client.send(.continuation, fin: false, bytes: Array("men".utf8))
+        client.send(.continuation, fin: true, bytes: Array("ted é".utf8))
+        let big = (0..<300_000).map { UInt8(truncatingIfNeeded: $0 &* 7) }
+        client.send(.binary, bytes: big)
+        XCTAssertTrue(spin { serverLog.messages.count == 4 })
+        XCTAssertEqual(serverLog.messages.map(\.kind), [.text, .binary, .text, .binary])
+        XCTAssertEqual(serverLog.messages[0].text, "hello")
+        XCTAssertEqual(serverLog.messages[1].bytes, [0, 1, 2, 0xFF])
+        XCTAssertEqual(serverLog.messages[2].text, "fragmented é")
+        XCTAssertEqual(serverLog.messages[3].bytes, big, "a masked 300 KB message arrives unmasked and whole")
+
+        server.send(.text, bytes: Array("back".utf8))
+        server.send(.binary, bytes: big)
+        XCTAssertTrue(spin { clientLog.messages.count == 2 })
+        XCTAssertEqual(clientLog.messages[0].text, "back")
+        XCTAssertEqual(clientLog.messages[1].bytes, big)
+    }
+
+    func testPingPongAndKeepaliveRoundTrip() {
+        var options = ConnectionOptions()
+        options.pingInterval = 0.05
+        let (client, clientLog, _, serverLog) = pair(clientOptions: options)
+        XCTAssertTrue(client.ping([1, 2, 3]))
+        XCTAssertTrue(spin { serverLog.pings.contains([1, 2, 3]) && clientLog.pongs.contains { $0.payload == [1, 2, 3] } })
+        XCTAssertTrue(spin { clientLog.pongs.contains { $0.rtt != nil } }, "a keepalive ping is answered with its round trip")
+        XCTAssertNotNil(client.lastRoundTrip)
+        XCTAssertTrue(clientLog.notes.contains(.pingQueued(8)))
+    }
+
+    func testCloseStartedByTheClient() {
+        let (client, clientLog, _, serverLog) = pair()
+        client.send(.text, bytes: Array("last".utf8))
+        client.close(ClosePayload(code: .normalClosure, reason: Array("done".utf8)))
+        XCTAssertTrue(spin { clientLog.ending != nil && serverLog.ending != nil })
+        XCTAssertEqual(serverLog.messages.map(\.text), ["last"], "data before the Close arrives")
+        XCTAssertEqual(serverLog.closes, [ClosePayload(code: .normalClosure, reason: Array("done".utf8))])
+        guard case .closed(let ours)? = clientLog.ending, case .closed(let theirs)? = serverLog.ending else {
+            return XCTFail("\(String(describing: clientLog.ending)) \(String(describing: serverLog.ending))")
+        }
+        XCTAssertTrue(ours.initiatedByUs)
+        XCTAssertFalse(theirs.initiatedByUs)
+        XCTAssertEqual(ours.received.code, .normalClosure, "the echo")
+        XCTAssertTrue(ours.isNormal && theirs.isNormal)
+    }
+
+    func testCloseStartedByTheServerWithAnApplicationCode() {
+        let (_, clientLog, server, serverLog) = pair()
+        server.close(ClosePayload(code: CloseCode(rawValue: 4001), reason: Array("bye".utf8)))
+        XCTAssertTrue(spin { clientLog.ending != nil && serverLog.ending != nil })
+        guard case .closed(let seen)? = clientLog.ending else { return XCTFail("\(String(describing: clientLog.ending))") }
+        XCTAssertFalse(seen.initiatedByUs)
+        XCTAssertEqual(seen.received.code?.rawValue, 4001)
+        XCTAssertFalse(seen.isNormal, "a code other than 1000 from the peer")
+        guard case .closed(let own)? = serverLog.ending else { return XCTFail() }
+        XCTAssertTrue(own.isNormal, "the peer echoed our code")
+    }
+
+    func testEndAfterDeliveryWaitsForTheBarrierPong() {
+        let (client, clientLog, server, serverLog) = pair()
+        serverLog.echoes = true
+        for i in 0..<100 { client.send(.text, bytes: Array("m\(i)".utf8)) }
+        client.closeAfterDelivery(ClosePayload(code: .normalClosure))
+        XCTAssertTrue(spin { clientLog.ending != nil && serverLog.ending != nil })
+        XCTAssertEqual(clientLog.messages.count, 100, "every echo came back before the Close")
+        XCTAssertEqual(clientLog.notes.filter { $0 == .barrierQueued || $0 == .barrierAnswered }, [.barrierQueued, .barrierAnswered])
+        XCTAssertEqual(serverLog.pings.count, 1)
+        XCTAssertTrue(serverLog.pings[0].starts(with: Array("wspipe:eof:".utf8)))
+        _ = server
+    }
+
+    func testMaskedFrameFromTheServerFailsTheClientWith1002() throws {
+        let (a, b) = streamPair()
+        let log = Recorder()
+        let client = ConnectionDriver(loop: loop, stream: a, core: WebSocketConnection(role: .client), delegate: log)
+        client.start()
+        // A masked text frame: servers never mask (RFC 6455 §5.1).
+        var frame: [UInt8] = [0x81, 0x85, 0x37, 0xfa, 0x21, 0x3d, 0x7f, 0x9f, 0x4d, 0x51, 0x58]
+        XCTAssertEqual(write(b.fileDescriptor, &frame, frame.count), frame.count)
+        XCTAssertTrue(spin { log.ending != nil })
+        guard case .failed(let error)? = log.ending else { return XCTFail("\(String(describing: log.ending))") }
+        XCTAssertEqual(error.closeCode, .protocolError)
+        XCTAssertEqual(try readClose(b), 1002)
+    }
+
+    func testUnmaskedFrameFromTheClientFailsTheServerWith1002() throws {
+        let (a, b) = streamPair()
+        let log = Recorder()
+        let server = ConnectionDriver(loop: loop, stream: b, core: WebSocketConnection(role: .server), delegate: log)
+        server.start()
+        var frame: [UInt8] = [0x81, 0x05] + Array("Hello".utf8)
+        XCTAssertEqual(write(a.fileDescriptor, &frame, frame.count), frame.count)
+        XCTAssertTrue(spin { log.ending != nil })
+        guard case .failed(let error)? = log.ending else { return XCTFail("\(String(describing: log.ending))") }
+        XCTAssertEqual(error.closeCode, .protocolError)
+        XCTAssertEqual(log.messages, [], "nothing of the bad frame is reported")
+        XCTAssertEqual(try readClose(a), 1002)
+    }
+
+    func testInvalidUTF8FromTheClientFailsTheServerWith1007() throws {
+        let (a, b) = streamPair()
+        let log = Recorder()
+        let server = ConnectionDriver(loop: loop, stream: b, core: WebSocketConnection(role: .server), delegate: log)
+        server.start()
+        var keys = MaskingKeyGenerator.fixed(MaskingKey(0x11, 0x22, 0x33, 0x44))
+        var frame = FrameEncoder.frame(opcode: .text, payload: [0x61, 0xC3, 0x28], maskingKey: keys.next())
+        XCTAssertEqual(write(a.fileDescriptor, &frame, frame.count), frame.count)
+        XCTAssertTrue(spin { log.ending != nil })
+        guard case .failed(let error)? = log.ending else { return XCTFail("\(String(describing: log.ending))") }
+        XCTAssertEqual(error.closeCode, .invalidPayloadData)
+        XCTAssertEqual(try readClose(a), 1007)
+    }
+
+    func testPeerVanishingIsALoss() {
+        let (a, b) = streamPair()
+        let log = Recorder()
+        let client = ConnectionDriver(loop: loop, stream: a, core: WebSocketConnection(role: .client), delegate: log)
+        client.start()
+        b.close()
+        XCTAssertTrue(spin { log.ending != nil })
+        XCTAssertEqual(log.ending, .lost(.peerClosedTCP(afterOurClose: false)))
+    }
+
+    func testCloseTimeoutCountsOnlyWithoutProgress() {
+        // The peer never reads: once the socket buffers are full nothing moves, and the
+        // ending gives up one close timeout after the last progress, not two.
+        let (a, b) = streamPair()
+        var options = ConnectionOptions()
+        options.closeTimeout = 0.4
+        let log = Recorder()
+        let client = ConnectionDriver(loop: loop, stream: a, core: WebSocketConnection(role: .client), options: options, delegate: log)
+        client.start()
+        let chunk = [UInt8](repeating: 0x61, count: 64 * 1024)
+        for _ in 0..<64 { client.send(.binary, bytes: chunk) }
+        spin(0.3) { false }
+        let began = Instant.now()
+        client.closeAfterDelivery(ClosePayload(code: .normalClosure))
+        XCTAssertTrue(spin(5) { log.ending != nil })
+        let took = Instant.now().seconds(since: began)
+        guard case .timedOut(let wait)? = log.ending else { return XCTFail("\(String(describing: log.ending))") }
+        XCTAssertFalse(wait.closeWritten, "the Close never reached the socket")
+        XCTAssertEqual(wait.limit, 0.4)
+        XCTAssertLessThan(took, 1.2, "one close timeout (plus a little), not one per stage")
+        XCTAssertGreaterThan(took, 0.35)
+        _ = b
+    }
+
+    func testManyConnectionsOnOneLoopOverTCP() throws {
+        let socket = try TCPListener(address: "127.0.0.1", port: 0)
+        var servers: [ConnectionDriver] = []
+        let serverLog = Recorder()
+        serverLog.echoes = true
+        let listener = Listener(loop: loop, socket: socket) { [loop] stream in
+            let driver = ConnectionDriver(loop: loop!, stream: stream, core: WebSocketConnection(role: .server), delegate: serverLog)
+            servers.append(driver)
+            driver.start()
+        }
+        listener.start()
+        var clients: [(ConnectionDriver, Recorder)] = []
+        for i in 0..<200 {
+            let fd = try connectBlocking(port: socket.port)
+            let log = Recorder()
+            let driver = ConnectionDriver(loop: loop, stream: TCPStream(adopting: fd, remoteAddress: "client \(i)"),
+                                          core: WebSocketConnection(role: .client), delegate: log)
+            driver.start()
+            driver.send(.text, bytes: Array("client \(i)".utf8))
+            clients.append((driver, log))
+        }
+        XCTAssertTrue(spin(10) { clients.allSatisfy { $0.1.messages.count == 1 } })
+        for (i, (_, log)) in clients.enumerated() { XCTAssertEqual(log.messages.first?.text, "client \(i)") }
+        XCTAssertEqual(servers.count, 200)
+        for (driver, _) in clients { driver.close(ClosePayload(code: .normalClosure)) }
+        XCTAssertTrue(spin(10) { clients.allSatisfy { $0.1.ending != nil } && servers.allSatisfy { $0.ending != nil } })
+        XCTAssertTrue(clients.allSatisfy { if case .closed(let h)? = $0.1.ending { return h.isNormal } else { return false } })
+        listener.close()
+    }
+
+    func testTimersFireInOrderAndMove() {
+        var fired: [Int] = []
+        let now = Instant.now()
+        let t1 = loop.timer { fired.append(1) }
+        let t2 = loop.timer { fired.append(2) }
+        let t3 = loop.timer { fired.append(3) }
+        loop.arm(t1, at: now.adding(seconds: 0.05))
+        loop.arm(t2, at: now.adding(seconds: 0.01))
+        loop.arm(t3, at: now.adding(seconds: 0.02))
+        loop.arm(t3, at: now.adding(seconds: 0.5))  // moved later
+        loop.arm(t3, at: nil)                          // and disarmed
+        XCTAssertTrue(spin(2) { fired.count == 2 })
+        spin(0.1) { false }
+        XCTAssertEqual(fired, [2, 1])
+    }
+
+    func testWakeFromAnotherThread() {
+        var woken = 0
+        loop.onWake = { woken += 1 }
+        let loop = self.loop!
+        let thread = Thread { loop.wake() }
+        thread.start()
+        XCTAssertTrue(spin(2) { woken > 0 })
+    }
+
+    // MARK: - Helpers
+
+    /// Reads the Close frame the driver sent on `stream` (unmasked or masked) and returns its code.
+    func readClose(_ stream: TCPStream) throws -> Int {
+        var bytes: [UInt8] = []
+        let deadline = Instant.now().adding(seconds: 2)
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while Instant.now() < deadline {
+            let n = read(stream.fileDescriptor, &buffer, buffer.count)
+            if n > 0 { bytes += buffer[0..<n] } else if n == 0 { break } else { usleep(5000) }
+            if bytes.count >= 4 { break }
+        }
+        guard bytes.count >= 4, bytes[0] == 0x88 else { throw XCTSkip("no Close frame: \(bytes)") }
+        let masked = bytes[1] & 0x80 != 0
+        var payload = Array(bytes[(masked ? 6 : 2)...])
+        if masked {
+            let key = Array(bytes[2..<6])
+            while payload.count < 2 { usleep(5000) }
+            for i in payload.indices { payload[i] ^= key[i % 4] }
+        }
+        return Int(payload[0]) << 8 | Int(payload[1])
+    }
+}
+
+/// A blocking connect to 127.0.0.1:port, returning the descriptor.
+func connectBlocking(port: UInt16) throws -> Int32 {
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_port = port.bigEndian
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    let result = withUnsafePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+    }
+    guard result == 0 else { throw XCTSkip("connect failed: \(errno)") }
+    return fd
+}
+
+/// A minimal thread (no Foundation in the engine's tests' dependencies is needed for this).
+final class Thread {
+    private let body: () -> Void
+    init(_ body: @escaping () -> Void) { self.body = body }
+    func start() {
+        let box = Unmanaged.passRetained(self)
+        var handle = pthread_t()
+        pthread_create(&handle, nil, { raw in
+            let thread = Unmanaged<Thread>.fromOpaque(raw!).takeRetainedValue()
+            thread.body()
+            return nil
+        }, box.toOpaque())
+        pthread_detach(handle)
+    }
+}
