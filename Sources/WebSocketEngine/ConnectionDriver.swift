@@ -85,7 +85,6 @@ public final class ConnectionDriver {
     @exclusivity(unchecked) private var waiting = MessageQueue()
     @exclusivity(unchecked) private var receiveBuffer: ByteBuffer?
     @exclusivity(unchecked) private var parsed = 0
-    private let vectors = UnsafeMutableBufferPointer<iovec>.allocate(capacity: 1024)
 
     private var readInterest = PollInterest.read
     private var readReady = true
@@ -149,8 +148,6 @@ public final class ConnectionDriver {
         let digits = Array("0123456789abcdef".utf8)
         barrierPayload = Array("wspipe:eof:".utf8) + (0..<16).map { _ in digits[Int(random.next() & 15)] }
     }
-
-    deinit { vectors.deallocate() }
 
     /// Set while the connection runs: a started driver lives until it ends, whether or not
     /// its owner keeps a reference (the loop itself holds only weak ones).
@@ -464,7 +461,7 @@ public final class ConnectionDriver {
     private func flush() {
         guard !outbound.isEmpty || stream.hasPendingOutput, !outputShutDown else { return }
         let before = outbound.totalWritten
-        switch outbound.write(to: stream, vectors: vectors) {
+        switch outbound.write(to: stream, vectors: loop.vectors) {
         case .done, .endOfStream:
             break
         case .wouldBlock(let interest):

@@ -83,6 +83,9 @@ public final class EventLoop {
     private var timerGeneration: UInt64 = 0
     private var soon: [() -> Void] = []
     private var events: UnsafeMutableBufferPointer<epoll_event>
+    /// Scratch iovecs for one writev at a time, shared by everything on this loop (one
+    /// thread): a connection holds none of its own.
+    public let vectors = UnsafeMutableBufferPointer<iovec>.allocate(capacity: 1024)
     private var stopped = false
     /// Called on the loop's thread after `wake()`.
     public var onWake: (() -> Void)?
@@ -106,6 +109,7 @@ public final class EventLoop {
 
     deinit {
         events.deallocate()
+        vectors.deallocate()
         Glibc.close(wakeFD)
         Glibc.close(epfd)
     }
