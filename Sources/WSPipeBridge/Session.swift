@@ -112,27 +112,9 @@ public final class Session: ConnectionDelegate {
         Signals.exitAtOnce.store(false, ordering: .relaxed)
         log.event("connected: \(Diagnostics.redactedTarget(opened.url.description))")
 
-        var options = ConnectionOptions()
-        options.closeTimeout = config.closeTimeout
-        options.pingInterval = config.pingInterval
-        options.pingTimeout = config.pingTimeout
-        options.receiveBufferSize = Session.receiveBufferSize
-        options.queueLimit = outboundHighWater
-        options.keepsBuffersWhenIdle = true
-        let driver = ConnectionDriver(loop: loop, stream: opened.stream,
-                                      core: WebSocketConnection(maximumMessageSize: config.maxMessageSize),
-                                      options: options, received: receiveBuffer, parsed: opened.headLength, delegate: self)
-        self.driver = driver
-        lastActivity = .now()  // --idle-timeout counts from the open connection
-        for text in config.sendMessages {
-            driver.send(.text, bytes: Array(text.utf8))
-            sent.messages += 1
-            sent.bytes += UInt64(text.utf8.count)
-        }
         startTimers()
-        driver.start()
-        refreshStdin()
-        refreshStdout()
+        attach(stream: opened.stream, core: WebSocketConnection(maximumMessageSize: config.maxMessageSize),
+               received: receiveBuffer, parsed: opened.headLength)
         loop.run()
 
         Signals.exitAtOnce.store(true, ordering: .relaxed)
@@ -140,6 +122,37 @@ public final class Session: ConnectionDelegate {
         stdout.drain()
         return conclude(writerFailure: stdout.failure)
     }
+
+    /// Puts a connection under this session: the --send messages go first, then stdin and
+    /// stdout flow through it until it ends. Connections can follow one another (the
+    /// one-client server, reconnection): stdin, stdout, counts and timers carry over, and
+    /// `continuesAfter` decides, when one ends, whether the session waits for the next.
+    func attach(stream: ByteStream, core: WebSocketConnection, received: ByteBuffer?, parsed: Int) {
+        var options = ConnectionOptions()
+        options.closeTimeout = config.closeTimeout
+        options.pingInterval = config.pingInterval
+        options.pingTimeout = config.pingTimeout
+        options.receiveBufferSize = Session.receiveBufferSize
+        options.queueLimit = outboundHighWater
+        options.keepsBuffersWhenIdle = true
+        let driver = ConnectionDriver(loop: loop, stream: stream, core: core, options: options,
+                                      received: received, parsed: parsed, delegate: self)
+        self.driver = driver
+        ending = nil
+        lastActivity = .now()  // --idle-timeout counts from the open connection
+        for text in config.sendMessages {
+            driver.send(.text, bytes: Array(text.utf8))
+            sent.messages += 1
+            sent.bytes += UInt64(text.utf8.count)
+        }
+        driver.start()
+        refreshStdin()
+        refreshStdout()
+    }
+
+    /// Asked when a connection ends: true to keep the session (and its loop) running for
+    /// another connection, which the caller attaches. Nil: the session ends with it.
+    var continuesAfter: ((ConnectionEnding) -> Bool)?
 
     /// Receive buffers, measured with scripts/bench on 1 GiB transfers: larger ones buy no
     /// speed (the kernel's socket buffers do the real buffering) and cost peak RSS.
@@ -226,7 +239,7 @@ public final class Session: ConnectionDelegate {
         case .closed, .failed: break
         case .lost, .timedOut: output.discardPending()  // a partial message is dropped
         }
-        loop.stop()
+        if continuesAfter?(ending) != true { loop.stop() }
     }
 
     // MARK: - stdin

@@ -42,6 +42,14 @@ public extension ConnectionDelegate {
     func connectionHasRoom(_ connection: ConnectionDriver) {}
 }
 
+/// Where outgoing data frames go: a connection, or (later) a queue that holds messages
+/// while there is none. `owner` keeps the payload alive; a large payload may be masked in
+/// place there, so do not change it after.
+public protocol MessageSink: AnyObject {
+    func send(_ opcode: Opcode, fin: Bool, _ payload: UnsafeMutableRawPointer?, count: Int, in owner: ByteBuffer?)
+    func send(_ opcode: Opcode, fin: Bool, bytes: [UInt8])
+}
+
 /// Settings of one connection driver.
 public struct ConnectionOptions: Sendable {
     /// Seconds the closing handshake may go without progress (RFC 6455 §7.1.1).
@@ -71,7 +79,7 @@ public struct ConnectionOptions: Sendable {
 /// room: until then they wait as messages behind any control frame. Large payloads are
 /// masked in place and written from where the owner put them; small ones are copied next
 /// to their headers so a burst of them goes out in one writev(2).
-public final class ConnectionDriver {
+public final class ConnectionDriver: MessageSink {
     public let loop: EventLoop
     public let options: ConnectionOptions
     private var delegate: ConnectionDelegate?
