@@ -3,7 +3,7 @@ import WebSocketCore
 import WebSocketTransport
 
 /// Why a session never opened, with its exit status.
-enum OpenError: Error {
+public enum OpenError: Error {
     case transport(TransportError)
     case handshake(HandshakeError, body: [UInt8])
     /// The connection broke or closed during the handshake.

@@ -5,6 +5,7 @@
 import Foundation
 import XCTest
 @testable import WSPipeBridge
+@testable import WSPipeCLI
 
 final class CompletionTests: XCTestCase {
     private static let root = URL(fileURLWithPath: #filePath)

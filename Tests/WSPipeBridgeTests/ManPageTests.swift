@@ -5,6 +5,7 @@
 import Foundation
 import XCTest
 @testable import WSPipeBridge
+@testable import WSPipeCLI
 import WebSocketTransport
 
 final class ManPageTests: XCTestCase {
