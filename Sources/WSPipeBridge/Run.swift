@@ -1,4 +1,5 @@
 import CWSPipeShims
+import WebSocketTransport
 
 /// Runs a session for `config` and returns how it ended (errors already printed).
 ///
@@ -15,7 +16,7 @@ public func runBridge(_ config: BridgeConfiguration) -> ExitStatus {
         let session = try Session(config: config, log: log)
         return session.run()
     } catch {
-        let (message, status) = report(.local(error))
+        let (message, status) = report(error)
         if let message { log.error(message) }
         return status
     }
