@@ -15,6 +15,13 @@ public final class Diagnostics: @unchecked Sendable {
     /// An error: always printed.
     public func error(_ message: String) { emit("wspipe: \(message)") }
 
+    /// Prints `failure`'s message (if it has one) as an error; returns its exit status.
+    public func report(_ failure: Failure) -> ExitStatus {
+        let (message, status) = WSPipeBridge.report(failure)
+        if let message { error(message) }
+        return status
+    }
+
     /// A line printed whatever the verbosity (--stats asked for it), without the prefix.
     public func always(_ line: String) { emit(line) }
 

@@ -29,7 +29,7 @@ public enum HandshakeLoss: Equatable, Sendable {
 }
 
 /// Why `-L` stopped.
-public enum RedirectFailure: Equatable {
+public enum RedirectFailure: Equatable, Sendable {
     /// More than `limit` redirects (--max-redirs).
     case tooMany(limit: Int)
     /// A redirect status without a Location header.

@@ -1,5 +1,4 @@
 import CWSPipeShims
-import WebSocketTransport
 
 /// Runs a session for `config` and returns how it ended (errors already printed).
 ///
@@ -16,8 +15,6 @@ public func runBridge(_ config: BridgeConfiguration) -> ExitStatus {
         let session = try Session(config: config, log: log)
         return session.run()
     } catch {
-        let (message, status) = report(error)
-        if let message { log.error(message) }
-        return status
+        return log.report(error)
     }
 }

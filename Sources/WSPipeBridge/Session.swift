@@ -130,13 +130,9 @@ public final class Session {
             try open()  // from its successful handshake on, a signal means a closing handshake
         } catch {
             if let deadline = sessionDeadline, Instant.now() >= deadline {
-                let (message, status) = report(.timedOutBeforeOpen(seconds: config.sessionTimeout ?? 0))
-                if let message { log.error(message) }
-                return status
+                return log.report(.timedOutBeforeOpen(seconds: config.sessionTimeout ?? 0))
             }
-            let (message, status) = report(.open(error))
-            if let message { log.error(message) }
-            return status
+            return log.report(.open(error))
         }
         lastActivity = .now()  // --idle-timeout counts from the open connection
         for text in config.sendMessages {

@@ -11,9 +11,7 @@ public func wspipeMain(arguments: [String], environment: (String) -> String?) ->
     do {
         command = try CommandLineParser.parse(arguments, environment: environment)
     } catch {
-        let (message, status) = report(.usage(error.message, pointsAtHelp: error.pointsAtHelp))
-        if let message { writeLine(2, "wspipe: \(message)") }
-        return status.rawValue
+        return Diagnostics(verbosity: 0).report(.usage(error.message, pointsAtHelp: error.pointsAtHelp)).rawValue
     }
     switch command {
     case .help:
