@@ -150,19 +150,21 @@ private func message(_ error: TransportError) -> String {
         case .ipv4: text += " (looking for IPv4 addresses only: -4)"
         case .ipv6: text += " (looking for IPv6 addresses only: -6)"
         }
-        if let via { text += " (the \(via.proxy.kind.label) from \(via.source))" }
+        if let via { text += " (the \(via.proxy.kind.label) from \(name(via.source)))" }
         return text
     case .noAddress(let host, let family, let available):
         let wanted = family == .ipv4 ? "IPv4 (-4)" : "IPv6 (-6)"
         return "cannot resolve host '\(host)': no \(wanted) address (it has \(available.joined(separator: ", ")))"
-    case .connect(let target, let code, _):
+    case .connect(let target, let code, nil):
         return "cannot connect to \(target): \(errnoText(code))"
+    case .connect(_, let code, let via?):
+        return "cannot connect to the \(via.proxy.name) (from \(name(via.source))): \(errnoText(code))"
     case .unixConnect(let path, let code, let notASocket):
         let why = notASocket ? " (the file is not a socket)" : code == ECONNREFUSED ? " (nothing is listening on it)" : ""
         return "cannot connect to Unix socket \(path): \(errnoText(code))\(why)"
     case .timedOut(let stage, let seconds):
         // Which limit it was, unless the stage ends with its own advice in parentheses.
-        let text = "timed out after \(formatSeconds(seconds)) s \(stage)"
+        let text = "timed out after \(formatSeconds(seconds)) s \(describe(stage))"
         return text.hasSuffix(")") ? text : "\(text) (--connect-timeout)"
     case .tls(let failure, let proxy):
         return "TLS: " + (proxy.map { "with the \($0.name): " } ?? "") + message(failure)
@@ -174,6 +176,28 @@ private func message(_ error: TransportError) -> String {
         return "the Unix socket path '\(path)' is empty or longer than \(limit) bytes"
     case .system(let call, let code):
         return "\(call) failed: \(errnoText(code))"
+    }
+}
+
+/// Where a proxy was set, as the user wrote it.
+private func name(_ source: ProxySource) -> String {
+    switch source {
+    case .option: return "--proxy"
+    case .variable(let name): return name
+    }
+}
+
+private func describe(_ stage: Stage) -> String {
+    switch stage {
+    case .resolving(let host): return "resolving '\(host)'"
+    case .connecting(let target): return "connecting to \(target)"
+    case .connectingUnix(let path, let full): return "connecting to Unix socket \(path)\(full ? " (its backlog is full)" : "")"
+    case .connectingToProxy(let hop): return "connecting to the \(hop.proxy.name) (from \(name(hop.source)))"
+    case .tlsHandshake(nil): return "in the TLS handshake"
+    case .tlsHandshake(let proxy?): return "in the TLS handshake with the \(proxy.name)\(TLSOptions.plainHTTPProxyHint)"
+    case .proxyExchange(let proxy, let step): return step.describe(proxy)
+    case .sendingHandshake: return "sending the handshake"
+    case .awaitingHandshakeResponse: return "waiting for the server's handshake response"
     }
 }
 

@@ -29,14 +29,15 @@ public enum Route: Sendable, Equatable, CustomStringConvertible {
     case unix(path: String)
     /// `target` is the URL's host and port, or `--connect-to`'s; `note` says why no proxy.
     case direct(target: HostPort, note: String)
-    /// Through `proxy` (from `source`: "--proxy", "https_proxy", ...) to `target`.
-    case proxy(ProxyURL, target: HostPort, source: String)
+    /// Through `proxy` to `target`; `source` says where the proxy was set (for -v:
+    /// "--proxy", "https_proxy", ...; for errors: `hop`).
+    case proxy(ProxyURL, target: HostPort, source: String, hop: ProxyHop)
 
     public var description: String {
         switch self {
         case .unix(let path): return "Unix socket \(path)"
         case .direct(let target, let note): return "direct to \(target) (\(note))"
-        case .proxy(let proxy, let target, let source): return "via \(proxy.name) (from \(source)) to \(target)"
+        case .proxy(let proxy, let target, let source, _): return "via \(proxy.name) (from \(source)) to \(target)"
         }
     }
 }
@@ -57,8 +58,8 @@ public enum Dialer {
         } catch {
             throw .proxyVariable(error)
         }
-        guard let proxy = choice.proxy else { return .direct(target: target, note: choice.reason) }
-        return .proxy(proxy, target: target, source: choice.reason)
+        guard let proxy = choice.proxy, let source = choice.source else { return .direct(target: target, note: choice.reason) }
+        return .proxy(proxy, target: target, source: choice.reason, hop: ProxyHop(proxy: proxy, source: source))
     }
 
     /// The TLS settings for `url`: the server name is `--sni`, else the URL's host (also
@@ -87,9 +88,8 @@ public enum Dialer {
         case .direct(let target, _):
             stream = try TCPConnector.connect(host: target.host, port: target.port, options: options.connect,
                                               deadline: deadline, log: log)
-        case .proxy(let proxy, let target, let source):
-            stream = try tunnel(through: ProxyHop(proxy: proxy, source: source), to: target, options: options,
-                                deadline: deadline, log: log)
+        case .proxy(_, let target, _, let hop):
+            stream = try tunnel(through: hop, to: target, options: options, deadline: deadline, log: log)
         }
         guard url.isSecure else { return stream }
         let tls = tlsOptions(for: url, options: options)
@@ -116,8 +116,8 @@ public enum Dialer {
             switch error {
             case .resolve(let host, let reason, let family, _):
                 throw .resolve(host: host, reason: reason, family: family, via: hop)
-            case .connect(_, let code, _):
-                throw .connect(target: "the \(proxy.name) (from \(hop.source))", errno: code, via: hop)
+            case .connect(let address, let code, _):
+                throw .connect(target: address, errno: code, via: hop)
             case .timedOut(_, let seconds):
                 throw .timedOut(.connectingToProxy(hop), seconds: seconds)
             default:
@@ -130,7 +130,7 @@ public enum Dialer {
                 let name = proxy.host
                 let tls = TLSOptions(serverName: name, serverNameIsIP: IPAddress(name) != nil, verifyPeer: options.verifyPeer,
                                      caFile: options.caFile, clientCertificate: nil, minimumVersion: options.minimumTLSVersion,
-                                     plainPeerHint: ProxyTunnel.plainProxyHint)
+                                     plainPeerHint: TLSOptions.plainHTTPProxyHint)
                 do throws(TransportError) {
                     carrier = try TLSStream.connect(over: tcp, options: tls, deadline: deadline,
                                                     log: { log("\(proxy.name): \($0)") })

@@ -13,11 +13,6 @@ enum ProxyTunnel {
         let log: (String) -> Void
     }
 
-    /// Added to a failed or timed-out TLS handshake with an https:// proxy: a plain HTTP
-    /// proxy written as https:// (a common slip in proxy variables) answers the TLS
-    /// ClientHello with HTTP, or not at all.
-    static let plainProxyHint = " (if it is a plain HTTP proxy, write http:// in its URL)"
-
     static func httpConnect(over stream: ByteStream, _ context: Context, userAgent: String?) throws(TransportError) {
         let proxy = context.proxy
         context.log("asking the \(proxy.name) to CONNECT \(context.target)"

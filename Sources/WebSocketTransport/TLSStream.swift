@@ -45,6 +45,9 @@ public struct TLSOptions: Sendable {
     /// Appended to a handshake failure that looks like a peer that does not speak TLS (it
     /// answered the ClientHello with something else, or hung up): what the user should try.
     public var plainPeerHint: String
+    /// The hint for an https:// proxy: a plain HTTP proxy written as https:// (a common
+    /// slip in proxy variables) answers the TLS ClientHello with HTTP, or not at all.
+    public static let plainHTTPProxyHint = " (if it is a plain HTTP proxy, write http:// in its URL)"
 
     public init(serverName: String, serverNameIsIP: Bool, verifyPeer: Bool = true, caFile: String? = nil,
                 clientCertificate: ClientCertificate? = nil, minimumVersion: TLSVersion = .tls12,

@@ -11,7 +11,7 @@ public enum TransportError: Error, Equatable {
     /// The name resolved, but to no address of `family`; `available` are the others.
     case noAddress(host: String, family: AddressFamily, available: [String])
     /// No address accepted the TCP connection; `errno` is the last attempt's error.
-    /// `via`: the target is the proxy.
+    /// `via`: `target` is that proxy's address.
     case connect(target: String, errno: Int32, via: ProxyHop? = nil)
     /// A Unix socket refused the connection; `notASocket`: the path exists but is no socket.
     case unixConnect(path: String, errno: Int32, notASocket: Bool)
@@ -29,19 +29,19 @@ public enum TransportError: Error, Equatable {
     case system(call: String, errno: Int32)
 }
 
-/// The proxy a connection went to, and where its setting came from ("--proxy", "https_proxy").
+/// The proxy a connection went to, and where its setting came from.
 public struct ProxyHop: Equatable, Sendable {
     public let proxy: ProxyURL
-    public let source: String
+    public let source: ProxySource
 
-    public init(proxy: ProxyURL, source: String) {
+    public init(proxy: ProxyURL, source: ProxySource) {
         self.proxy = proxy
         self.source = source
     }
 }
 
-/// What was under way when a deadline passed.
-public enum Stage: Equatable, Sendable, CustomStringConvertible {
+/// What was under way when a deadline passed. (`report` in WSPipeBridge words it.)
+public enum Stage: Equatable, Sendable {
     case resolving(host: String)
     case connecting(target: String)
     case connectingUnix(path: String, backlogFull: Bool)
@@ -51,27 +51,14 @@ public enum Stage: Equatable, Sendable, CustomStringConvertible {
     case proxyExchange(ProxyURL, ProxyStep)
     case sendingHandshake
     case awaitingHandshakeResponse
-
-    public var description: String {
-        switch self {
-        case .resolving(let host): return "resolving '\(host)'"
-        case .connecting(let target): return "connecting to \(target)"
-        case .connectingUnix(let path, let full): return "connecting to Unix socket \(path)\(full ? " (its backlog is full)" : "")"
-        case .connectingToProxy(let hop): return "connecting to the \(hop.proxy.name) (from \(hop.source))"
-        case .tlsHandshake(nil): return "in the TLS handshake"
-        case .tlsHandshake(let proxy?): return "in the TLS handshake with the \(proxy.name)\(ProxyTunnel.plainProxyHint)"
-        case .proxyExchange(let proxy, let step): return step.describe(proxy)
-        case .sendingHandshake: return "sending the handshake"
-        case .awaitingHandshakeResponse: return "waiting for the server's handshake response"
-        }
-    }
 }
 
 /// A step of a proxy exchange.
 public enum ProxyStep: Equatable, Sendable {
     case sendingConnect, awaitingConnectAnswer, greeting, authenticating, awaitingAnswer
 
-    func describe(_ proxy: ProxyURL) -> String {
+    /// The step in words: "sending CONNECT to the HTTP proxy p:3128".
+    public func describe(_ proxy: ProxyURL) -> String {
         switch self {
         case .sendingConnect: return "sending CONNECT to the \(proxy.name)"
         case .awaitingConnectAnswer: return "waiting for the \(proxy.name) to answer CONNECT"

@@ -56,4 +56,15 @@ final class ReportTests: XCTestCase {
         XCTAssertEqual(report(.timedOutBeforeOpen(seconds: 1)).message,
                        "timed out after 1 s (--timeout) before the connection was open")
     }
+
+    func testProxySourcesAreNamedOnlyHere() {
+        let proxy = ProxyURL(kind: .http, host: "127.0.0.1", port: 3128)
+        let option = ProxyHop(proxy: proxy, source: .option)
+        XCTAssertEqual(report(.open(.transport(.connect(target: "127.0.0.1:3128", errno: ECONNREFUSED, via: option)))).message,
+                       "cannot connect to the HTTP proxy 127.0.0.1:3128 (from --proxy): Connection refused")
+        let variable = ProxyHop(proxy: proxy, source: .variable("https_proxy"))
+        XCTAssertEqual(report(.open(.transport(.timedOut(.connectingToProxy(variable), seconds: 1)))).message,
+                       "timed out after 1 s connecting to the HTTP proxy 127.0.0.1:3128 (from https_proxy)",
+                       "no second parenthetical after the stage's own")
+    }
 }
