@@ -2,8 +2,9 @@
 // wspipe: a WebSocket <-> stdio bridge. Layers, bottom up:
 //   WebSocketCore       sans-I/O RFC 6455 protocol (frames, handshake, UTF-8, close codes)
 //   WebSocketTransport  TCP and TLS (system OpenSSL) byte streams, deadlines, poll
-//   WSPipeBridge        stdin/stdout <-> messages, event loop, exit statuses
-//   wspipe              the command line
+//   WSPipeBridge        stdin/stdout <-> messages, event loop, exit statuses, error reports
+//   WSPipeCLI           options (one table), --help, wspipeMain
+//   wspipe              main.swift
 import PackageDescription
 
 let package = Package(
@@ -43,9 +44,13 @@ let package = Package(
             name: "WSPipeBridge",
             dependencies: ["WebSocketCore", "WebSocketTransport", "CWSPipeShims"]
         ),
+        .target(
+            name: "WSPipeCLI",
+            dependencies: ["WSPipeBridge", "WebSocketCore", "WebSocketTransport", "CWSPipeShims"]
+        ),
         .executableTarget(
             name: "wspipe",
-            dependencies: ["WSPipeBridge"],
+            dependencies: ["WSPipeCLI"],
             // Release: link with the toolchain's lld and pack the ~25,000 relative
             // relocations as RELR (glibc >= 2.36). With gold's RELA table the loader reads
             // 600 KB of relocations and dirties every page they patch at each start: about
@@ -72,7 +77,7 @@ let package = Package(
         ),
         .testTarget(
             name: "WSPipeBridgeTests",
-            dependencies: ["WSPipeBridge", "WebSocketTransport", "TestSupport"]
+            dependencies: ["WSPipeBridge", "WSPipeCLI", "WebSocketTransport", "TestSupport"]
         ),
         .testTarget(
             name: "IntegrationTests",

@@ -71,7 +71,7 @@ struct OutboundQueue {
                 list.consume(n)
                 totalWritten += UInt64(n)
             case .endOfStream:
-                return .failed("connection closed")
+                return .failed(.closed)
             case let other:
                 return other
             }

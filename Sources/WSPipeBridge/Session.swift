@@ -91,8 +91,8 @@ public final class Session {
         case outputError
     }
 
-    public init(config: BridgeConfiguration, log: Diagnostics) throws {
-        guard let wakeup = Wakeup() else { throw TransportError.io("cannot create an eventfd: \(errnoText(errno))") }
+    public init(config: BridgeConfiguration, log: Diagnostics) throws(Failure) {
+        guard let wakeup = Wakeup() else { throw .local(call: "eventfd", errno: errno) }
         self.config = config
         self.log = log
         self.wakeup = wakeup
@@ -130,11 +130,9 @@ public final class Session {
             try open()  // from its successful handshake on, a signal means a closing handshake
         } catch {
             if let deadline = sessionDeadline, Instant.now() >= deadline {
-                log.error("timed out after \(formatSeconds(config.sessionTimeout ?? 0)) s (--timeout) before the connection was open")
-                return .timedOut
+                return log.report(.timedOutBeforeOpen(seconds: config.sessionTimeout ?? 0))
             }
-            log.error(error.message)
-            return error.status
+            return log.report(.open(error))
         }
         lastActivity = .now()  // --idle-timeout counts from the open connection
         for text in config.sendMessages {
@@ -305,7 +303,7 @@ public final class Session {
                 return
             case .failed(let why):
                 endOfStream = true
-                if connection.closeReceived == nil && lost == nil { lost = why }
+                if connection.closeReceived == nil && lost == nil { lost = "\(why)" }
                 return
             }
         }
@@ -663,11 +661,6 @@ public final class Session {
             + "\"close_received\":\(closeObject(connection.closeReceived)),"
             + "\"ping_rtt_ms\":\(rtt),\"exit\":\(status.rawValue)}").utf8)
         return String(decoding: line, as: UTF8.self)
-    }
-
-    private func describe(_ payload: ClosePayload) -> String {
-        guard let code = payload.code else { return "(no status code)" }
-        return payload.reason.isEmpty ? "\(code)" : "\(code) \(printable(payload.reason))"
     }
 }
 

@@ -13,6 +13,5 @@ final class Wakeup: @unchecked Sendable {
 
     deinit { Glibc.close(fd) }
 
-    func signal() { wsp_eventfd_signal(fd) }
     func drain() { _ = wsp_eventfd_drain(fd) }
 }
