@@ -3,8 +3,9 @@
 //   WebSocketCore       sans-I/O RFC 6455 protocol (frames, handshake, UTF-8, close codes)
 //   WebSocketTransport  TCP and TLS (system OpenSSL) byte streams, deadlines, poll
 //   WebSocketEngine     the epoll event loop and the connection driver (either role)
-//   WSPipeBridge        stdin/stdout <-> messages, exit statuses
-//   wspipe              the command line
+//   WSPipeBridge        stdin/stdout <-> messages (the stdio face), exit statuses, error reports
+//   WSPipeCLI           options (one table), --help, wspipeMain
+//   wspipe              main.swift
 import PackageDescription
 
 let package = Package(
@@ -49,9 +50,13 @@ let package = Package(
             name: "WSPipeBridge",
             dependencies: ["WebSocketCore", "WebSocketTransport", "WebSocketEngine", "CWSPipeShims"]
         ),
+        .target(
+            name: "WSPipeCLI",
+            dependencies: ["WSPipeBridge", "WebSocketCore", "WebSocketTransport", "CWSPipeShims"]
+        ),
         .executableTarget(
             name: "wspipe",
-            dependencies: ["WSPipeBridge"],
+            dependencies: ["WSPipeCLI"],
             // Release: link with the toolchain's lld and pack the ~25,000 relative
             // relocations as RELR (glibc >= 2.36). With gold's RELA table the loader reads
             // 600 KB of relocations and dirties every page they patch at each start: about
@@ -87,7 +92,7 @@ let package = Package(
         ),
         .testTarget(
             name: "WSPipeBridgeTests",
-            dependencies: ["WSPipeBridge", "WebSocketEngine", "WebSocketTransport", "TestSupport"]
+            dependencies: ["WSPipeBridge", "WSPipeCLI", "WebSocketEngine", "WebSocketTransport", "TestSupport"]
         ),
         .testTarget(
             name: "IntegrationTests",

@@ -1,7 +1,7 @@
 # bash completion for wspipe(1).
 # Install: copy to /usr/share/bash-completion/completions/wspipe (or
 # ~/.local/share/bash-completion/completions/wspipe), or `source` it from ~/.bashrc.
-# Keep in step with Option in Sources/WSPipeBridge/CommandLine.swift: a test
+# Keep in step with Option in Sources/WSPipeCLI/Options.swift: a test
 # (Tests/WSPipeBridgeTests/CompletionTests.swift) checks every option is here.
 
 _wspipe() {

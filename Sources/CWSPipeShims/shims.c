@@ -41,14 +41,7 @@ unsigned long long wsp_eventfd_drain(int fd) {
     return value;
 }
 
-int wsp_set_nonblocking(int fd) {
-    int flags = fcntl(fd, F_GETFL);
-    if (flags < 0) return -1;
-    return fcntl(fd, F_SETFL, flags | O_NONBLOCK);
-}
-
 int wsp_get_fl(int fd) { return fcntl(fd, F_GETFL); }
-int wsp_set_fl(int fd, int flags) { return fcntl(fd, F_SETFL, flags); }
 
 int wsp_signal(int signum, void (*handler)(int)) {
     struct sigaction action;
@@ -66,8 +59,6 @@ void wsp_ignore_sigpipe(void) {
     sigemptyset(&action.sa_mask);
     sigaction(SIGPIPE, &action, NULL);
 }
-
-int wsp_errno(void) { return errno; }
 
 int wsp_fd_kind(int fd) {
     struct stat st;
@@ -89,4 +80,9 @@ ssize_t wsp_writev_nowait(int fd, const struct iovec *vectors, int count) {
 
 int wsp_accept4(int fd, void *address, unsigned int *length) {
     return accept4(fd, address, length, SOCK_NONBLOCK | SOCK_CLOEXEC);
+}
+
+int wsp_set_nonblocking(int fd) {
+    int flags = fcntl(fd, F_GETFL);
+    return flags < 0 ? -1 : fcntl(fd, F_SETFL, flags | O_NONBLOCK);
 }

@@ -15,6 +15,13 @@ public final class Diagnostics: @unchecked Sendable {
     /// An error: always printed.
     public func error(_ message: String) { emit("wspipe: \(message)") }
 
+    /// Prints `failure`'s message (if it has one) as an error; returns its exit status.
+    public func report(_ failure: Failure) -> ExitStatus {
+        let (message, status) = WSPipeBridge.report(failure)
+        if let message { error(message) }
+        return status
+    }
+
     /// A line printed whatever the verbosity (--stats asked for it), without the prefix.
     public func always(_ line: String) { emit(line) }
 
@@ -53,7 +60,19 @@ public final class Diagnostics: @unchecked Sendable {
 
     /// A Location value (a redirect target) without user information or secret query values.
     static func redactedLocation(_ location: String) -> String {
-        redactedTarget(CommandLineParser.redactURL(location))
+        redactedTarget(redactedURL(location))
+    }
+
+    /// A URL for messages, with any user:password removed.
+    public static func redactedURL(_ text: String) -> String {
+        let bytes = Array(text.utf8)
+        guard let colon = bytes.firstIndex(of: UInt8(ascii: ":")), bytes[colon...].starts(with: Array("://".utf8)) else {
+            return text
+        }
+        let start = colon + 3
+        let authorityEnd = bytes[start...].firstIndex { $0 == UInt8(ascii: "/") || $0 == UInt8(ascii: "?") } ?? bytes.endIndex
+        guard let at = bytes[start..<authorityEnd].lastIndex(of: UInt8(ascii: "@")) else { return text }
+        return String(decoding: bytes[..<start], as: UTF8.self) + "[redacted]@" + String(decoding: bytes[(at + 1)...], as: UTF8.self)
     }
 
     /// The value to show for a header: secrets keep only their scheme ("Bearer [redacted]").
@@ -89,5 +108,18 @@ public final class Diagnostics: @unchecked Sendable {
 
     private func emit(_ line: String) {
         writeAll(2, Array(Diagnostics.terminalSafe(line).utf8) + [0x0A])
+    }
+}
+
+/// Writes all of `bytes` to descriptor `fd` with write(2), retrying after EINTR; gives up on
+/// any other error (a closed or broken stderr is nothing to report).
+public func writeAll(_ fd: Int32, _ bytes: [UInt8]) {
+    bytes.withUnsafeBytes { raw in
+        guard let base = raw.baseAddress else { return }
+        var offset = 0
+        while offset < raw.count {
+            let n = write(fd, base + offset, raw.count - offset)
+            if n > 0 { offset += n } else if n < 0 && errno == EINTR { continue } else { return }
+        }
     }
 }

@@ -4,13 +4,16 @@ public enum ExitStatus: Int32, Sendable, CaseIterable {
     /// Clean end: closing handshake done (stdin EOF, or the server closed with 1000 or an
     /// empty Close), or the stdout reader went away.
     case success = 0
-    /// Local input or output error (stdin not UTF-8 in text mode, a read or write failed).
+    /// Local input or output error (stdin not UTF-8 in text mode, a read or write failed);
+    /// when serving, a program to run that is missing.
     case localError = 1
     /// Usage error: bad option, bad URL.
     case usage = 2
-    /// Cannot connect: DNS, refused, unreachable, or --connect-timeout expired.
+    /// Cannot connect: DNS, refused, unreachable, or --connect-timeout expired; when serving,
+    /// the address is in use or cannot be bound.
     case cannotConnect = 3
-    /// TLS failure (handshake, certificate verification).
+    /// TLS failure (handshake, certificate verification); when serving, the server's
+    /// certificate or key cannot be loaded.
     case tlsFailure = 4
     /// The server refused the WebSocket handshake (non-101, bad Accept, subprotocol or
     /// extension mismatch, not HTTP).

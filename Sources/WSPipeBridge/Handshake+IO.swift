@@ -3,51 +3,46 @@ import WebSocketCore
 import WebSocketEngine
 import WebSocketTransport
 
-/// Why a session never opened, with its exit status.
-enum OpenError: Error {
+/// Why a session never opened, as facts; `report(.open(_:))` words it and picks the exit
+/// status.
+public enum OpenError: Error {
+    /// Dialing failed: DNS, TCP, Unix socket, proxy, TLS.
     case transport(TransportError)
+    /// The server's answer is not a WebSocket acceptance; `body`: up to 512 bytes of a
+    /// refusal's body.
     case handshake(HandshakeError, body: [UInt8])
     /// The connection broke or closed during the handshake.
-    case handshakeLost(String)
+    case handshakeLost(HandshakeLoss)
     /// A redirect that cannot or may not be followed (or too many).
-    case redirect(String)
+    case redirect(RedirectFailure)
+}
 
-    var status: ExitStatus {
-        switch self {
-        case .transport(.tls): return .tlsFailure
-        case .transport(.proxy): return .proxyFailure
-        case .transport(.invalidSetting): return .usage
-        case .transport: return .cannotConnect
-        case .handshake, .handshakeLost, .redirect: return .handshakeRejected
-        }
-    }
+/// How the connection was lost during the opening handshake.
+public enum HandshakeLoss: Equatable, Sendable {
+    /// The server closed the connection while the request was being sent.
+    case closedWhileSending
+    /// The server closed the connection without answering; `secure`: the URL was wss://.
+    case closedWithoutAnswer(secure: Bool)
+    /// The server closed the connection in the middle of its response head.
+    case closedMidAnswer
+    /// A read or (`sending`) a write failed.
+    case failed(StreamFailure, sending: Bool)
+}
 
-    var message: String {
-        switch self {
-        case .transport(let error):
-            return error.description
-        case .handshake(.unexpectedStatus(let head), let body):
-            var text = HandshakeError.unexpectedStatus(head).description
-            let trimmed = body.prefix(200)
-            if WebSocketURL.redirectStatuses.contains(head.statusCode), let location = head.values("Location").first {
-                text += "; it redirects to \(printable(Array(Diagnostics.redactedLocation(location).utf8))) (-L/--location follows redirects)"
-            } else if !trimmed.isEmpty {
-                text += "; body: " + printable(Array(trimmed)) + (body.count > trimmed.count ? "..." : "")
-            }
-            return text
-        case .handshake(let error, _):
-            return "handshake rejected: \(error)"
-        case .handshakeLost(let why), .redirect(let why):
-            return why
-        }
-    }
+/// Why `-L` stopped.
+public enum RedirectFailure: Equatable, Sendable {
+    /// More than `limit` redirects (--max-redirs).
+    case tooMany(limit: Int)
+    /// A redirect status without a Location header.
+    case noLocation(status: Int, reason: String)
+    /// A Location that may not or cannot be followed.
+    case refused(RedirectError)
 }
 
 /// The opening handshake over a connected stream (RFC 6455 §4.1), all before `deadline`.
 struct HandshakeExchange {
     let stream: ByteStream
-    let deadline: Instant
-    let timeoutSeconds: Double
+    let deadline: Deadline
     let log: Diagnostics
 
     /// Sends the request and reads the answer into `buffer`. Returns what the server agreed
@@ -74,27 +69,16 @@ struct HandshakeExchange {
     }
 
     private func send(_ bytes: [UInt8]) throws(OpenError) {
-        var offset = 0
-        while offset < bytes.count {
-            let result = bytes.withUnsafeBytes { raw -> IOResult in
-                var vector = iovec(iov_base: UnsafeMutableRawPointer(mutating: raw.baseAddress! + offset),
-                                   iov_len: raw.count - offset)
-                return stream.write(&vector, count: 1)
-            }
-            switch result {
-            case .done(let n): offset += n
-            case .wouldBlock(let interest): try wait(for: interest, stage: "sending the handshake")
-            case .failed(let why):
-                try lost(why, nothingReceived: true, while: "while sending the handshake")
-            case .endOfStream: throw .handshakeLost("the server closed the connection during the handshake")
-            }
+        let failure: StreamFailure?
+        do {
+            failure = try stream.writeAll(bytes, until: deadline, stage: .sendingHandshake)
+        } catch {
+            throw .transport(error)
         }
-        while stream.hasPendingOutput {
-            switch stream.flush() {
-            case .wouldBlock(let interest): try wait(for: interest, stage: "sending the handshake")
-            case .failed(let why): throw .handshakeLost("connection lost while sending the handshake: \(why)")
-            default: break
-            }
+        switch failure {
+        case nil: return
+        case .closed?: throw .handshakeLost(.closedWhileSending)
+        case let why?: try lost(why, nothingReceived: true, sending: true)
         }
     }
 
@@ -113,16 +97,16 @@ struct HandshakeExchange {
             case .done(let n):
                 buffer.count += n
             case .wouldBlock(let interest):
-                try wait(for: interest, stage: "waiting for the server's handshake response")
+                do {
+                    try stream.wait(for: interest, until: deadline, stage: .awaitingHandshakeResponse)
+                } catch {
+                    throw .transport(error)
+                }
             case .endOfStream:
                 if buffer.count == 0 { try checkClientCertificateRefusal() }
-                // A TLS server given plain text usually just hangs up: say what to try.
-                throw .handshakeLost(buffer.count == 0
-                    ? "the server closed the connection without answering the WebSocket handshake"
-                        + (secure ? "" : " (if it expects TLS, use wss://)")
-                    : "the server closed the connection in the middle of its handshake response")
+                throw .handshakeLost(buffer.count == 0 ? .closedWithoutAnswer(secure: secure) : .closedMidAnswer)
             case .failed(let why):
-                try lost(why, nothingReceived: buffer.count == 0, while: "during the handshake")
+                try lost(why, nothingReceived: buffer.count == 0, sending: false)
             }
         }
     }
@@ -130,10 +114,10 @@ struct HandshakeExchange {
     /// A read or write of the handshake failed with `why`. A TLS error (TLS 1.3 servers refuse
     /// a client certificate after the TLS handshake: the alert arrives with the first read
     /// or write) is a TLS failure (4), not a lost connection.
-    private func lost(_ why: String, nothingReceived: Bool, while stage: String) throws(OpenError) -> Never {
-        if why.hasPrefix("TLS: ") { throw .transport(.tls(String(why.dropFirst(5)))) }
+    private func lost(_ why: StreamFailure, nothingReceived: Bool, sending: Bool) throws(OpenError) -> Never {
+        if case .tls(let alert) = why { throw .transport(.tls(.alert(alert))) }
         if nothingReceived { try checkClientCertificateRefusal() }
-        throw .handshakeLost("connection lost \(stage): \(why)")
+        throw .handshakeLost(.failed(why, sending: sending))
     }
 
     /// TLS 1.3 servers check the client certificate after the TLS handshake; many (Python's
@@ -141,14 +125,8 @@ struct HandshakeExchange {
     /// answer at all, say so as a TLS failure when certificates were involved.
     private func checkClientCertificateRefusal() throws(OpenError) {
         guard let tls = stream as? TLSStream else { return }
-        if tls.serverWantedCertificate {
-            throw .transport(.tls("the server asked for a client certificate and closed the connection without "
-                                  + "one: it requires a client certificate (give one with --cert and --key)"))
-        }
-        if tls.sentClientCertificate {
-            throw .transport(.tls("the server closed the connection right after the TLS handshake without "
-                                  + "answering: it probably refused the client certificate (--cert)"))
-        }
+        if tls.serverWantedCertificate { throw .transport(.tls(.certificateRequiredThenClosed)) }
+        if tls.sentClientCertificate { throw .transport(.tls(.certificateProbablyRefused)) }
     }
 
     /// Up to 512 bytes of a refusal's body, for the error message: what already arrived,
@@ -157,24 +135,15 @@ struct HandshakeExchange {
         let limit = 512
         let promised = head.values("Content-Length").first.flatMap { Int($0) } ?? (head.values("Transfer-Encoding").isEmpty ? 0 : limit)
         let wanted = min(limit, promised)
-        let bodyDeadline = min(deadline, Instant.now().adding(seconds: 0.5))
+        let bodyDeadline = Deadline(seconds: 0.5).notAfter(deadline.instant)
         while buffer.count - headLength < wanted && buffer.free > 0 {
-            var entry = pollfd(fd: stream.fileDescriptor, events: Int16(POLLIN), revents: 0)
-            if !stream.hasBufferedInput && poll(&entry, 1, bodyDeadline.pollTimeout()) <= 0 { break }
+            if !stream.hasBufferedInput && !((try? bodyDeadline.wait(fd: stream.fileDescriptor, events: Int16(POLLIN))) ?? false) {
+                break
+            }
             guard case .done(let n) = stream.read(into: buffer.end, count: buffer.free) else { break }
             buffer.count += n
         }
         let available = buffer.count - headLength
         return Array(UnsafeRawBufferPointer(start: buffer.base + headLength, count: min(available, wanted)))
-    }
-
-    private func wait(for interest: PollInterest, stage: String) throws(OpenError) {
-        var entry = pollfd(fd: stream.fileDescriptor, events: interest.pollEvents, revents: 0)
-        while true {
-            let ready = poll(&entry, 1, deadline.pollTimeout())
-            if ready > 0 { return }
-            if ready == 0 { throw .transport(.timedOut(stage: stage, seconds: timeoutSeconds)) }
-            if errno != EINTR { throw .handshakeLost("poll failed: \(errnoText(errno))") }
-        }
     }
 }

@@ -28,8 +28,7 @@ struct Opener {
 
     /// - Parameter notAfter: an earlier limit than `--connect-timeout` (`--timeout`).
     func open(into buffer: ByteBuffer, notAfter limit: Instant? = nil) throws(OpenError) -> Opened {
-        var deadline = Instant.now().adding(seconds: config.connectTimeout)
-        if let limit { deadline = min(deadline, limit) }
+        let deadline = Deadline(seconds: config.connectTimeout).notAfter(limit)
         let original = config.url
         var url = original
         var redirects = 0
@@ -44,15 +43,14 @@ struct Opener {
             }
             let stream: ByteStream
             do {
-                stream = try Dialer.connect(to: url, options: options, deadline: deadline,
-                                            timeoutSeconds: config.connectTimeout, log: { [log] in log.event($0) })
+                stream = try Dialer.connect(to: url, options: options, deadline: deadline, log: { [log] in log.event($0) })
             } catch {
                 throw .transport(error)
             }
             buffer.count = 0
             let handshake = ClientHandshake(url: url, subprotocols: config.subprotocols,
                                             headers: config.requestHeaders(credentials: home, userHost: home))
-            let exchange = HandshakeExchange(stream: stream, deadline: deadline, timeoutSeconds: config.connectTimeout, log: log)
+            let exchange = HandshakeExchange(stream: stream, deadline: deadline, log: log)
             let head: HTTPResponseHead
             do {
                 let (_, headLength) = try exchange.perform(handshake, into: buffer)
@@ -65,16 +63,16 @@ struct Opener {
             }
             redirects += 1
             guard redirects <= config.maxRedirects else {
-                throw .redirect("too many redirects: more than \(config.maxRedirects) (--max-redirs)")
+                throw .redirect(.tooMany(limit: config.maxRedirects))
             }
             guard let location = head.values("Location").first else {
-                throw .redirect("the server answered \(head.statusCode) \(head.reason) without a Location header")
+                throw .redirect(.noLocation(status: head.statusCode, reason: head.reason))
             }
             var next: WebSocketURL
             do {
                 next = try url.redirected(to: location)
             } catch {
-                throw .redirect(error.description)
+                throw .redirect(.refused(error))
             }
             let nextHome = next.hasSameAuthority(as: original)
             if nextHome && next.user == nil {

@@ -64,10 +64,15 @@ public final class Session: ConnectionDelegate {
         case outputError
     }
 
-    public init(config: BridgeConfiguration, log: Diagnostics) throws(EventLoopError) {
+    public init(config: BridgeConfiguration, log: Diagnostics) throws(Failure) {
         self.config = config
         self.log = log
-        loop = try EventLoop()
+        do {
+            loop = try EventLoop()
+        } catch {
+            guard case .cannotCreate(let what, let code) = error else { throw .local(call: "epoll", errno: 0) }
+            throw .local(call: what, errno: code)
+        }
         stdinReadSize = config.mode == .binary ? max(128 * 1024, config.chunkSize) : 64 * 1024
         outboundHighWater = stdinReadSize + min(stdinReadSize, 128 * 1024)
         framer = InputFramer(mode: config.inputMode, messageLimit: config.oneMessage ? 1 : nil)
@@ -102,11 +107,9 @@ public final class Session: ConnectionDelegate {
             opened = try Opener(config: config, log: log).open(into: receiveBuffer, notAfter: sessionDeadline)
         } catch {
             if let deadline = sessionDeadline, Instant.now() >= deadline {
-                log.error("timed out after \(formatSeconds(config.sessionTimeout ?? 0)) s (--timeout) before the connection was open")
-                return .timedOut
+                return log.report(.timedOutBeforeOpen(seconds: config.sessionTimeout ?? 0))
             }
-            log.error(error.message)
-            return error.status
+            return log.report(.open(error))
         }
         // From the successful handshake on, a signal means a closing handshake.
         Signals.exitAtOnce.store(false, ordering: .relaxed)
@@ -197,7 +200,7 @@ public final class Session: ConnectionDelegate {
 
     public func connection(_ connection: ConnectionDriver, didFail error: ReceiveError) {
         output.discardPending()
-        log.error("\(error.description); closing the connection with \(error.closeCode)")
+        _ = log.report(.protocolFailure(error))  // said now; the exit status comes at the end
         stopStdin()
     }
 
@@ -499,47 +502,22 @@ public final class Session: ConnectionDelegate {
     // MARK: - The end
 
     private func conclude(writerFailure: StdoutSink.Failure?) -> ExitStatus {
-        if case .signal(let number) = localEnd { return .signal(number) }
-        if case .failed = ending { return .protocolViolation }
+        if case .signal(let number) = localEnd { return log.report(.signal(number)) }
+        if case .failed = ending { return .protocolViolation }  // reported when it happened
         if localEnd == .inputError || localEnd == .outputError { return .localError }
-        if timedOut { return .timedOut }
-        if case .failed(let why) = writerFailure {
-            log.error(why)
-            return .localError
-        }
+        if timedOut { return log.report(.timedOut) }
+        if case .failed(let why) = writerFailure { return log.report(.localOutput(why: why)) }
         if localEnd == .readerGone { return .success }
         switch ending {
         case .closed(let handshake):
-            if handshake.isNormal { return .success }
-            log.error("the server closed the connection with \(describe(handshake.received))")
-            return .closedByPeer
+            return handshake.isNormal ? .success : log.report(.closedByPeer(handshake.received))
         case .lost(let loss):
-            log.error("connection lost: \(describe(loss))")
+            return log.report(.lost(loss))
         case .timedOut(let wait):
-            log.error("connection lost: \(describe(wait))")
+            return log.report(.closeTimedOut(wait))
         case .failed, nil:
-            log.error("connection lost: the connection ended without a closing handshake")
+            return log.report(.lost(.abandoned))
         }
-        return .connectionLost
-    }
-
-    private func describe(_ loss: ConnectionLoss) -> String {
-        switch loss {
-        case .peerClosedTCP(let afterOurClose):
-            return afterOurClose ? "the server closed the TCP connection without answering our Close"
-                                 : "the server closed the TCP connection without a closing handshake"
-        case .readFailed(let why): return why
-        case .writeFailed(let why): return "cannot send: \(why)"
-        case .pingTimeout(let seconds): return "no pong within \(formatSeconds(seconds)) s (--ping-timeout): the connection is dead"
-        case .abandoned: return "the connection ended without a closing handshake"
-        case .loopFailed(let why): return "the event loop failed: \(why)"
-        }
-    }
-
-    private func describe(_ wait: CloseWait) -> String {
-        let waited = formatSeconds((wait.waited * 10).rounded() / 10)
-        let what = wait.closeWritten ? "no Close from the server" : "the server stopped reading before our Close"
-        return "\(what): nothing came for \(formatSeconds(wait.limit)) s (--close-timeout); gave up \(waited) s after the closing began"
     }
 
     /// The --stats line: one JSON object.
@@ -561,11 +539,6 @@ public final class Session: ConnectionDelegate {
             + "\"close_received\":\(closeObject(driver?.closeReceived)),"
             + "\"ping_rtt_ms\":\(rtt),\"exit\":\(status.rawValue)}").utf8)
         return String(decoding: line, as: UTF8.self)
-    }
-
-    private func describe(_ payload: ClosePayload) -> String {
-        guard let code = payload.code else { return "(no status code)" }
-        return payload.reason.isEmpty ? "\(code)" : "\(code) \(printable(payload.reason))"
     }
 }
 

@@ -3,8 +3,9 @@
 ///
 /// Feed it whatever arrived, in any pieces: `next(_:_:)` returns one event at a time and
 /// advances `index` past the bytes it consumed; nil means every byte was consumed and more
-/// input is needed. A header split between two inputs is kept in a 14-byte buffer. Payload
-/// events are ranges of the input buffer, so the caller can use the bytes where they lie.
+/// input is needed. A header split between two inputs is kept in 16 bytes of inline storage
+/// (the longest header is 14 bytes: 2 + 8 length + 4 mask). Payload events are ranges of
+/// the input buffer, so the caller can use the bytes where they lie.
 ///
 /// The parser checks only what it needs to find frame boundaries: reserved opcodes and a
 /// 64-bit length with its most significant bit set (§5.2) are protocol errors. Message
@@ -24,7 +25,7 @@ public struct FrameParser: Sendable {
     }
 
     private var state = State.header
-    private var partial: (UInt64, UInt64) = (0, 0)  // 16 bytes of storage for a split header
+    private var partial: (UInt64, UInt64) = (0, 0)  // 16 bytes for a split header (at most 14)
     private var partialCount = 0
 
     public init() {}

@@ -68,3 +68,21 @@ public enum HeaderError: Error, Equatable, CustomStringConvertible {
         }
     }
 }
+
+extension HTTPHeader {
+    /// A `Basic` credentials header (RFC 7617): `name` is Authorization or
+    /// Proxy-Authorization; the value is base64 of "user:password" (UTF-8).
+    public static func basicCredentials(_ name: String, user: String, password: String) -> HTTPHeader {
+        HTTPHeader(name: name, value: "Basic " + Base64.encode(Array("\(user):\(password)".utf8)))
+    }
+}
+
+/// An HTTP/1.1 request head as bytes: the request line, one line per header, the blank
+/// line. The WebSocket handshake and the proxy CONNECT request are written by it.
+public enum HTTPRequestHead {
+    public static func bytes(method: String, target: String, headers: [HTTPHeader]) -> [UInt8] {
+        var text = "\(method) \(target) HTTP/1.1\r\n"
+        for header in headers { text += "\(header.name): \(header.value)\r\n" }
+        return Array((text + "\r\n").utf8)
+    }
+}

@@ -56,8 +56,7 @@ public struct ClientHandshake: Sendable {
             list.append(HTTPHeader(name: "Sec-WebSocket-Extensions", value: offer))
         }
         if userValue("Authorization") == nil, let user = url.user {
-            let credentials = Base64.encode(Array("\(user):\(url.password ?? "")".utf8))
-            list.append(HTTPHeader(name: "Authorization", value: "Basic \(credentials)"))
+            list.append(.basicCredentials("Authorization", user: user, password: url.password ?? ""))
         }
         for header in headers where !header.hasName("Host") && !header.hasName("Sec-WebSocket-Protocol") {
             list.append(header)
@@ -67,10 +66,7 @@ public struct ClientHandshake: Sendable {
 
     /// The request as bytes: request line, headers, empty line.
     public var requestBytes: [UInt8] {
-        var text = "GET \(url.requestTarget) HTTP/1.1\r\n"
-        for header in requestHeaders { text += "\(header.name): \(header.value)\r\n" }
-        text += "\r\n"
-        return Array(text.utf8)
+        HTTPRequestHead.bytes(method: "GET", target: url.requestTarget, headers: requestHeaders)
     }
 
     /// The `Sec-WebSocket-Accept` value a server must answer for `key` (§4.2.2 item 5.4).

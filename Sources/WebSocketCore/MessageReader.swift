@@ -178,7 +178,7 @@ public struct MessageReader: Sendable {
         }
         let (total, overflow) = messageSize.addingReportingOverflow(header.payloadLength)
         if overflow || total > maximumMessageSize {
-            throw .messageTooBig("a message of at least \(overflow ? UInt64.max : total) bytes exceeds the limit of \(maximumMessageSize) bytes")
+            throw .messageTooBig(size: overflow ? nil : total, limit: maximumMessageSize)
         }
         messageSize = total
         return started

@@ -5,8 +5,9 @@ public enum ReceiveError: Error, Equatable, Sendable, CustomStringConvertible {
     case protocolError(String)
     /// A text message or close reason was not UTF-8: close code 1007.
     case invalidUTF8(String)
-    /// A message exceeded our size limit: close code 1009.
-    case messageTooBig(String)
+    /// A message of at least `size` bytes (nil: more than 2^64 - 1) exceeded our limit of
+    /// `limit` bytes: close code 1009.
+    case messageTooBig(size: UInt64?, limit: UInt64)
 
     /// The close code to send when failing the connection for this error.
     public var closeCode: CloseCode {
@@ -19,7 +20,12 @@ public enum ReceiveError: Error, Equatable, Sendable, CustomStringConvertible {
 
     public var description: String {
         switch self {
-        case .protocolError(let text), .invalidUTF8(let text), .messageTooBig(let text): return text
+        case .protocolError(let text), .invalidUTF8(let text): return text
+        case .messageTooBig(let size?, let limit):
+            let (shown, limitShown) = ByteCount.pair(size, limit)
+            return "a message of at least \(shown) exceeds the limit of \(limitShown)"
+        case .messageTooBig(nil, let limit):
+            return "a message of more than 16 EiB exceeds the limit of \(ByteCount.text(limit))"
         }
     }
 }

@@ -1,4 +1,5 @@
 import WebSocketCore
+import WebSocketTransport
 
 /// How a connection ended: one value, decided once, with the facts (RFC 6455 §7).
 public enum ConnectionEnding: Equatable, Sendable {
@@ -35,16 +36,14 @@ public struct ClosingHandshake: Equatable, Sendable {
 public enum ConnectionLoss: Equatable, Sendable {
     /// The peer closed TCP without a Close (`afterOurClose`: it did not answer ours).
     case peerClosedTCP(afterOurClose: Bool)
-    /// A read failed (the text is the system's: "Connection reset by peer").
-    case readFailed(String)
+    /// A read failed (a reset, a TLS alert).
+    case readFailed(StreamFailure)
     /// A write failed.
-    case writeFailed(String)
+    case writeFailed(StreamFailure)
     /// No pong within the ping timeout (seconds) after a ping was written.
     case pingTimeout(seconds: Double)
     /// The owner ended the connection without a closing handshake.
     case abandoned
-    /// The event loop failed (epoll_wait errno text).
-    case loopFailed(String)
 }
 
 /// The close timeout running out.

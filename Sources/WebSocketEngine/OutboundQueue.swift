@@ -77,7 +77,7 @@ public struct OutboundQueue {
                 list.consume(n)
                 totalWritten += UInt64(n)
             case .endOfStream:
-                return .failed("connection closed")
+                return .failed(.closed)
             case let other:
                 return other
             }

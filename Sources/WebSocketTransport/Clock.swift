@@ -35,3 +35,45 @@ public struct Instant: Sendable, Comparable, Hashable {
         return ms > UInt64(Int32.max) ? Int32.max : Int32(ms)
     }
 }
+
+/// A time limit: the instant it ends, and the seconds it was set from (for messages: "timed
+/// out after 10 s"). An earlier limit (`notAfter`) moves the instant, not the seconds.
+public struct Deadline: Sendable, Equatable {
+    public let instant: Instant
+    /// The limit as the user set it, in seconds.
+    public let seconds: Double
+
+    public init(instant: Instant, seconds: Double) {
+        self.instant = instant
+        self.seconds = seconds
+    }
+
+    /// `seconds` from `start`.
+    public init(seconds: Double, from start: Instant = .now()) {
+        self.init(instant: start.adding(seconds: seconds), seconds: seconds)
+    }
+
+    /// The same deadline, ending at `limit` if that is earlier.
+    public func notAfter(_ limit: Instant?) -> Deadline {
+        guard let limit, limit < instant else { return self }
+        return Deadline(instant: limit, seconds: seconds)
+    }
+
+    public var hasPassed: Bool { Instant.now() >= instant }
+
+    /// Milliseconds left, for poll(2).
+    public func pollTimeout() -> Int32 { instant.pollTimeout() }
+
+    /// Waits for `events` on `fd` until the deadline (EINTR is retried). Returns true when
+    /// the descriptor is ready, false when the deadline passed. Throws `.system` when
+    /// poll(2) fails.
+    public func wait(fd: Int32, events: Int16) throws(TransportError) -> Bool {
+        var entry = pollfd(fd: fd, events: events, revents: 0)
+        while true {
+            let ready = poll(&entry, 1, pollTimeout())
+            if ready > 0 { return true }
+            if ready == 0 { return false }
+            if errno != EINTR { throw .system(call: "poll", errno: errno) }
+        }
+    }
+}

@@ -29,14 +29,15 @@ public enum Route: Sendable, Equatable, CustomStringConvertible {
     case unix(path: String)
     /// `target` is the URL's host and port, or `--connect-to`'s; `note` says why no proxy.
     case direct(target: HostPort, note: String)
-    /// Through `proxy` (from `source`: "--proxy", "https_proxy", ...) to `target`.
-    case proxy(ProxyURL, target: HostPort, source: String)
+    /// Through `proxy` to `target`; `source` says where the proxy was set (for -v:
+    /// "--proxy", "https_proxy", ...; for errors: `hop`).
+    case proxy(ProxyURL, target: HostPort, source: String, hop: ProxyHop)
 
     public var description: String {
         switch self {
         case .unix(let path): return "Unix socket \(path)"
         case .direct(let target, let note): return "direct to \(target) (\(note))"
-        case .proxy(let proxy, let target, let source): return "via \(proxy.name) (from \(source)) to \(target)"
+        case .proxy(let proxy, let target, let source, _): return "via \(proxy.name) (from \(source)) to \(target)"
         }
     }
 }
@@ -45,7 +46,7 @@ public enum Route: Sendable, Equatable, CustomStringConvertible {
 /// tunnel through an HTTP, HTTPS or SOCKS5 proxy; then TLS for wss://. Everything before
 /// `deadline` (`--connect-timeout`).
 public enum Dialer {
-    /// The route for `url`. Throws `.invalidSetting` for a proxy variable that is not a
+    /// The route for `url`. Throws `.proxyVariable` for a proxy variable that is not a
     /// proxy URL.
     public static func route(for url: WebSocketURL, options: DialOptions) throws(TransportError) -> Route {
         if let path = url.unixSocketPath { return .unix(path: path) }
@@ -55,10 +56,10 @@ public enum Dialer {
             choice = try ProxySelection.choose(for: url, setting: options.proxy, noProxy: options.noProxy,
                                                environment: { options.environment[$0] })
         } catch {
-            throw .invalidSetting(error.description)
+            throw .proxyVariable(error)
         }
-        guard let proxy = choice.proxy else { return .direct(target: target, note: choice.reason) }
-        return .proxy(proxy, target: target, source: choice.reason)
+        guard let proxy = choice.proxy, let source = choice.source else { return .direct(target: target, note: choice.reason) }
+        return .proxy(proxy, target: target, source: choice.reason, hop: ProxyHop(proxy: proxy, source: source))
     }
 
     /// The TLS settings for `url`: the server name is `--sni`, else the URL's host (also
@@ -70,8 +71,9 @@ public enum Dialer {
                           clientCertificate: options.clientCertificate, minimumVersion: options.minimumTLSVersion)
     }
 
-    /// Connects to `url` as `options` say, TLS included for wss://.
-    public static func connect(to url: WebSocketURL, options: DialOptions, deadline: Instant, timeoutSeconds: Double,
+    /// Connects to `url` as `options` say, TLS included for wss://, before `deadline`.
+    /// Throws a `TransportError`: what failed, where, and for which host.
+    public static func connect(to url: WebSocketURL, options: DialOptions, deadline: Deadline,
                                log: @escaping (String) -> Void = { _ in }) throws(TransportError) -> ByteStream {
         let route = try route(for: url, options: options)
         log("route: \(route)")
@@ -82,13 +84,12 @@ public enum Dialer {
         let stream: ByteStream
         switch route {
         case .unix(let path):
-            stream = try UnixConnector.connect(path: path, deadline: deadline, timeoutSeconds: timeoutSeconds, log: log)
+            stream = try UnixConnector.connect(path: path, deadline: deadline, log: log)
         case .direct(let target, _):
             stream = try TCPConnector.connect(host: target.host, port: target.port, options: options.connect,
-                                              deadline: deadline, timeoutSeconds: timeoutSeconds, log: log)
-        case .proxy(let proxy, let target, let source):
-            stream = try tunnel(through: proxy, source: source, to: target, options: options, deadline: deadline,
-                                timeoutSeconds: timeoutSeconds, log: log)
+                                              deadline: deadline, log: log)
+        case .proxy(_, let target, _, let hop):
+            stream = try tunnel(through: hop, to: target, options: options, deadline: deadline, log: log)
         }
         guard url.isSecure else { return stream }
         let tls = tlsOptions(for: url, options: options)
@@ -96,29 +97,29 @@ public enum Dialer {
             log("TLS server name (SNI and certificate check): \(tls.serverName)")
         }
         do {
-            return try TLSStream.connect(over: stream, options: tls, deadline: deadline, timeoutSeconds: timeoutSeconds, log: log)
+            return try TLSStream.connect(over: stream, options: tls, deadline: deadline, log: log)
         } catch {
             stream.close()
             throw error
         }
     }
 
-    private static func tunnel(through proxy: ProxyURL, source: String, to target: HostPort, options: DialOptions,
-                               deadline: Instant, timeoutSeconds: Double,
+    private static func tunnel(through hop: ProxyHop, to target: HostPort, options: DialOptions, deadline: Deadline,
                                log: @escaping (String) -> Void) throws(TransportError) -> ByteStream {
+        let proxy = hop.proxy
         let tcp: TCPStream
         do {
             tcp = try TCPConnector.connect(host: proxy.host, port: proxy.port, options: options.connect, deadline: deadline,
-                                           timeoutSeconds: timeoutSeconds, log: log)
+                                           log: log)
         } catch {
             // Cannot reach the proxy at all: still "cannot connect" (3), said so.
             switch error {
-            case .resolve(let host, let reason):
-                throw .resolve(host: host, reason: "\(reason) (the \(proxy.kind.label) from \(source))")
-            case .connect(_, let reason):
-                throw .connect(target: "the \(proxy.name) (from \(source))", reason: reason)
+            case .resolve(let host, let reason, let family, _):
+                throw .resolve(host: host, reason: reason, family: family, via: hop)
+            case .connect(let address, let code, _):
+                throw .connect(target: address, errno: code, via: hop)
             case .timedOut(_, let seconds):
-                throw .timedOut(stage: "connecting to the \(proxy.name) (from \(source))", seconds: seconds)
+                throw .timedOut(.connectingToProxy(hop), seconds: seconds)
             default:
                 throw error
             }
@@ -127,28 +128,21 @@ public enum Dialer {
         do throws(TransportError) {
             if proxy.kind == .https {
                 let name = proxy.host
-                // A plain HTTP proxy written as https:// (a common slip in proxy variables)
-                // answers the TLS ClientHello with HTTP, or not at all.
-                let hint = " (if it is a plain HTTP proxy, write http:// in its URL)"
                 let tls = TLSOptions(serverName: name, serverNameIsIP: IPAddress(name) != nil, verifyPeer: options.verifyPeer,
                                      caFile: options.caFile, clientCertificate: nil, minimumVersion: options.minimumTLSVersion,
-                                     plainPeerHint: hint)
+                                     plainPeerHint: TLSOptions.plainHTTPProxyHint)
                 do throws(TransportError) {
-                    carrier = try TLSStream.connect(over: tcp, options: tls, deadline: deadline, timeoutSeconds: timeoutSeconds,
+                    carrier = try TLSStream.connect(over: tcp, options: tls, deadline: deadline,
                                                     log: { log("\(proxy.name): \($0)") })
                 } catch {
                     switch error {
-                    case .tls(let why):
-                        throw .tls("with the \(proxy.name): \(why)")
-                    case .timedOut(_, let seconds):
-                        throw .timedOut(stage: "in the TLS handshake with the \(proxy.name)\(hint)", seconds: seconds)
-                    default:
-                        throw error
+                    case .tls(let failure, _): throw .tls(failure, via: proxy)
+                    case .timedOut(_, let seconds): throw .timedOut(.tlsHandshake(proxy: proxy), seconds: seconds)
+                    default: throw error
                     }
                 }
             }
-            let context = ProxyTunnel.Context(proxy: proxy, target: target, deadline: deadline,
-                                              timeoutSeconds: timeoutSeconds, log: log)
+            let context = ProxyTunnel.Context(proxy: proxy, target: target, deadline: deadline, log: log)
             if proxy.kind.isSOCKS {
                 try ProxyTunnel.socks5Connect(over: carrier, context, connectOptions: options.connect)
             } else {

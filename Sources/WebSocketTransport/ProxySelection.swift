@@ -105,11 +105,20 @@ public struct ProxyChoice: Sendable, Equatable {
     public var proxy: ProxyURL?
     /// Where the decision came from: "--proxy", "https_proxy", "no_proxy matches ...".
     public var reason: String
+    /// Where `proxy` was set (nil without a proxy), for error messages.
+    public var source: ProxySource?
 
-    public init(proxy: ProxyURL?, reason: String) {
+    public init(proxy: ProxyURL?, reason: String, source: ProxySource? = nil) {
         self.proxy = proxy
         self.reason = reason
+        self.source = source
     }
+}
+
+/// Where a proxy setting came from: the caller's option, or an environment variable.
+public enum ProxySource: Equatable, Sendable {
+    case option
+    case variable(String)
 }
 
 /// A proxy variable or option that does not hold a usable proxy URL.
@@ -149,13 +158,13 @@ public enum ProxySelection {
             return text
         }
         let proxy: ProxyURL
-        let source: String
+        let source: ProxySource
         switch setting {
         case .none:
             return ProxyChoice(proxy: nil, reason: "--proxy ''")
         case .url(let given):
             proxy = given
-            source = "--proxy"
+            source = .option
         case .environment:
             let cgi = value("REQUEST_METHOD") != nil
             guard let name = variables(secure: url.isSecure, cgi: cgi).first(where: { value($0) != nil }),
@@ -167,14 +176,19 @@ public enum ProxySelection {
             } catch {
                 throw ProxyConfigurationError(source: name, reason: error)
             }
-            source = name
+            source = .variable(name)
         }
         let bypass: (list: String, name: String)? = noProxy.map { ($0, "--noproxy") }
             ?? value("no_proxy").map { ($0, "no_proxy") } ?? value("NO_PROXY").map { ($0, "NO_PROXY") }
         if let bypass, NoProxyList(bypass.list).matches(host: url.host, port: url.port) {
             return ProxyChoice(proxy: nil, reason: "\(bypass.name) matches \(url.host)")
         }
-        return ProxyChoice(proxy: proxy, reason: source)
+        let reason: String
+        switch source {
+        case .option: reason = "--proxy"
+        case .variable(let name): reason = name
+        }
+        return ProxyChoice(proxy: proxy, reason: reason, source: source)
     }
 }
 

@@ -9,8 +9,7 @@ enum ProxyTunnel {
     struct Context {
         let proxy: ProxyURL
         let target: HostPort
-        let deadline: Instant
-        let timeoutSeconds: Double
+        let deadline: Deadline
         let log: (String) -> Void
     }
 
@@ -19,7 +18,7 @@ enum ProxyTunnel {
         context.log("asking the \(proxy.name) to CONNECT \(context.target)"
                     + (proxy.hasCredentials ? " (with Proxy-Authorization: Basic [redacted])" : ""))
         let request = HTTPConnect.requestBytes(target: context.target, proxy: proxy, userAgent: userAgent)
-        try writeAll(stream, request, context, stage: "sending CONNECT to the \(proxy.name)")
+        try send(request, over: stream, context, step: .sendingConnect)
         var head: [UInt8] = []
         var byte: UInt8 = 0
         while true {
@@ -27,23 +26,21 @@ enum ProxyTunnel {
             case .done:
                 head.append(byte)
                 guard byte == 0x0A || head.count <= 5 else { continue }
-                let parsed: (HTTPResponseHead, Int)?
-                do {
-                    parsed = try head.withUnsafeBytes { raw throws(HandshakeError) in try HTTPResponseHead.parse(raw) }
-                } catch {
-                    throw .proxy("the \(proxy.name) did not answer CONNECT with HTTP: \(error)")
+                let parsed = head.withUnsafeBytes { raw in
+                    Result { () throws(HandshakeError) in try HTTPResponseHead.parse(raw) }
                 }
-                if let (response, _) = parsed {
+                if case .failure(let error) = parsed { throw .proxy(.notHTTP(proxy: proxy, error)) }
+                if case .success(let (response, _)?) = parsed {
                     context.log("the \(proxy.name) answered: \(response.version) \(response.statusCode) \(response.reason)")
                     try HTTPConnect.check(response, proxy: proxy, target: context.target)
                     return
                 }
             case .wouldBlock(let interest):
-                try wait(stream, interest, context, stage: "waiting for the \(proxy.name) to answer CONNECT")
+                try stream.wait(for: interest, until: context.deadline, stage: .proxyExchange(proxy, .awaitingConnectAnswer))
             case .endOfStream:
-                throw .proxy("the \(proxy.name) closed the connection without answering CONNECT \(context.target)")
+                throw .proxy(.closed(proxy: proxy, target: context.target, step: .awaitingConnectAnswer))
             case .failed(let why):
-                throw .proxy("the connection to the \(proxy.name) failed during CONNECT: \(why)")
+                throw .proxy(.failed(why, proxy: proxy, step: .awaitingConnectAnswer))
             }
         }
     }
@@ -59,76 +56,61 @@ enum ProxyTunnel {
         } else {
             // socks5://: the name is resolved here and the proxy gets an address.
             let addresses = try TCPConnector.resolve(host: context.target.host, port: context.target.port,
-                                                     options: connectOptions, deadline: context.deadline,
-                                                     timeoutSeconds: context.timeoutSeconds)
+                                                     options: connectOptions, deadline: context.deadline)
             guard let first = addresses.first?.ip else {
                 throw .resolve(host: context.target.host, reason: "no address")
             }
             target = .address(first)
         }
-        func fail(_ error: SOCKS5Error) -> TransportError {
-            .proxy(error.message(proxy: proxy, target: context.target.description))
+        /// A SOCKS5 step: its protocol errors become `.proxy(.socks)`.
+        func step<T>(_ body: () throws(TransportError) -> [UInt8], parse: ([UInt8]) throws(SOCKS5Error) -> T) throws(TransportError) -> T {
+            let reply = try body()
+            do {
+                return try parse(reply)
+            } catch {
+                throw .proxy(.socks(error, proxy: proxy, target: context.target))
+            }
+        }
+        func build(_ make: () throws(SOCKS5Error) -> [UInt8]) throws(TransportError) -> [UInt8] {
+            do {
+                return try make()
+            } catch {
+                throw .proxy(.socks(error, proxy: proxy, target: context.target))
+            }
         }
         let offerPassword = proxy.user != nil
-        try writeAll(stream, SOCKS5.greeting(offerPassword: offerPassword), context, stage: "greeting the \(proxy.name)")
-        let method: SOCKS5.Method
-        do {
-            method = try SOCKS5.parseMethodSelection(try readExactly(stream, 2, context), offeredPassword: offerPassword)
-        } catch let error as SOCKS5Error {
-            throw fail(error)
-        } catch {
-            throw error as? TransportError ?? .proxy("\(error)")
+        try send(SOCKS5.greeting(offerPassword: offerPassword), over: stream, context, step: .greeting)
+        let method = try step({ () throws(TransportError) in try readExactly(stream, 2, context) }) { reply throws(SOCKS5Error) in
+            try SOCKS5.parseMethodSelection(reply, offeredPassword: offerPassword)
         }
         if method == .usernamePassword {
             context.log("the \(proxy.name) asks for a user name and password; sending them")
-            do {
-                let request = try SOCKS5.authenticationRequest(user: proxy.user ?? "", password: proxy.password ?? "")
-                try writeAll(stream, request, context, stage: "authenticating with the \(proxy.name)")
-                try SOCKS5.parseAuthenticationReply(try readExactly(stream, 2, context))
-            } catch let error as SOCKS5Error {
-                throw fail(error)
-            } catch {
-                throw error as? TransportError ?? .proxy("\(error)")
+            let request = try build { () throws(SOCKS5Error) in
+                try SOCKS5.authenticationRequest(user: proxy.user ?? "", password: proxy.password ?? "")
+            }
+            try send(request, over: stream, context, step: .authenticating)
+            try step({ () throws(TransportError) in try readExactly(stream, 2, context) }) { reply throws(SOCKS5Error) in
+                try SOCKS5.parseAuthenticationReply(reply)
             }
         }
         context.log("asking the \(proxy.name) to connect to \(HostPort(host: target.description, port: context.target.port))"
                     + (proxy.kind == .socks5h && IPAddress(context.target.host) == nil ? " (the proxy resolves the name)" : ""))
-        do {
-            try writeAll(stream, try SOCKS5.connectRequest(target, port: context.target.port), context,
-                         stage: "sending CONNECT to the \(proxy.name)")
-            let prefix = try readExactly(stream, 5, context)
-            let length = try SOCKS5.replyLength(prefix: prefix)
-            let reply = prefix + (try readExactly(stream, length - 5, context))
-            let bound = try SOCKS5.parseReply(reply)
-            context.log("the \(proxy.name) connected (its side: \(bound))")
-        } catch let error as SOCKS5Error {
-            throw fail(error)
-        } catch {
-            throw error as? TransportError ?? .proxy("\(error)")
-        }
+        let request = try build { () throws(SOCKS5Error) in try SOCKS5.connectRequest(target, port: context.target.port) }
+        try send(request, over: stream, context, step: .sendingConnect)
+        let prefix = try readExactly(stream, 5, context)
+        let length = try step({ prefix }) { reply throws(SOCKS5Error) in try SOCKS5.replyLength(prefix: reply) }
+        let reply = prefix + (try readExactly(stream, length - 5, context))
+        let bound = try step({ reply }) { reply throws(SOCKS5Error) in try SOCKS5.parseReply(reply) }
+        context.log("the \(proxy.name) connected (its side: \(bound))")
     }
 
     // MARK: - Blocking-style I/O on a non-blocking stream, within the deadline
 
-    static func writeAll(_ stream: ByteStream, _ bytes: [UInt8], _ context: Context, stage: String) throws(TransportError) {
-        var offset = 0
-        while offset < bytes.count || stream.hasPendingOutput {
-            let result: IOResult
-            if offset < bytes.count {
-                result = bytes.withUnsafeBytes { raw -> IOResult in
-                    var vector = iovec(iov_base: UnsafeMutableRawPointer(mutating: raw.baseAddress! + offset),
-                                       iov_len: raw.count - offset)
-                    return stream.write(&vector, count: 1)
-                }
-            } else {
-                result = stream.flush()
-            }
-            switch result {
-            case .done(let n): offset += n
-            case .wouldBlock(let interest): try wait(stream, interest, context, stage: stage)
-            case .endOfStream: throw .proxy("the \(context.proxy.name) closed the connection (\(stage))")
-            case .failed(let why): throw .proxy("the connection to the \(context.proxy.name) failed (\(stage)): \(why)")
-            }
+    private static func send(_ bytes: [UInt8], over stream: ByteStream, _ context: Context, step: ProxyStep) throws(TransportError) {
+        switch try stream.writeAll(bytes, until: context.deadline, stage: .proxyExchange(context.proxy, step)) {
+        case nil: return
+        case .closed?: throw .proxy(.closed(proxy: context.proxy, target: context.target, step: step))
+        case let failure?: throw .proxy(.failed(failure, proxy: context.proxy, step: step))
         }
     }
 
@@ -136,28 +118,20 @@ enum ProxyTunnel {
         var bytes = [UInt8](repeating: 0, count: count)
         var filled = 0
         while filled < count {
-            let result = bytes.withUnsafeMutableBytes { raw in stream.read(into: raw.baseAddress! + filled, count: count - filled) }
+            let result = bytes.withUnsafeMutableBytes { raw -> IOResult in
+                guard let base = raw.baseAddress else { return .done(0) }
+                return stream.read(into: base + filled, count: count - filled)
+            }
             switch result {
             case .done(let n): filled += n
             case .wouldBlock(let interest):
-                try wait(stream, interest, context, stage: "waiting for the \(context.proxy.name) to answer")
+                try stream.wait(for: interest, until: context.deadline, stage: .proxyExchange(context.proxy, .awaitingAnswer))
             case .endOfStream:
-                throw .proxy("the \(context.proxy.name) closed the connection in the middle of the SOCKS5 exchange")
+                throw .proxy(.closed(proxy: context.proxy, target: context.target, step: .awaitingAnswer))
             case .failed(let why):
-                throw .proxy("the connection to the \(context.proxy.name) failed: \(why)")
+                throw .proxy(.failed(why, proxy: context.proxy, step: .awaitingAnswer))
             }
         }
         return bytes
-    }
-
-    static func wait(_ stream: ByteStream, _ interest: PollInterest, _ context: Context, stage: String) throws(TransportError) {
-        if interest == .read && stream.hasBufferedInput { return }
-        var entry = pollfd(fd: stream.fileDescriptor, events: interest.pollEvents, revents: 0)
-        while true {
-            let ready = poll(&entry, 1, context.deadline.pollTimeout())
-            if ready > 0 { return }
-            if ready == 0 { throw .timedOut(stage: stage, seconds: context.timeoutSeconds) }
-            if errno != EINTR { throw .io("poll failed: \(errnoText(errno))") }
-        }
     }
 }

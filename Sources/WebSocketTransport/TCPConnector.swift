@@ -94,26 +94,23 @@ public enum TCPConnector {
     }
 
     /// Connects to `host`:`port` before `deadline`. `log` receives one line per attempt.
-    /// Throws `.resolve`, `.connect` (with the last address's error) or `.timedOut`.
+    /// Throws `.resolve`, `.noAddress`, `.connect` (with the last address's errno) or `.timedOut`.
     public static func connect(host: String, port: UInt16, options: ConnectOptions = ConnectOptions(),
-                               deadline: Instant, timeoutSeconds: Double,
-                               log: (String) -> Void = { _ in }) throws(TransportError) -> TCPStream {
-        let addresses = try resolve(host: host, port: port, options: options, deadline: deadline,
-                                    timeoutSeconds: timeoutSeconds)
+                               deadline: Deadline, log: (String) -> Void = { _ in }) throws(TransportError) -> TCPStream {
+        let addresses = try resolve(host: host, port: port, options: options, deadline: deadline)
         let ordered = HappyEyeballs.interleave(addresses) { $0.isIPv6 }
         if ordered.count > 1 {
             log("\(host) has \(ordered.count) addresses; trying in this order: \(ordered.map(\.description).joined(separator: ", "))")
         }
-        return try race(ordered, host: host, port: port, delay: options.attemptDelay, deadline: deadline,
-                        timeoutSeconds: timeoutSeconds, log: log)
+        return try race(ordered, host: host, port: port, delay: options.attemptDelay, deadline: deadline, log: log)
     }
 
     /// Happy Eyeballs over `addresses` (already in order).
-    static func race(_ addresses: [Address], host: String, port: UInt16, delay: Double, deadline: Instant,
-                     timeoutSeconds: Double, log: (String) -> Void) throws(TransportError) -> TCPStream {
+    static func race(_ addresses: [Address], host: String, port: UInt16, delay: Double, deadline: Deadline,
+                     log: (String) -> Void) throws(TransportError) -> TCPStream {
         var schedule = HappyEyeballs.Schedule(count: addresses.count, delay: delay)
         var pending: [(index: Int, fd: Int32)] = []
-        var lastError = "no address"
+        var lastError: Int32 = EADDRNOTAVAIL
         defer { for attempt in pending { Glibc.close(attempt.fd) } }
 
         func won(_ index: Int, _ fd: Int32) -> TCPStream {
@@ -138,26 +135,26 @@ public enum TCPConnector {
                     pending.append((index, fd))
                     if connected { return won(index, fd) }
                 case .failure(let failure):
-                    lastError = failure.reason
-                    log("\(addresses[index]): \(failure.reason)")
+                    lastError = failure.errno
+                    log("\(addresses[index]): \(errnoText(failure.errno))")
                     schedule.attemptFailed(index, at: now)
                 }
             }
             if schedule.isExhausted {
                 let target = addresses.count == 1 ? addresses[0].description
                     : "\(host) port \(port) (\(addresses.count) addresses tried)"
-                throw .connect(target: target, reason: lastError)
+                throw .connect(target: target, errno: lastError)
             }
             if pending.isEmpty { continue }
-            if now >= deadline {
+            if now >= deadline.instant {
                 let target = pending.count == 1 ? addresses[pending[0].index].description : "\(host) port \(port)"
-                throw .timedOut(stage: "connecting to \(target)", seconds: timeoutSeconds)
+                throw .timedOut(.connecting(target: target), seconds: deadline.seconds)
             }
             var entries = pending.map { pollfd(fd: $0.fd, events: Int16(POLLOUT), revents: 0) }
-            let wake = schedule.wakeTime.map { min($0, deadline) } ?? deadline
+            let wake = schedule.wakeTime.map { min($0, deadline.instant) } ?? deadline.instant
             let ready = poll(&entries, nfds_t(entries.count), wake.pollTimeout())
             if ready < 0 && errno != EINTR {
-                throw .connect(target: "\(host) port \(port)", reason: "poll: \(errnoText(errno))")
+                throw .system(call: "poll", errno: errno)
             }
             guard ready > 0 else { continue }
             let failedAt = Instant.now()
@@ -167,8 +164,8 @@ public enum TCPConnector {
                 var length = socklen_t(MemoryLayout<Int32>.size)
                 getsockopt(attempt.fd, SOL_SOCKET, SO_ERROR, &error, &length)
                 if error == 0 { return won(attempt.index, attempt.fd) }
-                lastError = errnoText(error)
-                log("\(addresses[attempt.index]): \(lastError)")
+                lastError = error
+                log("\(addresses[attempt.index]): \(errnoText(error))")
                 Glibc.close(attempt.fd)
                 pending.remove(at: slot)
                 schedule.attemptFailed(attempt.index, at: failedAt)
@@ -179,7 +176,7 @@ public enum TCPConnector {
     /// Starts a non-blocking connect: the socket and whether it is already connected.
     private static func start(_ address: Address) -> Result<(Int32, Bool), ConnectFailure> {
         let fd = socket(address.family, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        if fd < 0 { return .failure(ConnectFailure(errnoText(errno))) }
+        if fd < 0 { return .failure(ConnectFailure(errno: errno)) }
         let started = address.storage.withUnsafeBytes { raw in
             Glibc.connect(fd, raw.baseAddress!.assumingMemoryBound(to: sockaddr.self), socklen_t(raw.count))
         }
@@ -187,21 +184,21 @@ public enum TCPConnector {
         let code = errno
         guard code == EINPROGRESS || code == EINTR else {
             Glibc.close(fd)
-            return .failure(ConnectFailure(errnoText(code)))
+            return .failure(ConnectFailure(errno: code))
         }
         return .success((fd, false))
     }
 
     private struct ConnectFailure: Error {
-        let reason: String
-        init(_ reason: String) { self.reason = reason }
+        let errno: Int32
     }
 
     /// Resolves `host` to addresses: a `--resolve` override, an IP literal (no DNS), or
     /// getaddrinfo(3), limited to `options.family`. getaddrinfo has no timeout of its own,
     /// so a name lookup runs on a helper thread and is abandoned when the deadline passes.
+    /// Throws `.resolve`, `.noAddress` or `.timedOut`.
     public static func resolve(host: String, port: UInt16, options: ConnectOptions = ConnectOptions(),
-                               deadline: Instant, timeoutSeconds: Double) throws(TransportError) -> [Address] {
+                               deadline: Deadline) throws(TransportError) -> [Address] {
         let all: [Address]
         if let override = options.overrides.first(where: { $0.matches(host: host, port: port) }) {
             all = override.addresses.map { Address($0, port: port) }
@@ -210,8 +207,8 @@ public enum TCPConnector {
         } else {
             let job = LookupJob(host: host, port: port, family: options.family)
             if job.start() {
-                guard job.wait(until: deadline) else {
-                    throw .timedOut(stage: "resolving '\(host)'", seconds: timeoutSeconds)
+                guard try deadline.wait(fd: job.doneFD, events: Int16(POLLIN)) else {
+                    throw .timedOut(.resolving(host: host), seconds: deadline.seconds)
                 }
                 all = try job.result.mapError { TCPConnector.noteFamily($0, options.family) }.get()
             } else {
@@ -229,16 +226,15 @@ public enum TCPConnector {
         case .ipv6: kept = all.filter { $0.isIPv6 }
         }
         guard !kept.isEmpty else {
-            let wanted = options.family == .ipv4 ? "IPv4 (-4)" : "IPv6 (-6)"
-            throw .resolve(host: host, reason: "no \(wanted) address (it has \(all.map(\.description).joined(separator: ", ")))")
+            throw .noAddress(host: host, family: options.family, available: all.map(\.description))
         }
         return kept
     }
 
     /// A failed lookup limited to one family says so.
     static func noteFamily(_ error: TransportError, _ family: AddressFamily) -> TransportError {
-        guard family != .any, case .resolve(let host, let reason) = error else { return error }
-        return .resolve(host: host, reason: "\(reason) (looking for \(family == .ipv4 ? "IPv4 addresses only: -4" : "IPv6 addresses only: -6"))")
+        guard case .resolve(let host, let reason, _, let via) = error else { return error }
+        return .resolve(host: host, reason: reason, family: family, via: via)
     }
 
     fileprivate static func lookup(host: String, port: UInt16, family: AddressFamily) throws(TransportError) -> [Address] {
@@ -323,16 +319,6 @@ private final class LookupJob: @unchecked Sendable {
         }
         pthread_detach(thread)
         return true
-    }
-
-    /// True when the lookup finished before `deadline`.
-    func wait(until deadline: Instant) -> Bool {
-        var entry = pollfd(fd: doneFD, events: Int16(POLLIN), revents: 0)
-        while true {
-            let ready = poll(&entry, 1, deadline.pollTimeout())
-            if ready < 0 && errno == EINTR { continue }
-            return ready > 0
-        }
     }
 }
 

@@ -23,7 +23,7 @@ public final class TCPStream: ByteStream {
             let code = errno
             if code == EINTR { continue }
             if code == EAGAIN || code == EWOULDBLOCK { return .wouldBlock(.read) }
-            return .failed(errnoText(code))
+            return .failed(.system(errno: code))
         }
     }
 
@@ -39,7 +39,7 @@ public final class TCPStream: ByteStream {
             let code = errno
             if code == EINTR { continue }
             if code == EAGAIN || code == EWOULDBLOCK { return .wouldBlock(.write) }
-            return .failed(errnoText(code))
+            return .failed(.system(errno: code))
         }
     }
 

@@ -45,6 +45,9 @@ public struct TLSOptions: Sendable {
     /// Appended to a handshake failure that looks like a peer that does not speak TLS (it
     /// answered the ClientHello with something else, or hung up): what the user should try.
     public var plainPeerHint: String
+    /// The hint for an https:// proxy: a plain HTTP proxy written as https:// (a common
+    /// slip in proxy variables) answers the TLS ClientHello with HTTP, or not at all.
+    public static let plainHTTPProxyHint = " (if it is a plain HTTP proxy, write http:// in its URL)"
 
     public init(serverName: String, serverNameIsIP: Bool, verifyPeer: Bool = true, caFile: String? = nil,
                 clientCertificate: ClientCertificate? = nil, minimumVersion: TLSVersion = .tls12,
@@ -56,6 +59,77 @@ public struct TLSOptions: Sendable {
         self.clientCertificate = clientCertificate
         self.minimumVersion = minimumVersion
         self.plainPeerHint = plainPeerHint
+    }
+}
+
+/// Why TLS could not be set up or the server was not accepted, as facts: which file,
+/// which certificate check, OpenSSL's reason. The bridge says what the user can do.
+public enum TLSFailure: Error, Equatable, Sendable {
+    /// libssl could not be loaded (dlopen's message).
+    case libraryMissing(String)
+    /// OpenSSL could not create a context or session.
+    case setup(reason: String)
+    /// The CA file (`path`) or the system CA store (nil) cannot be loaded.
+    case trustStore(path: String?, reason: String)
+    /// The client certificate file cannot be loaded.
+    case certificateFile(path: String, reason: String)
+    /// The client key is encrypted and no passphrase was given.
+    case keyNeedsPassphrase(path: String)
+    case wrongPassphrase(path: String)
+    case keyMismatch(key: String, certificate: String)
+    /// No key in the certificate's file (no separate key file was given).
+    case noPrivateKey(path: String, reason: String)
+    case keyFile(path: String, reason: String)
+    /// The server's certificate failed `check` for `name`; `detail` is OpenSSL's text.
+    case verification(CertificateCheck, name: String, detail: String)
+    /// The server asked for a client certificate we do not have and ended the handshake.
+    case certificateRequired(detail: String)
+    /// After the handshake: the server asked for a certificate we lack and hung up.
+    case certificateRequiredThenClosed
+    /// After the handshake: we sent a certificate and the server hung up without a word.
+    case certificateProbablyRefused
+    /// The peer closed the connection during the handshake; `hint` says what to try.
+    case closedDuringHandshake(hint: String)
+    /// The handshake failed; `hint` when the peer looks like it does not speak TLS.
+    case handshakeFailed(StreamFailure, hint: String?)
+    /// TLS failed on the first read or write after the handshake (TLS 1.3 servers refuse a
+    /// client certificate then).
+    case alert(TLSAlert)
+}
+
+/// Which check the server's certificate failed.
+public enum CertificateCheck: Equatable, Sendable {
+    case expired, notYetValid, nameMismatch, unknownCA, other
+}
+
+/// A TLS error on an open stream, classified from OpenSSL's reason (`detail`).
+public enum TLSAlert: Equatable, Sendable, CustomStringConvertible {
+    /// The server requires a client certificate and none was sent.
+    case certificateRequired(detail: String)
+    /// The server refused the client certificate sent.
+    case certificateRefused(detail: String)
+    /// A handshake failure alert without a certificate sent: no common cipher, or a
+    /// certificate wanted.
+    case handshakeRefused(detail: String)
+    /// No protocol version both sides accept.
+    case noCommonVersion(detail: String)
+    case other(detail: String)
+
+    public var detail: String {
+        switch self {
+        case .certificateRequired(let d), .certificateRefused(let d), .handshakeRefused(let d), .noCommonVersion(let d),
+             .other(let d): return d
+        }
+    }
+
+    public var description: String {
+        switch self {
+        case .certificateRequired(let d): return "the server requires a client certificate [\(d)]"
+        case .certificateRefused(let d): return "the server refused the client certificate [\(d)]"
+        case .handshakeRefused(let d): return "the server ended the handshake (no common protocol or cipher, or it wants a client certificate) [\(d)]"
+        case .noCommonVersion(let d): return "no TLS version that both sides accept [\(d)]"
+        case .other(let d): return d
+        }
     }
 }
 
@@ -115,13 +189,18 @@ public final class TLSStream: ByteStream {
     /// Runs the TLS handshake over `carrier` before `deadline`. Throws `.tls` with the
     /// reason (certificate expired, wrong host, unknown CA, client certificate refused,
     /// protocol failure) or `.timedOut`.
-    public static func connect(over carrier: ByteStream, options: TLSOptions, deadline: Instant, timeoutSeconds: Double,
+    public static func connect(over carrier: ByteStream, options: TLSOptions, deadline: Deadline,
                                log: (String) -> Void = { _ in }) throws(TransportError) -> TLSStream {
-        try loadOpenSSL()
-        let context = try makeContext(options, log: log)
+        let context: OpaquePointer
+        do throws(TLSFailure) {
+            try loadOpenSSL()
+            context = try makeContext(options, log: log)
+        } catch {
+            throw .tls(error)
+        }
         guard let ssl = wsp_SSL_new(context) else {
             wsp_SSL_CTX_free(context)
-            throw .tls("cannot create a TLS session: \(errorQueueText())")
+            throw .tls(.setup(reason: errorQueueText()))
         }
         let stream = TLSStream(carrier: carrier, context: context, ssl: ssl)
         stream.sentClientCertificate = options.clientCertificate != nil
@@ -135,7 +214,7 @@ public final class TLSStream: ByteStream {
         } else {
             var network: OpaquePointer?
             guard wsp_SSL_set_bio_pair(ssl, &network, TLSStream.pairSize) == 1, let network else {
-                throw .tls("cannot create a TLS session: \(errorQueueText())")
+                throw .tls(.setup(reason: errorQueueText()))
             }
             stream.network = network
             stream.outgoing = UnsafeMutableRawPointer.allocate(byteCount: TLSStream.pairSize, alignment: 16)
@@ -166,35 +245,34 @@ public final class TLSStream: ByteStream {
             case .wouldBlock(let wanted):
                 interest = wanted
             case .endOfStream:
-                throw .tls("the server closed the connection during the TLS handshake" + options.plainPeerHint)
+                throw .tls(.closedDuringHandshake(hint: options.plainPeerHint))
             case .failed(let why):
                 let verify = wsp_SSL_get_verify_result(ssl)
                 if options.verifyPeer && verify != Int(X509_V_OK) {
-                    throw .tls(verificationMessage(Int32(verify), name: options.serverName))
+                    throw .tls(verificationFailure(Int32(verify), name: options.serverName))
                 }
-                if stream.serverWantedCertificate && !why.contains("client certificate") {
-                    throw .tls("the server requires a client certificate (give one with --cert and --key) and ended the "
-                               + "handshake [\(why.hasPrefix("TLS: ") ? String(why.dropFirst(5)) : why)]")
+                if stream.serverWantedCertificate {
+                    switch why {
+                    case .tls(.certificateRequired), .tls(.certificateRefused), .tls(.handshakeRefused): break
+                    case .tls(let alert): throw .tls(.certificateRequired(detail: alert.detail))
+                    default: throw .tls(.certificateRequired(detail: why.description))
+                    }
                 }
-                if why == "connection closed" {
-                    throw .tls("the server closed the connection during the TLS handshake" + options.plainPeerHint)
-                }
-                let text = why.hasPrefix("TLS: ") ? String(why.dropFirst(5)) : why
+                if why == .closed { throw .tls(.closedDuringHandshake(hint: options.plainPeerHint)) }
                 // What OpenSSL says when the answer to its hello is not TLS, or is a hang-up.
-                let notTLS = ["wrong version number", "packet length too long", "closed the TLS session",
-                              "record layer failure", "http request", "unexpected eof", "closed the connection"]
-                    .contains { text.contains($0) }
-                throw .tls("handshake failed: \(text)" + (notTLS ? options.plainPeerHint : ""))
+                let text: String
+                if case .tls(let alert) = why { text = alert.detail } else { text = why.description }
+                let notTLS = why == .tlsSessionClosed || ["wrong version number", "packet length too long",
+                    "record layer failure", "http request", "unexpected eof", "closed the connection"].contains { text.contains($0) }
+                throw .tls(.handshakeFailed(why, hint: notTLS ? options.plainPeerHint : nil))
             }
             if stream.network != nil && carrier.hasBufferedInput { continue }
-            var entry = pollfd(fd: carrier.fileDescriptor, events: interest.pollEvents, revents: 0)
-            let ready = poll(&entry, 1, deadline.pollTimeout())
-            if ready == 0 { throw .timedOut(stage: "in the TLS handshake", seconds: timeoutSeconds) }
+            try carrier.wait(for: interest, until: deadline, stage: .tlsHandshake(proxy: nil))
         }
     }
 
-    private static func makeContext(_ options: TLSOptions, log: (String) -> Void) throws(TransportError) -> OpaquePointer {
-        guard let context = wsp_SSL_CTX_new(wsp_TLS_client_method()) else { throw .tls("cannot create a TLS context: \(errorQueueText())") }
+    private static func makeContext(_ options: TLSOptions, log: (String) -> Void) throws(TLSFailure) -> OpaquePointer {
+        guard let context = wsp_SSL_CTX_new(wsp_TLS_client_method()) else { throw .setup(reason: errorQueueText()) }
         var ok = false
         defer { if !ok { wsp_SSL_CTX_free(context) } }
         let minimum = options.minimumVersion == .tls13 ? wsp_TLS1_3_VERSION() : wsp_TLS1_2_VERSION()
@@ -204,10 +282,10 @@ public final class TLSStream: ByteStream {
             wsp_SSL_CTX_set_verify(context, SSL_VERIFY_PEER)
             if let caFile = options.caFile {
                 guard wsp_SSL_CTX_load_verify_locations(context, caFile, nil) == 1 else {
-                    throw .tls("cannot load CA certificates from '\(caFile)': \(errorQueueText())")
+                    throw .trustStore(path: caFile, reason: errorQueueText())
                 }
             } else if wsp_SSL_CTX_set_default_verify_paths(context) != 1 {
-                throw .tls("cannot load the system CA store: \(errorQueueText())")
+                throw .trustStore(path: nil, reason: errorQueueText())
             }
         } else {
             wsp_SSL_CTX_set_verify(context, SSL_VERIFY_NONE)
@@ -223,10 +301,10 @@ public final class TLSStream: ByteStream {
         return context
     }
 
-    private static func loadClientCertificate(_ client: ClientCertificate, into context: OpaquePointer) throws(TransportError) {
+    private static func loadClientCertificate(_ client: ClientCertificate, into context: OpaquePointer) throws(TLSFailure) {
         wsp_ERR_clear_error()
         guard wsp_SSL_CTX_use_certificate_chain_file_no_prompt(context, client.certificateFile) == 1 else {
-            throw .tls("cannot load the client certificate from '\(client.certificateFile)': \(errorQueueText())")
+            throw .certificateFile(path: client.certificateFile, reason: errorQueueText())
         }
         var asked: Int32 = 0
         var password = client.keyPassword ?? []
@@ -242,25 +320,22 @@ public final class TLSStream: ByteStream {
         guard loaded == 1 else {
             let queued = errorQueueText()
             if asked != 0 && client.keyPassword == nil {
-                throw .tls("the private key in '\(client.keyFile)' is encrypted: give its passphrase with "
-                           + "--key-pass-env VAR or --key-pass-file FILE")
+                throw .keyNeedsPassphrase(path: client.keyFile)
             }
             if asked != 0 {
-                throw .tls("cannot decrypt the private key in '\(client.keyFile)': wrong passphrase")
+                throw .wrongPassphrase(path: client.keyFile)
             }
             if queued.contains("key values mismatch") {
-                throw .tls("the private key in '\(client.keyFile)' does not belong to the certificate in "
-                           + "'\(client.certificateFile)'")
+                throw .keyMismatch(key: client.keyFile, certificate: client.certificateFile)
             }
             if client.keyFile == client.certificateFile && (queued.contains("PEM lib") || queued.contains("no start line")) {
                 // --cert without --key: the key is looked for in the certificate's file.
-                throw .tls("no private key in '\(client.keyFile)' (give the key file with --key) [\(queued)]")
+                throw .noPrivateKey(path: client.keyFile, reason: queued)
             }
-            throw .tls("cannot load the private key from '\(client.keyFile)': \(queued)")
+            throw .keyFile(path: client.keyFile, reason: queued)
         }
         guard wsp_SSL_CTX_check_private_key(context) == 1 else {
-            throw .tls("the private key in '\(client.keyFile)' does not belong to the certificate in "
-                       + "'\(client.certificateFile)'")
+            throw .keyMismatch(key: client.keyFile, certificate: client.certificateFile)
         }
     }
 
@@ -370,7 +445,7 @@ public final class TLSStream: ByteStream {
             switch pullIn() {
             case .done: continue
             case .wouldBlock(let interest): return .wouldBlock(interest)
-            case .endOfStream: return closedIsEnd ? .endOfStream : .failed("connection closed")
+            case .endOfStream: return closedIsEnd ? .endOfStream : .failed(.closed)
             case .failed(let why): return .failed(why)
             }
         }
@@ -385,7 +460,7 @@ public final class TLSStream: ByteStream {
                 var vector = iovec(iov_base: outgoing + outgoingStart, iov_len: outgoingEnd - outgoingStart)
                 switch carrier.write(&vector, count: 1) {
                 case .done(let n): outgoingStart += n
-                case .endOfStream: return .failed("connection closed")
+                case .endOfStream: return .failed(.closed)
                 case let other: return other
                 }
                 continue
@@ -405,7 +480,7 @@ public final class TLSStream: ByteStream {
     private func pullIn() -> IOResult {
         guard let network else { return .done(0) }
         let room = min(wsp_BIO_ctrl_get_write_guarantee(network), TLSStream.recordSize + 512)
-        guard room > 0 else { return .failed("TLS: the tunnel's buffer is full") }
+        guard room > 0 else { return .failed(.tlsBufferFull) }
         let scratch = UnsafeMutableRawPointer.allocate(byteCount: room, alignment: 16)
         defer { scratch.deallocate() }
         let result = carrier.read(into: scratch, count: room)
@@ -417,42 +492,39 @@ public final class TLSStream: ByteStream {
         switch error {
         case SSL_ERROR_WANT_READ: return .wouldBlock(.read)
         case SSL_ERROR_WANT_WRITE: return .wouldBlock(.write)
-        case SSL_ERROR_ZERO_RETURN: return closedIsEnd ? .endOfStream : .failed("the server closed the TLS session")
+        case SSL_ERROR_ZERO_RETURN: return closedIsEnd ? .endOfStream : .failed(.tlsSessionClosed)
         case SSL_ERROR_SYSCALL:
             let queued = errorQueueText()
-            if queued != "unknown error" { return .failed("TLS: \(explain(queued))") }
-            if code == 0 { return closedIsEnd ? .endOfStream : .failed("connection closed") }
-            return .failed(errnoText(code))
+            if queued != "unknown error" { return .failed(.tls(classify(queued))) }
+            if code == 0 { return closedIsEnd ? .endOfStream : .failed(.closed) }
+            return .failed(.system(errno: code))
         default:
-            return .failed("TLS: \(explain(errorQueueText()))")
+            return .failed(.tls(classify(errorQueueText())))
         }
     }
 
-    /// An OpenSSL reason with what the user can do about it.
-    private func explain(_ queued: String) -> String {
-        let text: String
+    /// What an OpenSSL reason means here.
+    private func classify(_ queued: String) -> TLSAlert {
         if queued.contains("certificate required") || (serverWantedCertificate && queued.contains("handshake failure")) {
-            text = "the server requires a client certificate (give one with --cert and --key) [\(queued)]"
-        } else if sentClientCertificate && ["bad certificate", "unknown ca", "certificate unknown", "unsupported certificate",
-                                            "certificate revoked", "certificate expired", "access denied"].contains(where: queued.contains) {
-            text = "the server refused the client certificate [\(queued)]"
-        } else if !sentClientCertificate && queued.contains("alert handshake failure") {
-            text = "the server ended the handshake (no common protocol or cipher, or it wants a client certificate: "
-                + "--cert and --key) [\(queued)]"
-        } else if ["unsupported protocol", "protocol version", "no protocols available"].contains(where: queued.contains) {
-            text = "no TLS version that both sides accept (see --tls-min) [\(queued)]"
-        } else {
-            text = queued
+            return .certificateRequired(detail: queued)
         }
-        return text
+        if sentClientCertificate && ["bad certificate", "unknown ca", "certificate unknown", "unsupported certificate",
+                                     "certificate revoked", "certificate expired", "access denied"].contains(where: queued.contains) {
+            return .certificateRefused(detail: queued)
+        }
+        if !sentClientCertificate && queued.contains("alert handshake failure") { return .handshakeRefused(detail: queued) }
+        if ["unsupported protocol", "protocol version", "no protocols available"].contains(where: queued.contains) {
+            return .noCommonVersion(detail: queued)
+        }
+        return .other(detail: queued)
     }
 }
 
 /// Loads OpenSSL on first use (it is not linked; see CTLSShims). Throws `.tls` if the
 /// library is missing.
-func loadOpenSSL() throws(TransportError) {
+func loadOpenSSL() throws(TLSFailure) {
     var error = [CChar](repeating: 0, count: 512)
-    if wsp_tls_load(&error, error.count) != 0 { throw .tls(cString(error)) }
+    if wsp_tls_load(&error, error.count) != 0 { throw .libraryMissing(cString(error)) }
 }
 
 /// The OpenSSL error queue as one line (emptied), or "unknown error".
@@ -470,23 +542,19 @@ func errorQueueText() -> String {
     return parts.isEmpty ? "unknown error" : parts.joined(separator: "; ")
 }
 
-/// A certificate verification failure in words a user can act on.
-func verificationMessage(_ code: Int32, name: String) -> String {
+/// A certificate verification failure: which check, for which name, OpenSSL's words.
+func verificationFailure(_ code: Int32, name: String) -> TLSFailure {
     let detail = wsp_X509_verify_cert_error_string(Int(code)).map { String(cString: $0) } ?? "error \(code)"
-    let reason: String
+    let check: CertificateCheck
     switch code {
-    case X509_V_ERR_CERT_HAS_EXPIRED:
-        reason = "the server's certificate has expired"
-    case X509_V_ERR_CERT_NOT_YET_VALID:
-        reason = "the server's certificate is not valid yet"
-    case X509_V_ERR_HOSTNAME_MISMATCH, X509_V_ERR_IP_ADDRESS_MISMATCH:
-        reason = "the server's certificate is not valid for '\(name)'"
+    case X509_V_ERR_CERT_HAS_EXPIRED: check = .expired
+    case X509_V_ERR_CERT_NOT_YET_VALID: check = .notYetValid
+    case X509_V_ERR_HOSTNAME_MISMATCH, X509_V_ERR_IP_ADDRESS_MISMATCH: check = .nameMismatch
     case X509_V_ERR_DEPTH_ZERO_SELF_SIGNED_CERT, X509_V_ERR_SELF_SIGNED_CERT_IN_CHAIN,
          X509_V_ERR_UNABLE_TO_GET_ISSUER_CERT_LOCALLY, X509_V_ERR_UNABLE_TO_GET_ISSUER_CERT,
          X509_V_ERR_UNABLE_TO_VERIFY_LEAF_SIGNATURE:
-        reason = "the server's certificate is signed by an unknown CA (trust it with --cacert FILE)"
-    default:
-        reason = "the server's certificate was refused"
+        check = .unknownCA
+    default: check = .other
     }
-    return "certificate verification failed for '\(name)': \(reason) [\(detail)]; -k/--insecure skips verification"
+    return .verification(check, name: name, detail: detail)
 }

@@ -4,7 +4,8 @@ import Glibc
 public enum UnixConnector {
     /// Connects to the socket at `path` before `deadline`. A path starting with `@` names a
     /// Linux abstract socket (the `@` stands for the leading NUL byte).
-    public static func connect(path: String, deadline: Instant, timeoutSeconds: Double,
+    /// Throws `.unixPathLength`, `.unixConnect` or `.timedOut`.
+    public static func connect(path: String, deadline: Deadline,
                                log: (String) -> Void = { _ in }) throws(TransportError) -> TCPStream {
         let target = "Unix socket \(path)"
         var address = sockaddr_un()
@@ -14,14 +15,14 @@ public enum UnixConnector {
         if abstract { name[0] = 0 }
         let capacity = MemoryLayout.size(ofValue: address.sun_path)
         guard !name.isEmpty, name.count < capacity, !name.dropFirst(abstract ? 1 : 0).contains(0) else {
-            throw .invalidSetting("the Unix socket path '\(path)' is empty or longer than \(capacity - 1) bytes")
+            throw .unixPathLength(path: path, limit: capacity - 1)
         }
         withUnsafeMutableBytes(of: &address.sun_path) { $0.copyBytes(from: name) }
         let pathOffset = MemoryLayout<sockaddr_un>.offset(of: \sockaddr_un.sun_path) ?? 2
         let length = socklen_t(pathOffset + name.count + (abstract ? 0 : 1))
 
         let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard fd >= 0 else { throw .connect(target: target, reason: errnoText(errno)) }
+        guard fd >= 0 else { throw .system(call: "socket", errno: errno) }
         log("connecting to \(target)")
         while true {
             let result = withUnsafePointer(to: &address) { pointer in
@@ -32,44 +33,43 @@ public enum UnixConnector {
             if code == EINTR { continue }
             if code == EAGAIN {
                 // The server's backlog is full: try again shortly, until the deadline.
-                if Instant.now() >= deadline {
+                if deadline.hasPassed {
                     Glibc.close(fd)
-                    throw .timedOut(stage: "connecting to \(target) (its backlog is full)", seconds: timeoutSeconds)
+                    throw .timedOut(.connectingUnix(path: path, backlogFull: true), seconds: deadline.seconds)
                 }
                 usleep(10_000)
                 continue
             }
             if code == EINPROGRESS {
-                var entry = pollfd(fd: fd, events: Int16(POLLOUT), revents: 0)
-                var ready: Int32
-                repeat { ready = poll(&entry, 1, deadline.pollTimeout()) } while ready < 0 && errno == EINTR
-                if ready == 0 {
+                let ready: Bool
+                do {
+                    ready = try deadline.wait(fd: fd, events: Int16(POLLOUT))
+                } catch {
                     Glibc.close(fd)
-                    throw .timedOut(stage: "connecting to \(target)", seconds: timeoutSeconds)
+                    throw error
+                }
+                if !ready {
+                    Glibc.close(fd)
+                    throw .timedOut(.connectingUnix(path: path, backlogFull: false), seconds: deadline.seconds)
                 }
                 var error: Int32 = 0
                 var size = socklen_t(MemoryLayout<Int32>.size)
                 getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &size)
                 if error == 0 { break }
                 Glibc.close(fd)
-                throw .connect(target: target, reason: explain(error, path: path))
+                throw refused(error, path: path)
             }
             Glibc.close(fd)
-            throw .connect(target: target, reason: explain(code, path: path))
+            throw refused(code, path: path)
         }
         log("connected to \(target)")
         return TCPStream(fileDescriptor: fd, remoteAddress: path)
     }
 
-    private static func explain(_ code: Int32, path: String) -> String {
+    private static func refused(_ code: Int32, path: String) -> TransportError {
         var info = stat()
-        if code == ECONNREFUSED, !path.hasPrefix("@"), stat(path, &info) == 0, info.st_mode & S_IFMT != S_IFSOCK {
-            return "\(errnoText(code)) (the file is not a socket)"
-        }
-        switch code {
-        case ECONNREFUSED: return "\(errnoText(code)) (nothing is listening on it)"
-        case ENOTSOCK: return "\(errnoText(code)) (the file is not a socket)"
-        default: return errnoText(code)
-        }
+        let notASocket = code == ENOTSOCK || (code == ECONNREFUSED && !path.hasPrefix("@") && stat(path, &info) == 0
+                                              && info.st_mode & S_IFMT != S_IFSOCK)
+        return .unixConnect(path: path, errno: code, notASocket: notASocket)
     }
 }

@@ -70,6 +70,24 @@ final class ExitStatusTests: IntegrationTestCase {
         XCTAssertFalse(listener.hasPendingConnection, "a usage error connected")
     }
 
+    /// Only command-line mistakes point at --help, once; a missing file or a refused
+    /// connection does not.
+    func testOnlyUsageMistakesPointAtHelp() throws {
+        let listener = try LoopbackSocket(listening: true)
+        for arguments in [[], ["--nope", "ws://h/"], ["--tls-min", "9", "ws://h/"]] {
+            let result = try runWspipe(arguments)
+            assertExit(result, 2)
+            XCTAssertEqual(result.stderr.components(separatedBy: "see wspipe --help").count, 2, "\(arguments): \(result.stderr)")
+            XCTAssertFalse(result.stderr.contains(") ("), "two parentheticals in a row: \(result.stderr)")
+        }
+        let missingCA = try runWspipe(["--cacert", "/nonexistent/ca.pem", "wss://127.0.0.1:\(listener.port)/"])
+        assertExit(missingCA, 2)
+        XCTAssertFalse(missingCA.stderr.contains("--help"), missingCA.stderr)
+        let refused = try runWspipe(["--connect-timeout", "5", "ws://127.0.0.1:9/"], stdin: .pipe)
+        assertExit(refused, 3)
+        XCTAssertFalse(refused.stderr.contains("--help"), refused.stderr)
+    }
+
     func testHelpAndVersionExit0() throws {
         let help = try runWspipe(["--help"])
         assertExit(help, 0)

@@ -6,6 +6,7 @@ import Foundation
 import XCTest
 import TestSupport
 @testable import WSPipeBridge
+@testable import WSPipeCLI
 
 final class CompletionTests: XCTestCase {
     private static let root = URL(fileURLWithPath: Locations.packageRoot)

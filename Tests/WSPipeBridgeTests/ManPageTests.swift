@@ -6,6 +6,7 @@ import Foundation
 import XCTest
 import TestSupport
 @testable import WSPipeBridge
+@testable import WSPipeCLI
 import WebSocketTransport
 
 final class ManPageTests: XCTestCase {

@@ -4,6 +4,7 @@ import WebSocketCore
 import WebSocketTransport
 import XCTest
 @testable import WSPipeBridge
+@testable import WSPipeCLI
 
 final class NetworkOptionTests: XCTestCase {
     private func config(_ arguments: [String], environment: [String: String] = [:],

@@ -58,7 +58,7 @@ final class CloseCodeTests: XCTestCase {
     func testReceiveErrorsMapToTheirCloseCodes() {
         XCTAssertEqual(ReceiveError.protocolError("x").closeCode, CloseCode(1002))
         XCTAssertEqual(ReceiveError.invalidUTF8("x").closeCode, CloseCode(1007))
-        XCTAssertEqual(ReceiveError.messageTooBig("x").closeCode, CloseCode(1009))
+        XCTAssertEqual(ReceiveError.messageTooBig(size: 2, limit: 1).closeCode, CloseCode(1009))
         XCTAssertEqual(ReceiveError.protocolError("why").description, "why")
     }
 

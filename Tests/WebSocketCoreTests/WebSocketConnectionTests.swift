@@ -246,7 +246,7 @@ final class WebSocketConnectionTests: XCTestCase {
 
     func testFailQueuesCloseWithTheErrorsCode() {
         var connection = fixedConnection()
-        connection.fail(.messageTooBig("too big"))
+        connection.fail(.messageTooBig(size: 2, limit: 1))
         XCTAssertEqual(closeFrames(connection.takeOutboundControl()), [[0x03, 0xF1]])
         XCTAssertEqual(connection.state, .closed)
     }

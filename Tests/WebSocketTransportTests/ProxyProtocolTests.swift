@@ -31,8 +31,8 @@ final class HTTPConnectTests: XCTestCase {
             try HTTPConnect.check(response, proxy: proxy, target: target)
             return nil
         } catch {
-            guard case .proxy(let message) = error else { XCTFail("not a proxy error: \(error)"); return nil }
-            return message
+            guard case .proxy(let failure) = error else { XCTFail("not a proxy error: \(error)"); return nil }
+            return failure.description
         }
     }
 

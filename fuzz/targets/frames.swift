@@ -275,7 +275,7 @@ func model(_ b: [UInt8], limit: UInt64) -> [Item] {
     func fail(_ code: CloseCode) -> [Item] {
         switch code {
         case .invalidPayloadData: items.append(.error(.invalidUTF8("")))
-        case .messageTooBig: items.append(.error(.messageTooBig("")))
+        case .messageTooBig: items.append(.error(.messageTooBig(size: nil, limit: 0)))
         default: items.append(.error(.protocolError("")))
         }
         return items

@@ -18,22 +18,14 @@ void wsp_eventfd_signal(int fd);
 /// Resets an eventfd counter to 0 (reads it); returns the value read, 0 when it was 0.
 unsigned long long wsp_eventfd_drain(int fd);
 
-/// Sets O_NONBLOCK on a descriptor. Returns 0 or -1.
-int wsp_set_nonblocking(int fd);
-
-/// fcntl(F_GETFL) / fcntl(F_SETFL): fcntl is variadic, which Swift cannot call.
+/// fcntl(F_GETFL): fcntl is variadic, which Swift cannot call.
 int wsp_get_fl(int fd);
-int wsp_set_fl(int fd, int flags);
 
 /// Installs `handler` for `signum` without SA_RESTART (so blocking calls see EINTR).
 int wsp_signal(int signum, void (*handler)(int));
 
 /// Ignores SIGPIPE so writes to a closed pipe or socket fail with EPIPE instead.
 void wsp_ignore_sigpipe(void);
-
-/// errno as seen by the calling thread (Swift's `errno` works too; this avoids a
-/// dependence on how the Glibc overlay exposes it).
-int wsp_errno(void);
 
 /// What a standard descriptor is, from fstat(2): decides how it is read and written
 /// without blocking and without touching its (shared) O_NONBLOCK flag.
@@ -46,6 +38,8 @@ int wsp_fd_kind(int fd);
 ssize_t wsp_readv_nowait(int fd, const struct iovec *vectors, int count);
 ssize_t wsp_writev_nowait(int fd, const struct iovec *vectors, int count);
 
+/// Sets O_NONBLOCK on a descriptor the process made itself (a socketpair end). Returns 0 or -1.
+int wsp_set_nonblocking(int fd);
 /// accept4(2) with SOCK_NONBLOCK | SOCK_CLOEXEC (a GNU extension Swift's Glibc lacks).
 int wsp_accept4(int fd, void *address, unsigned int *length);
 #endif

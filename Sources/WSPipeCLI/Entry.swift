@@ -1,13 +1,9 @@
 import CWSPipeShims
 import Glibc
-import WebSocketEngine
+import WSPipeBridge
 
 /// The whole command: parse the arguments, run the session, return the exit status.
-///
-/// `main.swift` only calls this. Keeping every type with a stored layout (Session and the
-/// structs inside it) on this side of the module boundary means the executable never has
-/// their sizes inlined: with cross-module optimisation, an incremental release build once
-/// left main.swift allocating a Session of a stale, smaller size.
+/// `main.swift` only calls this.
 @inline(never)
 public func wspipeMain(arguments: [String], environment: (String) -> String?) -> Int32 {
     occupyClosedStandardDescriptors()
@@ -15,8 +11,7 @@ public func wspipeMain(arguments: [String], environment: (String) -> String?) ->
     do {
         command = try CommandLineParser.parse(arguments, environment: environment)
     } catch {
-        writeLine(2, "wspipe: \(error.message) (see wspipe --help)")
-        return ExitStatus.usage.rawValue
+        return Diagnostics(verbosity: 0).report(.usage(error.message, pointsAtHelp: error.pointsAtHelp)).rawValue
     }
     switch command {
     case .help:
@@ -26,15 +21,7 @@ public func wspipeMain(arguments: [String], environment: (String) -> String?) ->
         writeLine(1, "wspipe \(wspipeVersion)")
         return 0
     case .run(let config):
-        wsp_ignore_sigpipe()
-        let log = Diagnostics(verbosity: config.verbosity)
-        do {
-            let session = try Session(config: config, log: log)
-            return session.run().rawValue
-        } catch {
-            log.error("\(error)")
-            return ExitStatus.localError.rawValue
-        }
+        return runBridge(config).rawValue
     }
 }
 
@@ -52,16 +39,4 @@ private func occupyClosedStandardDescriptors() {
 
 private func writeLine(_ fd: Int32, _ text: String) {
     writeAll(fd, Array(text.utf8) + [0x0A])
-}
-
-/// Writes all of `bytes` with write(2), retrying after EINTR; gives up on any other error
-/// (a closed or broken stderr is nothing to report).
-func writeAll(_ fd: Int32, _ bytes: [UInt8]) {
-    bytes.withUnsafeBytes { raw in
-        var offset = 0
-        while offset < raw.count {
-            let n = write(fd, raw.baseAddress! + offset, raw.count - offset)
-            if n > 0 { offset += n } else if n < 0 && errno == EINTR { continue } else { return }
-        }
-    }
 }

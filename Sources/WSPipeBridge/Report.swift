@@ -1,0 +1,288 @@
+import Glibc
+import WebSocketCore
+import WebSocketEngine
+import WebSocketTransport
+
+/// Every way a wspipe run can end badly, as facts. `report(_:)` is the one place that turns
+/// them into the line the user reads and the exit status; the layers below never name a
+/// command-line flag.
+public enum Failure: Error {
+    // The command line.
+    /// A mistake on the command line (exit 2). `pointsAtHelp`: whether `--help` explains it
+    /// (not for an unreadable file or an unset variable).
+    case usage(String, pointsAtHelp: Bool)
+
+    // Opening the connection.
+    /// The connection never opened: dialing, TLS, proxy, handshake, redirects.
+    case open(OpenError)
+    /// `--timeout` (seconds) expired before the connection was open (exit 124).
+    case timedOutBeforeOpen(seconds: Double)
+
+    // Ending a session (`Session.conclude()` turns the engine's `ConnectionEnding` and the
+    // session's own reasons into one of these).
+    /// The server closed with a code other than 1000 (exit 8).
+    case closedByPeer(ClosePayload)
+    /// The server broke the protocol; we failed the connection with `closeCode` (exit 6).
+    case protocolFailure(ReceiveError)
+    /// The connection ended without a closing handshake, or no pong within `--ping-timeout`
+    /// (exit 7).
+    case lost(ConnectionLoss)
+    /// The closing handshake made no progress for `--close-timeout` (exit 7).
+    case closeTimedOut(CloseWait)
+    /// `--timeout` expired after the connection was open (exit 124, nothing printed).
+    case timedOut
+    /// stdin could not be read or turned into messages (exit 1).
+    case localInput(InputError)
+    /// stdout could not be written (exit 1).
+    case localOutput(why: String)
+    /// SIGHUP, SIGINT or SIGTERM ended the session (exit 128 + the signal, nothing printed).
+    case signal(Int32)
+    /// A system call for a local resource failed (an eventfd) (exit 1).
+    case local(call: String, errno: Int32)
+
+    // Serving (the server role, to come).
+    /// The address to listen on is taken (EADDRINUSE) (exit 3).
+    case addressInUse(address: String)
+    /// Binding the address failed otherwise: permission denied (a port below 1024),
+    /// address not available... `errno` is the bind(2) error (exit 3).
+    case cannotListen(address: String, errno: Int32)
+    /// The server's certificate or key file cannot be read or loaded (exit 4).
+    case unreadableCertificate(path: String, why: String)
+    /// The program to run for each connection does not exist or cannot be executed (exit 1).
+    case missingProgram(path: String, errno: Int32)
+}
+
+/// The one line to print for `failure` (nil: nothing, as for a signal) and the exit status.
+/// Only usage errors that `--help` explains point at it, once.
+public func report(_ failure: Failure) -> (message: String?, status: ExitStatus) {
+    switch failure {
+    case .usage(let message, let pointsAtHelp):
+        return (pointsAtHelp ? noting("see wspipe --help", after: message) : message, .usage)
+    case .open(let error):
+        return (message(error), status(error))
+    case .timedOutBeforeOpen(let seconds):
+        return ("timed out after \(formatSeconds(seconds)) s (--timeout) before the connection was open", .timedOut)
+    case .closedByPeer(let payload):
+        return ("the server closed the connection with \(describe(payload))", .closedByPeer)
+    case .protocolFailure(let error):
+        return ("\(error.description); closing the connection with \(error.closeCode)", .protocolViolation)
+    case .lost(let loss):
+        return ("connection lost: \(message(loss))", .connectionLost)
+    case .closeTimedOut(let wait):
+        let waited = formatSeconds((wait.waited * 10).rounded() / 10)
+        let what = wait.closeWritten ? "no Close from the server" : "the server stopped reading before our Close"
+        return ("connection lost: \(what): nothing came for \(formatSeconds(wait.limit)) s (--close-timeout); "
+                + "gave up \(waited) s after the closing began", .connectionLost)
+    case .timedOut:
+        return (nil, .timedOut)
+    case .localInput(let error):
+        return (error.description, .localError)
+    case .localOutput(let why):
+        return (why, .localError)
+    case .signal(let number):
+        return (nil, .signal(number))
+    case .local(let call, let code):
+        return ("\(call) failed: \(errnoText(code))", .localError)
+    case .addressInUse(let address):
+        return ("cannot listen on \(address): the address is already in use", .cannotConnect)
+    case .cannotListen(let address, let code):
+        return ("cannot listen on \(address): \(errnoText(code))", .cannotConnect)
+    case .unreadableCertificate(let path, let why):
+        return ("cannot load the server certificate from '\(path)': \(why)", .tlsFailure)
+    case .missingProgram(let path, let code):
+        return ("cannot run '\(path)': \(errnoText(code))", .localError)
+    }
+}
+
+/// `text` with a parenthetical `note`; a text that ends with a parenthesis takes the note
+/// inside it ("(1.2 or 1.3; see wspipe --help)"): never two in a row.
+func noting(_ note: String, after text: String) -> String {
+    text.hasSuffix(")") ? "\(text.dropLast()); \(note))" : "\(text) (\(note))"
+}
+
+// MARK: - Opening
+
+private func status(_ error: OpenError) -> ExitStatus {
+    switch error {
+    case .transport(.tls): return .tlsFailure
+    case .transport(.proxy): return .proxyFailure
+    case .transport(.proxyVariable), .transport(.unixPathLength): return .usage
+    case .transport: return .cannotConnect
+    case .handshake, .handshakeLost, .redirect: return .handshakeRejected
+    }
+}
+
+private func message(_ error: OpenError) -> String {
+    switch error {
+    case .transport(let error):
+        return message(error)
+    case .handshake(.unexpectedStatus(let head), let body):
+        let reason = head.reason.isEmpty ? "" : " \(head.reason)"
+        // When to try again (429, 503) belongs in the one line, not only in -v's headers.
+        let retry = head.values("Retry-After").first.map { " (Retry-After: \($0.prefix(64)))" } ?? ""
+        var text = "the server answered \(head.statusCode)\(reason)\(retry) instead of 101 Switching Protocols"
+        let trimmed = body.prefix(200)
+        if WebSocketURL.redirectStatuses.contains(head.statusCode), let location = head.values("Location").first {
+            text += "; it redirects to \(printable(Array(Diagnostics.redactedLocation(location).utf8))) (-L/--location follows redirects)"
+        } else if !trimmed.isEmpty {
+            text += "; body: " + printable(Array(trimmed)) + (body.count > trimmed.count ? "..." : "")
+        }
+        return text
+    case .handshake(let error, _):
+        return "handshake rejected: \(error)"
+    case .handshakeLost(.closedWhileSending):
+        return "the server closed the connection during the handshake"
+    case .handshakeLost(.closedWithoutAnswer(let secure)):
+        // A TLS server given plain text usually just hangs up: say what to try.
+        return "the server closed the connection without answering the WebSocket handshake"
+            + (secure ? "" : " (if it expects TLS, use wss://)")
+    case .handshakeLost(.closedMidAnswer):
+        return "the server closed the connection in the middle of its handshake response"
+    case .handshakeLost(.failed(let why, let sending)):
+        return "connection lost \(sending ? "while sending the handshake" : "during the handshake"): \(why)"
+    case .redirect(.tooMany(let limit)):
+        return "too many redirects: more than \(limit) (--max-redirs)"
+    case .redirect(.noLocation(let status, let reason)):
+        return "the server answered \(status) \(reason) without a Location header"
+    case .redirect(.refused(let error)):
+        return error.description
+    }
+}
+
+private func message(_ error: TransportError) -> String {
+    switch error {
+    case .resolve(let host, let reason, let family, let via):
+        var text = "cannot resolve host '\(host)': \(reason)"
+        switch family {
+        case .any: break
+        case .ipv4: text += " (looking for IPv4 addresses only: -4)"
+        case .ipv6: text += " (looking for IPv6 addresses only: -6)"
+        }
+        if let via { text += " (the \(via.proxy.kind.label) from \(name(via.source)))" }
+        return text
+    case .noAddress(let host, let family, let available):
+        let wanted = family == .ipv4 ? "IPv4 (-4)" : "IPv6 (-6)"
+        return "cannot resolve host '\(host)': no \(wanted) address (it has \(available.joined(separator: ", ")))"
+    case .connect(let target, let code, nil):
+        return "cannot connect to \(target): \(errnoText(code))"
+    case .connect(_, let code, let via?):
+        return "cannot connect to the \(via.proxy.name) (from \(name(via.source))): \(errnoText(code))"
+    case .unixConnect(let path, let code, let notASocket):
+        let why = notASocket ? " (the file is not a socket)" : code == ECONNREFUSED ? " (nothing is listening on it)" : ""
+        return "cannot connect to Unix socket \(path): \(errnoText(code))\(why)"
+    case .timedOut(let stage, let seconds):
+        // Which limit it was, unless the stage ends with its own advice in parentheses.
+        let text = "timed out after \(formatSeconds(seconds)) s \(describe(stage))"
+        return text.hasSuffix(")") ? text : "\(text) (--connect-timeout)"
+    case .tls(let failure, let proxy):
+        return "TLS: " + (proxy.map { "with the \($0.name): " } ?? "") + message(failure)
+    case .proxy(let failure):
+        return failure.description
+    case .proxyVariable(let error):
+        return error.description
+    case .unixPathLength(let path, let limit):
+        return "the Unix socket path '\(path)' is empty or longer than \(limit) bytes"
+    case .system(let call, let code):
+        return "\(call) failed: \(errnoText(code))"
+    }
+}
+
+/// Where a proxy was set, as the user wrote it.
+private func name(_ source: ProxySource) -> String {
+    switch source {
+    case .option: return "--proxy"
+    case .variable(let name): return name
+    }
+}
+
+private func describe(_ stage: Stage) -> String {
+    switch stage {
+    case .resolving(let host): return "resolving '\(host)'"
+    case .connecting(let target): return "connecting to \(target)"
+    case .connectingUnix(let path, let full): return "connecting to Unix socket \(path)\(full ? " (its backlog is full)" : "")"
+    case .connectingToProxy(let hop): return "connecting to the \(hop.proxy.name) (from \(name(hop.source)))"
+    case .tlsHandshake(nil): return "in the TLS handshake"
+    case .tlsHandshake(let proxy?): return "in the TLS handshake with the \(proxy.name)\(TLSOptions.plainHTTPProxyHint)"
+    case .proxyExchange(let proxy, let step): return step.describe(proxy)
+    case .sendingHandshake: return "sending the handshake"
+    case .awaitingHandshakeResponse: return "waiting for the server's handshake response"
+    }
+}
+
+private func message(_ failure: TLSFailure) -> String {
+    switch failure {
+    case .libraryMissing(let why): return why
+    case .setup(let reason): return "cannot create a TLS session: \(reason)"
+    case .trustStore(let path?, let reason): return "cannot load CA certificates from '\(path)': \(reason)"
+    case .trustStore(nil, let reason): return "cannot load the system CA store: \(reason)"
+    case .certificateFile(let path, let reason): return "cannot load the client certificate from '\(path)': \(reason)"
+    case .keyNeedsPassphrase(let path):
+        return "the private key in '\(path)' is encrypted: give its passphrase with --key-pass-env VAR or --key-pass-file FILE"
+    case .wrongPassphrase(let path): return "cannot decrypt the private key in '\(path)': wrong passphrase"
+    case .keyMismatch(let key, let certificate):
+        return "the private key in '\(key)' does not belong to the certificate in '\(certificate)'"
+    case .noPrivateKey(let path, let reason): return "no private key in '\(path)' (give the key file with --key) [\(reason)]"
+    case .keyFile(let path, let reason): return "cannot load the private key from '\(path)': \(reason)"
+    case .verification(let check, let name, let detail):
+        let reason: String
+        switch check {
+        case .expired: reason = "the server's certificate has expired"
+        case .notYetValid: reason = "the server's certificate is not valid yet"
+        case .nameMismatch: reason = "the server's certificate is not valid for '\(name)'"
+        case .unknownCA: reason = "the server's certificate is signed by an unknown CA (trust it with --cacert FILE)"
+        case .other: reason = "the server's certificate was refused"
+        }
+        return "certificate verification failed for '\(name)': \(reason) [\(detail)]; -k/--insecure skips verification"
+    case .certificateRequired(let detail):
+        return "the server requires a client certificate (give one with --cert and --key) and ended the handshake [\(detail)]"
+    case .certificateRequiredThenClosed:
+        return "the server asked for a client certificate and closed the connection without one: it requires a client "
+            + "certificate (give one with --cert and --key)"
+    case .certificateProbablyRefused:
+        return "the server closed the connection right after the TLS handshake without answering: it probably refused "
+            + "the client certificate (--cert)"
+    case .closedDuringHandshake(let hint):
+        return "the server closed the connection during the TLS handshake" + hint
+    case .handshakeFailed(.tls(let alert), let hint):
+        return "handshake failed: \(message(alert))" + (hint ?? "")
+    case .handshakeFailed(let why, let hint):
+        return "handshake failed: \(why)" + (hint ?? "")
+    case .alert(let alert):
+        return message(alert)
+    }
+}
+
+/// An OpenSSL reason with what the user can do about it.
+private func message(_ alert: TLSAlert) -> String {
+    switch alert {
+    case .certificateRequired(let detail):
+        return "the server requires a client certificate (give one with --cert and --key) [\(detail)]"
+    case .handshakeRefused(let detail):
+        return "the server ended the handshake (no common protocol or cipher, or it wants a client certificate: "
+            + "--cert and --key) [\(detail)]"
+    case .noCommonVersion(let detail):
+        return "no TLS version that both sides accept (see --tls-min) [\(detail)]"
+    case .certificateRefused, .other:
+        return alert.description
+    }
+}
+
+private func message(_ loss: ConnectionLoss) -> String {
+    switch loss {
+    case .peerClosedTCP(let afterOurClose):
+        return afterOurClose ? "the server closed the TCP connection without answering our Close"
+                             : "the server closed the TCP connection without a closing handshake"
+    case .readFailed(.tls(let alert)): return message(alert)
+    case .readFailed(let why): return "\(why)"
+    case .writeFailed(.tls(let alert)): return "cannot send: \(message(alert))"
+    case .writeFailed(let why): return "cannot send: \(why)"
+    case .pingTimeout(let seconds): return "no pong within \(formatSeconds(seconds)) s (--ping-timeout): the connection is dead"
+    case .abandoned: return "the connection ended without a closing handshake"
+    }
+}
+
+/// A Close for messages: "1001 \"bye\"", or "(no status code)".
+func describe(_ payload: ClosePayload) -> String {
+    guard let code = payload.code else { return "(no status code)" }
+    return payload.reason.isEmpty ? "\(code)" : "\(code) \(printable(payload.reason))"
+}

@@ -1,0 +1,20 @@
+import CWSPipeShims
+
+/// Runs a session for `config` and returns how it ended (errors already printed).
+///
+/// The CLI calls this rather than creating a `Session` itself: keeping every type with a
+/// stored layout (Session and the structs inside it) on this side of the module boundary
+/// means no other module has their sizes inlined (with cross-module optimisation, an
+/// incremental release build once left main.swift allocating a Session of a stale,
+/// smaller size).
+@inline(never)
+public func runBridge(_ config: BridgeConfiguration) -> ExitStatus {
+    wsp_ignore_sigpipe()
+    let log = Diagnostics(verbosity: config.verbosity)
+    do {
+        let session = try Session(config: config, log: log)
+        return session.run()
+    } catch {
+        return log.report(error)
+    }
+}

@@ -1,0 +1,108 @@
+import WebSocketCore
+import WSPipeBridge
+
+/// What the command line asks for.
+public enum Command: Sendable {
+    case help
+    case version
+    case run(BridgeConfiguration)
+}
+
+/// A command-line mistake; exit status 2. `pointsAtHelp` is false for mistakes that
+/// `--help` cannot explain (an unreadable file named by an option).
+public struct UsageError: Error, Equatable, CustomStringConvertible {
+    public let message: String
+    public let pointsAtHelp: Bool
+    public init(_ message: String, pointsAtHelp: Bool = true) {
+        self.message = message
+        self.pointsAtHelp = pointsAtHelp
+    }
+    public var description: String { message }
+}
+
+/// Parses wspipe's arguments against `Option.allCases`. Options and the URL may come in
+/// any order; `--name=value` and `--name value` are equivalent, short flags combine
+/// (`-vb`), `-Hvalue` works, and `--` ends the options.
+public enum CommandLineParser {
+    /// - Parameters:
+    ///   - arguments: the arguments after the program name.
+    ///   - environment: looks up environment variables (WSPIPE_BEARER, proxies, key passphrase).
+    ///   - readFile: reads a file given to an option (--bearer-file); nil if unreadable.
+    /// - Throws: `UsageError` for the first mistake, in argument order.
+    public static func parse(_ arguments: [String], environment: (String) -> String? = { _ in nil },
+                             readFile: (String) -> [UInt8]? = readWholeFile) throws(UsageError) -> Command {
+        var urlText: String?
+        // Each option's value is checked as it comes (the first mistake is reported); what
+        // it sets is applied once the URL is known.
+        var setters: [Option.Setter] = []
+        var index = 0
+        var onlyPositional = false
+
+        func value(for name: String, inline: String?) throws(UsageError) -> String {
+            if let inline { return inline }
+            index += 1
+            guard index < arguments.count else { throw UsageError("option \(name) needs a value") }
+            return arguments[index]
+        }
+        /// Takes in one option; a command (help, version) when the option is one.
+        func take(_ option: Option, _ value: String) throws(UsageError) -> Command? {
+            switch option.action {
+            case .help: return .help
+            case .version: return .version
+            case .set(let handler): setters.append(try handler(value, option.longName))
+            }
+            return nil
+        }
+
+        while index < arguments.count {
+            let argument = arguments[index]
+            if onlyPositional || argument == "-" || !argument.hasPrefix("-") {
+                guard urlText == nil else {
+                    throw UsageError("more than one URL given: '\(Diagnostics.redactedURL(urlText ?? ""))' and "
+                                     + "'\(Diagnostics.redactedURL(argument))'")
+                }
+                urlText = argument
+            } else if argument == "--" {
+                onlyPositional = true
+            } else if argument.hasPrefix("--") {
+                var name = argument
+                var inline: String?
+                if let equals = argument.firstIndex(of: "=") {
+                    name = String(argument[..<equals])
+                    inline = String(argument[argument.index(after: equals)...])
+                }
+                guard let option = Option.byLongName[name] else {
+                    throw UsageError("unknown option '\(name)'")
+                }
+                if !option.takesValue && inline != nil { throw UsageError("option \(name) takes no value") }
+                let text = option.takesValue ? try value(for: name, inline: inline) : ""
+                if let command = try take(option, text) { return command }
+            } else {
+                // One or more short flags: -vb, -H value, -Hvalue.
+                var letters = Substring(argument.dropFirst())
+                while let letter = letters.first {
+                    letters = letters.dropFirst()
+                    guard let option = Option.byShortName[letter] else { throw UsageError("unknown option '-\(letter)'") }
+                    if option.takesValue {
+                        let inline = letters.isEmpty ? nil : String(letters)
+                        _ = try take(option, value(for: "-\(letter)", inline: inline))
+                        break
+                    }
+                    if let command = try take(option, "") { return command }
+                }
+            }
+            index += 1
+        }
+
+        guard let urlText else { throw UsageError("no URL given; usage: wspipe [options] ws://host[:port]/path") }
+        let url: WebSocketURL
+        do {
+            url = try WebSocketURL(parsing: urlText)
+        } catch {
+            throw UsageError(error.description)
+        }
+        var settings = Settings(config: BridgeConfiguration(url: url))
+        for set in setters { set(&settings) }
+        return .run(try settings.finish(environment: environment, readFile: readFile))
+    }
+}

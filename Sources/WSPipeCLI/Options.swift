@@ -1,0 +1,308 @@
+import Glibc
+import WebSocketCore
+import WebSocketTransport
+import WSPipeBridge
+
+// Every option, one declaration each: names, value, --help text, and what it sets. Values
+// are checked when the option is read; combinations and files in `Settings.finish`.
+
+extension Option {
+    static let helpSections: [HelpSection] = [
+        HelpSection(title: "Modes:", options: [text, binary, null, chunkSize]),
+        HelpSection(title: "Formats:", options: [jsonl, timestamps, base64, wholeInput]),
+        HelpSection(title: "Counts and time limits:",
+                    options: [maxMessages, oneMessage, send, timeout, idleTimeout, receiveOnly, sendOnly, stats]),
+        HelpSection(title: "Ending:", options: [noClose, linger, closeCode, closeReason, closeTimeout]),
+        HelpSection(title: "Connection:", options: [connectTimeout, maxMessageSize, pingInterval, pingTimeout]),
+        HelpSection(title: "Network (proxies from the environment unless --proxy; see NETWORK in the man page):",
+                    options: [proxy, socks5, noproxy, unixSocket, connectTo, resolve, ipv4, ipv6, location, maxRedirs]),
+        HelpSection(title: "TLS:", options: [insecure, cacert, cert, key, keyPassEnv, keyPassFile, tlsMin, sni]),
+        HelpSection(title: "Request:", options: [header, subprotocol, origin, userAgent, bearerFile, bearer],
+                    notes: [("URL user:password@", "sends Basic authentication")]),
+        HelpSection(title: "Output:", options: [verbose, quiet, help, version]),
+    ]
+
+    // MARK: Modes
+
+    static let text = Option("--text", "t", help: "stdin lines -> text messages; each message -> stdout + newline (default)") {
+        $0.config.mode = .text
+    }
+    static let binary = Option("--binary", "b", help: "stdin bytes -> binary messages; messages -> stdout raw") {
+        $0.config.mode = .binary
+    }
+    static let null = Option("--null", "0", help: "text mode with NUL instead of newline, both ways") {
+        $0.config.separator = 0
+    }
+    static let chunkSize = Option("--chunk-size", value: "BYTES",
+                                  help: "binary mode: largest message made from stdin (default 64K)") { text, name throws(UsageError) in
+        let size = try parseSize(text, option: name)
+        guard size >= 1 && size <= 1 << 30 else { throw UsageError("\(name) must be between 1 byte and 1 GiB") }
+        return { $0.config.chunkSize = Int(size) }
+    }
+
+    // MARK: Formats
+
+    static let jsonl = Option("--jsonl", help: #"JSON Lines both ways: {"type":"text","data":...}, {"type":"binary","base64":...},"#,
+                              #"{"type":"close","code":...,"reason":...}; stdin may also send {"type":"ping"}"#) {
+        $0.config.jsonLines = true
+    }
+    static let timestamps = Option("--timestamps", help: #"with --jsonl: add "ts" (Unix seconds) to each received line"#) {
+        $0.config.timestamps = true
+    }
+    static let base64 = Option("--base64", help: "binary messages written as one base64 line each; with -b, stdin lines",
+                               "are base64 and each becomes one binary message") {
+        $0.config.base64 = true
+    }
+    static let wholeInput = Option("--whole-input", help: "all of stdin up to EOF is ONE message (text, or binary with -b),",
+                                   "sent in frames of --chunk-size") {
+        $0.config.wholeInput = true
+    }
+
+    // MARK: Counts and time limits
+
+    static let maxMessages = Option("--max-messages", "n", value: "N",
+                                    help: "close and exit after N received messages (like head -n; websocat's -n",
+                                    "means something else); stdin EOF then does not close") { text, name throws(UsageError) in
+        guard let count = Int(text), count >= 1 else { throw UsageError("\(name) '\(text)' is not a positive number of messages") }
+        return { $0.config.maxMessages = count }
+    }
+    static let oneMessage = Option("--one-message", "1",
+                                   help: "send stdin's first message (or none), print one reply, close (-n 1)") {
+        $0.config.oneMessage = true
+    }
+    static let send = Option("--send", value: "TEXT",
+                             help: "send this text message right after the handshake, before stdin (repeatable)") { text, _ in
+        { $0.config.sendMessages.append(text) }
+    }
+    static let timeout = seconds("--timeout", help: "limit for the whole session: then a closing handshake and exit 124") {
+        $0.config.sessionTimeout = $1
+    }
+    static let idleTimeout = seconds("--idle-timeout", help: "close cleanly (exit 0) after SECS without a message either way") {
+        $0.config.idleTimeout = $1
+    }
+    static let receiveOnly = Option("--receive-only", help: "never read stdin (for services and cron, where stdin is /dev/null)") {
+        $0.config.receiveOnly = true
+    }
+    static let sendOnly = Option("--send-only", help: "never write stdout; end after stdin EOF and the closing handshake") {
+        $0.config.sendOnly = true
+    }
+    static let stats = Option("--stats", help: "print a one-line JSON summary on stderr at exit") {
+        $0.config.stats = true
+    }
+
+    // MARK: Ending
+
+    static let noClose = Option("--no-close", help: "stdin EOF does not close; run until the server closes (or a signal)") {
+        $0.config.closeOnEndOfInput = false
+    }
+    static let linger = seconds("--linger", help: "after stdin EOF, wait SECS (printing replies) before closing") {
+        $0.config.linger = $1
+    }
+    static let closeCode = Option("--close-code", value: "CODE", help: "close code sent at stdin EOF (default 1000)") { text, name throws(UsageError) in
+        guard let number = UInt16(text) else { throw UsageError("\(name) '\(text)' is not a number") }
+        let code = CloseCode(number)
+        guard code.isSendable else {
+            throw UsageError("\(name) \(number) may not be sent (use 1000-1003, 1007-1014 or 3000-4999)")
+        }
+        return { $0.config.closeCode = code }
+    }
+    static let closeReason = Option("--close-reason", value: "TEXT",
+                                    help: "close reason sent at stdin EOF (at most 123 bytes)") { text, name throws(UsageError) in
+        guard text.utf8.count <= ClosePayload.maximumReasonLength else {
+            throw UsageError("\(name) is \(text.utf8.count) bytes; at most \(ClosePayload.maximumReasonLength) fit in a Close frame")
+        }
+        return { $0.config.closeReason = text }
+    }
+    static let closeTimeout = seconds("--close-timeout", help: "give up ending after this long without progress (default 5)") {
+        $0.config.closeTimeout = $1
+    }
+
+    // MARK: Connection
+
+    static let connectTimeout = seconds("--connect-timeout", help: "limit for DNS + TCP + TLS + handshake (default 10)") {
+        $0.config.connectTimeout = $1
+    }
+    static let maxMessageSize = Option("--max-message-size", value: "BYTES",
+                                       help: "largest message accepted; bigger ones close with 1009 (default 64M)") { text, name throws(UsageError) in
+        let size = try parseSize(text, option: name)
+        guard size >= 1 else { throw UsageError("\(name) must be at least 1 byte") }
+        return { $0.config.maxMessageSize = size }
+    }
+    static let pingInterval = seconds("--ping-interval", help: "send a ping every SECS seconds") {
+        $0.config.pingInterval = $1
+    }
+    static let pingTimeout = seconds("--ping-timeout", help: "fail (exit 7) when a written ping gets no pong within SECS;",
+                                     "alone, it also sends a ping every SECS seconds") {
+        $0.config.pingTimeout = $1
+    }
+
+    // MARK: Network
+
+    static let proxy = Option("--proxy", value: "URL",
+                              help: "tunnel through this proxy: http://[user:pass@]host[:port], https://...,",
+                              "socks5://... (names resolved here), socks5h://... (by the proxy);",
+                              "an empty URL uses no proxy at all") { text, name throws(UsageError) in
+        guard !text.isEmpty else { return { $0.config.network.proxy = .none } }
+        let parsed: ProxyURL
+        do {
+            parsed = try ProxyURL(parsing: text)
+        } catch {
+            throw UsageError("\(name): \(error)")
+        }
+        return { $0.config.network.proxy = .url(parsed) }
+    }
+    static let socks5 = Option("--socks5", value: "HOST:PORT", help: "the same as --proxy socks5://HOST:PORT") { text, name throws(UsageError) in
+        let parsed: ProxyURL
+        do {
+            parsed = try ProxyURL(parsing: text, defaultKind: .socks5)
+        } catch {
+            throw UsageError("\(name): \(error)")
+        }
+        guard parsed.kind.isSOCKS else {
+            throw UsageError("\(name) takes HOST:PORT or a socks5:// or socks5h:// URL (use --proxy for \(parsed.kind.rawValue)://)")
+        }
+        return { $0.config.network.proxy = .url(parsed) }
+    }
+    static let noproxy = Option("--noproxy", value: "LIST", help: "hosts that go direct (replaces no_proxy; '*': all)") { text, _ in
+        { $0.config.network.noProxy = text }
+    }
+    static let unixSocket = Option("--unix-socket", value: "PATH",
+                                   help: "connect to this Unix socket; the URL still gives Host and path") { text, name throws(UsageError) in
+        guard !text.isEmpty, text.utf8.count <= WebSocketURL.maximumUnixPathLength, !text.utf8.contains(0) else {
+            throw UsageError("\(name) needs a socket path of 1 to \(WebSocketURL.maximumUnixPathLength) bytes")
+        }
+        return { $0.unixSocket = text }
+    }
+    static let connectTo = Option("--connect-to", value: "HOST:PORT",
+                                  help: "dial HOST:PORT instead; Host, SNI and certificate name stay the URL's") { text, name throws(UsageError) in
+        guard HostPort(parsing: text) != nil || HostPort(parsing: text, defaultPort: 1) != nil else {
+            throw UsageError("\(name) '\(text)' is not HOST:PORT (an IPv6 address in brackets: [::1]:8443)")
+        }
+        return { $0.connectTo = text }
+    }
+    static let resolve = Option("--resolve", value: "HOST:PORT:ADDR[,ADDR...]",
+                                help: "use these addresses for HOST:PORT instead of DNS") { text, name throws(UsageError) in
+        guard let entry = ResolveOverride(parsing: text) else {
+            throw UsageError("\(name) '\(text)' is not HOST:PORT:ADDRESS[,ADDRESS...] (IP addresses)")
+        }
+        return { $0.config.network.connect.overrides.append(entry) }
+    }
+    static let ipv4 = Option("--ipv4", "4", help: "IPv4 only") { $0.config.network.connect.family = .ipv4 }
+    static let ipv6 = Option("--ipv6", "6", help: "IPv6 only (default: both, raced IPv6 first: happy eyeballs)") {
+        $0.config.network.connect.family = .ipv6
+    }
+    static let location = Option("--location", "L", help: "follow redirects (301/302/303/307/308), never from wss:// to ws://;",
+                                 "credentials go only to the URL's own host and port") {
+        $0.config.followRedirects = true
+    }
+    static let maxRedirs = Option("--max-redirs", value: "N", help: "follow at most N redirects with -L (default 5)") { text, name throws(UsageError) in
+        guard let number = Int(text), number >= 0, number <= 1000 else {
+            throw UsageError("\(name) '\(text)' is not a number from 0 to 1000")
+        }
+        return { $0.config.maxRedirects = number }
+    }
+
+    // MARK: TLS
+
+    static let insecure = Option("--insecure", "k", help: "do not verify the server's TLS certificate") {
+        $0.config.insecure = true
+    }
+    static let cacert = Option("--cacert", value: "FILE",
+                               help: "trust the CA certificates in FILE (PEM) instead of the system store") { text, _ throws(UsageError) in
+        guard access(text, R_OK) == 0 else {
+            throw UsageError("cannot read CA file '\(text)': \(String(cString: strerror(errno)))", pointsAtHelp: false)
+        }
+        return { $0.config.caFile = text }
+    }
+    static let cert = Option("--cert", value: "FILE", help: "client certificate (PEM; the file may hold the key too)") { text, name throws(UsageError) in
+        let path = try readableFile(text, option: name)
+        return { $0.certFile = path }
+    }
+    static let key = Option("--key", value: "FILE",
+                            help: "the client certificate's private key (PEM; default: the --cert file)") { text, name throws(UsageError) in
+        let path = try readableFile(text, option: name)
+        return { $0.keyFile = path }
+    }
+    static let keyPassEnv = Option("--key-pass-env", value: "VAR",
+                                   help: "the key's passphrase is in environment variable VAR") { text, name throws(UsageError) in
+        guard !text.isEmpty else { throw UsageError("\(name) needs the name of an environment variable") }
+        return { $0.keyPassEnv = text }
+    }
+    static let keyPassFile = Option("--key-pass-file", value: "FILE", help: "the key's passphrase is in FILE (one line)") { text, name throws(UsageError) in
+        let path = try readableFile(text, option: name)
+        return { $0.keyPassFile = path }
+    }
+    static let tlsMin = Option("--tls-min", value: "VERSION", help: "lowest TLS version accepted: 1.2 (default) or 1.3") { text, name throws(UsageError) in
+        let normalized = text.lowercased().replacingPrefix("tlsv", "").replacingPrefix("tls", "")
+        guard let version = TLSVersion(rawValue: normalized) else {
+            throw UsageError("\(name) '\(text)' is not a TLS version (1.2 or 1.3)")
+        }
+        return { $0.config.network.minimumTLSVersion = version }
+    }
+    static let sni = Option("--sni", value: "NAME",
+                            help: "TLS server name and certificate name (default: the URL's host)") { text, name throws(UsageError) in
+        guard !text.isEmpty, text.utf8.count <= 253,
+              text.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F && !"/?#@[]:,".utf8.contains($0) }) || IPAddress(text) != nil else {
+            throw UsageError("\(name) '\(text)' is not a host name")
+        }
+        return { $0.config.network.serverName = text }
+    }
+
+    // MARK: Request
+
+    static let header = Option("--header", "H", value: "'Name: value'",
+                               help: "add a request header (repeatable); a Host header replaces the default") { text, name throws(UsageError) in
+        do {
+            let header = try HTTPHeader(parsing: text)
+            try ClientHandshake.validateUserHeaders([header])
+            guard header.hasName("Sec-WebSocket-Protocol") else { return { $0.config.headers.append(header) } }
+            let names = HTTPText.list(header.value)
+            for item in names { try checkSubprotocol(item, option: name) }
+            return { settings in for item in names { settings.addSubprotocol(item) } }
+        } catch {
+            throw UsageError("-H '\(text.prefix(60))': \(error)")
+        }
+    }
+    static let subprotocol = Option("--protocol", value: "NAME",
+                                    help: "offer a subprotocol (repeatable); -v shows the one chosen") { text, name throws(UsageError) in
+        try checkSubprotocol(text, option: name)
+        return { $0.addSubprotocol(text) }
+    }
+    static let origin = Option("--origin", value: "URL", help: "send an Origin header") { text, name throws(UsageError) in
+        try checkHeaderValue(text, option: name)
+        return { $0.config.origin = text }
+    }
+    static let userAgent = Option("--user-agent", value: "TEXT",
+                                  help: "User-Agent (default wspipe/\(wspipeVersion); empty: none)") { text, name throws(UsageError) in
+        try checkHeaderValue(text, option: name)
+        return { $0.config.userAgent = text.isEmpty ? nil : text }
+    }
+    static let bearerFile = Option("--bearer-file", value: "FILE",
+                                   help: "send 'Authorization: Bearer <token>' with the token read from FILE") { text, _ in
+        { $0.bearerFile = text }
+    }
+    static let bearer = Option("--bearer", value: "TOKEN", help: "the same with the token on the command line (visible in ps and",
+                               "shell history: prefer --bearer-file or WSPIPE_BEARER)") { text, name throws(UsageError) in
+        try checkToken(text, source: name)
+        return { $0.config.bearerToken = text }
+    }
+
+    // MARK: Output
+
+    static let verbose = Option("--verbose", "v", help: "show handshake headers (secrets redacted), pings and closes on stderr") {
+        $0.config.verbosity = 1
+    }
+    static let quiet = Option("--quiet", "q", help: "errors only on stderr") { $0.config.verbosity = -1 }
+    static let help = Option("--help", "h", value: nil, help: ["this text"], action: .help)
+    static let version = Option("--version", "V", value: nil, help: ["print the version"], action: .version)
+
+    /// An option whose value is a positive number of seconds.
+    private static func seconds(_ longName: String, help: String...,
+                                set: @escaping @Sendable (inout Settings, Double) -> Void) -> Option {
+        Option(longName, nil, value: "SECS", help: help, action: .set { text, name throws(UsageError) in
+            let value = try parseSeconds(text, option: name)
+            return { set(&$0, value) }
+        })
+    }
+
+}

@@ -1,0 +1,124 @@
+import WebSocketCore
+import WebSocketTransport
+import WSPipeBridge
+
+/// The configuration as the options build it, with the few values that can only be
+/// combined once every option is read (files to read, the URL's own socket and port).
+struct Settings {
+    var config: BridgeConfiguration
+    var bearerFile: String?
+    var certFile: String?
+    var keyFile: String?
+    var keyPassEnv: String?
+    var keyPassFile: String?
+    var connectTo: String?
+    var unixSocket: String?
+
+    /// Adds a subprotocol (already checked) unless it is offered already.
+    mutating func addSubprotocol(_ name: String) {
+        if !config.subprotocols.contains(name) { config.subprotocols.append(name) }
+    }
+
+    /// The configuration, after the checks that need every option. Throws `UsageError`.
+    func finish(environment: (String) -> String?, readFile: (String) -> [UInt8]?) throws(UsageError) -> BridgeConfiguration {
+        try checkCombinations()
+        var config = self.config
+        if config.oneMessage { config.maxMessages = 1 }
+        try applyNetwork(to: &config, environment: environment, readFile: readFile)
+
+        // Bearer token: --bearer, else --bearer-file, else $WSPIPE_BEARER.
+        if config.bearerToken != nil {
+            return config
+        } else if let bearerFile {
+            guard let bytes = readFile(bearerFile) else {
+                throw UsageError("cannot read --bearer-file '\(bearerFile)': \(whyUnreadable(bearerFile))", pointsAtHelp: false)
+            }
+            guard UTF8Validator.isValid(bytes) else {
+                throw UsageError("--bearer-file '\(bearerFile)' is not UTF-8 text", pointsAtHelp: false)
+            }
+            let token = HTTPText.trimmed(String(decoding: bytes, as: UTF8.self), also: [0x0A, 0x0D])
+            try checkToken(token, source: "--bearer-file '\(bearerFile)'")
+            config.bearerToken = token
+        } else if let token = environment("WSPIPE_BEARER"), !token.isEmpty {
+            try checkToken(token, source: "WSPIPE_BEARER")
+            config.bearerToken = token
+        }
+        return config
+    }
+
+    /// Options that contradict each other are refused rather than one silently ignored.
+    private func checkCombinations() throws(UsageError) {
+        func refuse(_ a: String, _ b: String, _ why: String) throws(UsageError) {
+            throw UsageError("\(a) cannot be combined with \(b): \(why)")
+        }
+        let c = config
+        let null = c.separator == 0
+        if null && c.mode == .binary && !c.base64 {
+            try refuse("-0/--null", "--binary", "binary mode has no separator (add --base64 for NUL-separated base64 lines)")
+        }
+        if c.jsonLines {
+            if c.mode == .binary { try refuse("--jsonl", "--binary", "--jsonl carries both message types") }
+            if null { try refuse("--jsonl", "-0/--null", "JSON Lines are newline-separated") }
+            if c.base64 { try refuse("--jsonl", "--base64", "--jsonl already encodes binary messages in base64") }
+            if c.wholeInput { try refuse("--jsonl", "--whole-input", "--jsonl reads one message per line") }
+        }
+        if c.timestamps && !c.jsonLines { throw UsageError("--timestamps needs --jsonl (it adds \"ts\" to each JSON line)") }
+        if c.wholeInput && c.base64 { try refuse("--whole-input", "--base64", "--base64 reads one message per line") }
+        if c.oneMessage && c.maxMessages != nil { try refuse("-1/--one-message", "-n/--max-messages", "-1 means -n 1") }
+        if c.receiveOnly && c.sendOnly { try refuse("--receive-only", "--send-only", "nothing would be bridged") }
+        if c.linger != nil {
+            if !c.closeOnEndOfInput { try refuse("--linger", "--no-close", "--no-close never closes at the end of input") }
+            if c.maxMessages != nil || c.oneMessage {
+                try refuse("--linger", c.oneMessage ? "-1" : "-n", "with a message count, the end of input does not close")
+            }
+            if c.receiveOnly { try refuse("--linger", "--receive-only", "stdin is not read") }
+        }
+        if c.receiveOnly && c.wholeInput { try refuse("--whole-input", "--receive-only", "stdin is not read") }
+    }
+
+    /// Proxy variables, the Unix socket and --connect-to against the URL, the client certificate.
+    private func applyNetwork(to config: inout BridgeConfiguration, environment: (String) -> String?,
+                              readFile: (String) -> [UInt8]?) throws(UsageError) {
+        for name in ProxySelection.variableNames {
+            if let value = environment(name) { config.network.environment[name] = value }
+        }
+        if let unixSocket {
+            guard config.url.unixSocketPath == nil else {
+                throw UsageError("--unix-socket cannot be combined with a ws+unix:// URL, which names its socket already")
+            }
+            config.url.unixSocketPath = unixSocket
+        }
+        if let connectTo {
+            guard config.url.unixSocketPath == nil else {
+                throw UsageError("--connect-to cannot be combined with a Unix socket")
+            }
+            config.network.connectTo = HostPort(parsing: connectTo) ?? HostPort(parsing: connectTo, defaultPort: config.url.port)
+        }
+
+        if keyFile != nil || keyPassEnv != nil || keyPassFile != nil, certFile == nil {
+            throw UsageError("--key, --key-pass-env and --key-pass-file need --cert")
+        }
+        if keyPassEnv != nil && keyPassFile != nil {
+            throw UsageError("give the key's passphrase with --key-pass-env or --key-pass-file, not both")
+        }
+        guard let certFile else { return }
+        var password: [UInt8]?
+        if let keyPassEnv {
+            guard let value = environment(keyPassEnv), !value.isEmpty else {
+                throw UsageError("--key-pass-env: the environment variable \(keyPassEnv) is not set or empty", pointsAtHelp: false)
+            }
+            password = Array(value.utf8)
+        } else if let keyPassFile {
+            guard var bytes = readFile(keyPassFile) else {
+                throw UsageError("cannot read --key-pass-file '\(keyPassFile)': \(whyUnreadable(keyPassFile))", pointsAtHelp: false)
+            }
+            // One line end at the end is the file's, not the passphrase's.
+            if bytes.last == 0x0A { bytes.removeLast() }
+            if bytes.last == 0x0D { bytes.removeLast() }
+            guard !bytes.isEmpty else { throw UsageError("--key-pass-file '\(keyPassFile)' is empty", pointsAtHelp: false) }
+            password = bytes
+        }
+        config.network.clientCertificate = ClientCertificate(certificateFile: certFile, keyFile: keyFile ?? certFile,
+                                                             keyPassword: password)
+    }
+}

@@ -1,0 +1,97 @@
+import Glibc
+import WebSocketCore
+
+// Checks and conversions of option values, and the file reading the options need.
+
+/// `path` if it is a readable file; a usage error naming the option otherwise.
+func readableFile(_ path: String, option: String) throws(UsageError) -> String {
+    guard access(path, R_OK) == 0 else {
+        throw UsageError("cannot read \(option) file '\(path)': \(String(cString: strerror(errno)))", pointsAtHelp: false)
+    }
+    return path
+}
+
+func checkToken(_ token: String, source: String) throws(UsageError) {
+    guard !token.isEmpty else { throw UsageError("\(source): the bearer token is empty") }
+    guard token.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) else {
+        throw UsageError("\(source): the bearer token contains spaces, control or non-ASCII characters")
+    }
+}
+
+func checkHeaderValue(_ value: String, option: String) throws(UsageError) {
+    guard value.utf8.allSatisfy({ $0 == 0x09 || ($0 >= 0x20 && $0 != 0x7F) }) else {
+        throw UsageError("\(option) contains CR, LF or another control character")
+    }
+}
+
+/// A subprotocol name must be an HTTP token.
+func checkSubprotocol(_ name: String, option: String) throws(UsageError) {
+    guard !name.isEmpty, name.utf8.allSatisfy({ byte in
+        byte > 0x20 && byte < 0x7F && !"()<>@,;:\\\"/[]?={}".utf8.contains(byte)
+    }) else {
+        throw UsageError("\(option) '\(name)' is not a valid subprotocol name (an HTTP token)")
+    }
+}
+
+/// "65536", "64K", "64KiB", "1M", "1MiB", "1G" (binary multiples) as bytes.
+func parseSize(_ text: String, option: String) throws(UsageError) -> UInt64 {
+    var digits = Substring(text)
+    var multiplier: UInt64 = 1
+    for (suffix, factor) in [("KiB", UInt64(1) << 10), ("MiB", 1 << 20), ("GiB", 1 << 30),
+                             ("K", 1 << 10), ("M", 1 << 20), ("G", 1 << 30)] where text.hasSuffix(suffix) {
+        digits = digits.dropLast(suffix.count)
+        multiplier = factor
+        break
+    }
+    guard let number = UInt64(digits) else {
+        throw UsageError("\(option) '\(text)' is not a size (bytes, or with K, M, G suffixes)")
+    }
+    let (bytes, overflow) = number.multipliedReportingOverflow(by: multiplier)
+    guard !overflow else { throw UsageError("\(option) '\(text)' is too large") }
+    return bytes
+}
+
+/// A positive number of seconds ("5", "0.25").
+func parseSeconds(_ text: String, option: String) throws(UsageError) -> Double {
+    guard let seconds = Double(text), seconds.isFinite, seconds > 0 else {
+        throw UsageError("\(option) '\(text)' is not a positive number of seconds")
+    }
+    guard seconds <= 1e9 else { throw UsageError("\(option) '\(text)' is too large (at most 1e9 seconds)") }
+    return seconds
+}
+
+/// Why `readWholeFile` gave nothing for `path`, in words (for the error message).
+func whyUnreadable(_ path: String) -> String {
+    let fd = open(path, O_RDONLY | O_CLOEXEC)
+    guard fd >= 0 else { return String(cString: strerror(errno)) }
+    defer { close(fd) }
+    var info = stat()
+    if fstat(fd, &info) == 0 {
+        if info.st_mode & S_IFMT == S_IFDIR { return "it is a directory" }
+        if info.st_size > 1 << 20 { return "it is larger than 1 MiB" }
+    }
+    return "read error"
+}
+
+/// The whole file at `path` (at most 1 MiB), or nil if it cannot be read.
+public func readWholeFile(_ path: String) -> [UInt8]? {
+    let fd = open(path, O_RDONLY | O_CLOEXEC)
+    guard fd >= 0 else { return nil }
+    defer { close(fd) }
+    var bytes: [UInt8] = []
+    var chunk = [UInt8](repeating: 0, count: 4096)
+    while true {
+        let n = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+        if n < 0 && errno == EINTR { continue }
+        if n < 0 { return nil }
+        if n == 0 { return bytes }
+        bytes += chunk[0..<n]
+        if bytes.count > 1 << 20 { return nil }
+    }
+}
+
+extension String {
+    func replacingPrefix(_ prefix: String, _ replacement: String) -> String {
+        hasPrefix(prefix) ? replacement + dropFirst(prefix.count) : self
+    }
+}
