@@ -77,9 +77,9 @@ extension HTTPHeader {
     }
 }
 
-/// An HTTP/1.1 request head as bytes: the request line, one line per header, the blank
-/// line. The WebSocket handshake and the proxy CONNECT request are written by it.
-public enum HTTPRequestHead {
+extension HTTPRequestHead {
+    /// An HTTP/1.1 request head as bytes: the request line, one line per header, the blank
+    /// line. The WebSocket handshake and the proxy CONNECT request are written by it.
     public static func bytes(method: String, target: String, headers: [HTTPHeader]) -> [UInt8] {
         var text = "\(method) \(target) HTTP/1.1\r\n"
         for header in headers { text += "\(header.name): \(header.value)\r\n" }

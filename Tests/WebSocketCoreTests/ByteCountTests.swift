@@ -26,9 +26,9 @@ final class ByteCountTests: XCTestCase {
 
     func testTheReaderReportsTheSizeItSaw() {
         var reader = MessageReader(maximumMessageSize: 1 << 20)
-        let header: [UInt8] = [0x82, 127, 0, 0, 0, 0, 0, 0x20, 0, 0]  // binary, 2 MiB, unmasked
+        var header: [UInt8] = [0x82, 127, 0, 0, 0, 0, 0, 0x20, 0, 0]  // binary, 2 MiB, unmasked
         var index = 0
-        XCTAssertThrowsError(try header.withUnsafeBytes { raw in try reader.next(raw, &index) }) { error in
+        XCTAssertThrowsError(try header.withUnsafeMutableBytes { raw in try reader.next(raw, &index) }) { error in
             XCTAssertEqual(error as? ReceiveError, .messageTooBig(size: 2 << 20, limit: 1 << 20))
         }
     }
