@@ -25,6 +25,12 @@ public struct ClosingHandshake: Equatable, Sendable {
     /// The Close the peer sent.
     public let received: ClosePayload
 
+    public init(initiatedByUs: Bool, sent: ClosePayload?, received: ClosePayload) {
+        self.initiatedByUs = initiatedByUs
+        self.sent = sent
+        self.received = received
+    }
+
     /// A normal end: no code or 1000, or the peer echoing the code we closed with.
     public var isNormal: Bool {
         guard let code = received.code, code != .normalClosure else { return true }
@@ -54,6 +60,12 @@ public struct CloseWait: Equatable, Sendable {
     public let waited: Double
     /// Whether our Close reached the socket (else the peer stopped reading before it).
     public let closeWritten: Bool
+
+    public init(limit: Double, waited: Double, closeWritten: Bool) {
+        self.limit = limit
+        self.waited = waited
+        self.closeWritten = closeWritten
+    }
 }
 
 /// Things worth telling a person (with -v) that the owner did not ask for itself.

@@ -2,6 +2,7 @@
 @testable import WebSocketCore
 import WebSocketTransport
 import XCTest
+import WebSocketEngine
 @testable import WSPipeBridge
 
 final class ReportTests: XCTestCase {
@@ -26,7 +27,8 @@ final class ReportTests: XCTestCase {
             .open(.transport(.tls(.trustStore(path: "/x/ca.pem", reason: "no such file")))),
             .open(.transport(.timedOut(.connecting(target: "h:1"), seconds: 10))),
             .open(.redirect(.tooMany(limit: 5))),
-            .timedOutBeforeOpen(seconds: 2), .lost(why: "x"), .local(call: "eventfd", errno: EMFILE),
+            .timedOutBeforeOpen(seconds: 2), .lost(.peerClosedTCP(afterOurClose: false)),
+            .closeTimedOut(CloseWait(limit: 5, waited: 5.2, closeWritten: true)), .local(call: "eventfd", errno: EMFILE),
             .addressInUse(address: "0.0.0.0:80"), .cannotListen(address: "0.0.0.0:80", errno: EACCES),
             .unreadableCertificate(path: "c.pem", why: "no such file"), .missingProgram(path: "/bin/x", errno: ENOENT),
         ]
