@@ -41,6 +41,7 @@ public final class Session: ConnectionDelegate {
     private var sessionDeadline: Instant?       // --timeout
     private var timedOut = false
     private var lastActivity = Instant.now()    // last data message either way (--idle-timeout)
+    private var messagesSeen: UInt64 = 0
     private var limitClosing = false            // -n reached
     private var endOfInputAt: Instant?
     private var sent = (messages: UInt64(0), bytes: UInt64(0))  // --send messages (stdin's are the framer's)
@@ -136,7 +137,8 @@ public final class Session: ConnectionDelegate {
         options.pingInterval = config.pingInterval
         options.pingTimeout = config.pingTimeout
         options.receiveBufferSize = Session.receiveBufferSize
-        options.queueLimit = outboundHighWater
+        // stdin is read only below outboundHighWater; a whole read then frames at once.
+        options.queueLimit = outboundHighWater + stdinReadSize
         options.keepsBuffersWhenIdle = true
         let driver = ConnectionDriver(loop: loop, stream: stream, core: core, options: options,
                                       received: received, parsed: parsed, delegate: self)
@@ -177,7 +179,6 @@ public final class Session: ConnectionDelegate {
 
     public func connectionDidEndMessage(_ connection: ConnectionDriver) {
         output.end()
-        lastActivity = .now()
     }
 
     public func connection(_ connection: ConnectionDriver, didReceivePing payload: [UInt8]) {
@@ -205,6 +206,10 @@ public final class Session: ConnectionDelegate {
     }
 
     public func connectionDidProcessInput(_ connection: ConnectionDriver) {
+        if output.messages != messagesSeen {
+            messagesSeen = output.messages
+            lastActivity = .now()  // once per read, not per message
+        }
         if output.limitReached && !limitClosing {
             // -n: enough messages; the ones that still arrive before the server's Close
             // are not written. The Close waits until they are on stdout (1011 if that fails).
