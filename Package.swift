@@ -39,7 +39,7 @@ let package = Package(
             dependencies: ["CWSPipeShims"],
             // The engine runs on one thread: Swift's run-time exclusivity checks cost 15% of
             // the instructions per small message (callgrind) and can never fire here.
-            swiftSettings: [.unsafeFlags(["-enforce-exclusivity=unchecked"], .when(configuration: .release))]
+            swiftSettings: [.unsafeFlags(["-enforce-exclusivity=unchecked", "-cross-module-optimization"], .when(configuration: .release))]
         ),
         .target(
             name: "WebSocketTransport",
@@ -50,14 +50,14 @@ let package = Package(
             dependencies: ["WebSocketCore", "WebSocketTransport", "CWSPipeShims"],
             // The engine runs on one thread: Swift's run-time exclusivity checks cost 15% of
             // the instructions per small message (callgrind) and can never fire here.
-            swiftSettings: [.unsafeFlags(["-enforce-exclusivity=unchecked"], .when(configuration: .release))]
+            swiftSettings: [.unsafeFlags(["-enforce-exclusivity=unchecked", "-cross-module-optimization"], .when(configuration: .release))]
         ),
         .target(
             name: "WSPipeBridge",
             dependencies: ["WebSocketCore", "WebSocketTransport", "WebSocketEngine", "CWSPipeShims"],
             // The engine runs on one thread: Swift's run-time exclusivity checks cost 15% of
             // the instructions per small message (callgrind) and can never fire here.
-            swiftSettings: [.unsafeFlags(["-enforce-exclusivity=unchecked"], .when(configuration: .release))]
+            swiftSettings: [.unsafeFlags(["-enforce-exclusivity=unchecked", "-cross-module-optimization"], .when(configuration: .release))]
         ),
         .target(
             name: "WSPipeCLI",

@@ -97,7 +97,7 @@ struct InputFramer {
 
     /// Frames what `chunk` holds. Throws at the first bad line; lines before it in the chunk
     /// are queued. Returns requests that are not data messages.
-    mutating func consume(_ chunk: ByteBuffer, into sink: MessageSink) throws(InputError) -> [InputAction] {
+    mutating func consume(_ chunk: ByteBuffer, into sink: some MessageSink) throws(InputError) -> [InputAction] {
         guard !isDone else { return [] }
         var actions: [InputAction] = []
         switch mode {
@@ -143,7 +143,7 @@ struct InputFramer {
     }
 
     /// End of input: sends a last line that had no separator, or the whole-input message.
-    mutating func finish(into sink: MessageSink) throws(InputError) -> [InputAction] {
+    mutating func finish(into sink: some MessageSink) throws(InputError) -> [InputAction] {
         guard !isDone else { return [] }
         var actions: [InputAction] = []
         switch mode {
@@ -185,7 +185,7 @@ struct InputFramer {
 
     /// One complete line (without its separator) in `owner` at `start`.
     private mutating func handleLine(_ owner: ByteBuffer, _ start: UnsafeMutableRawPointer, _ length: Int,
-                                     _ sink: MessageSink,
+                                     _ sink: some MessageSink,
                                      _ actions: inout [InputAction]) throws(InputError) {
         let number = lines + 1
         switch mode {
@@ -206,7 +206,7 @@ struct InputFramer {
         checkLimit(&actions)
     }
 
-    private mutating func handleJSONLine(_ line: UnsafeRawBufferPointer, _ number: Int, _ sink: MessageSink, _ actions: inout [InputAction]) throws(InputError) {
+    private mutating func handleJSONLine(_ line: UnsafeRawBufferPointer, _ number: Int, _ sink: some MessageSink, _ actions: inout [InputAction]) throws(InputError) {
         guard !line.isEmpty else { throw .invalidJSONLine(line: number, why: "it is empty") }
         guard UTF8Validator.firstInvalidIndex(line) == nil else { throw .invalidJSONLine(line: number, why: "it is not UTF-8") }
         let value: JSONValue
@@ -309,7 +309,7 @@ struct InputFramer {
         line.count += length
     }
 
-    private mutating func finishCarryLine(_ sink: MessageSink,
+    private mutating func finishCarryLine(_ sink: some MessageSink,
                                           _ actions: inout [InputAction]) throws(InputError) {
         guard let line = carry else { return }
         carry = nil
@@ -322,14 +322,14 @@ struct InputFramer {
 
     /// Queues one data message whose payload lies in `owner`.
     private mutating func frame(_ opcode: Opcode, _ owner: ByteBuffer, _ start: UnsafeMutableRawPointer, _ length: Int,
-                                _ sink: MessageSink) {
+                                _ sink: some MessageSink) {
         sink.send(opcode, fin: true, start, count: length, in: owner)
         messages += 1
         bytes += UInt64(length)
     }
 
     /// Queues one data message from bytes decoded out of the input.
-    private mutating func frame(_ opcode: Opcode, _ payload: [UInt8], _ sink: MessageSink) {
+    private mutating func frame(_ opcode: Opcode, _ payload: [UInt8], _ sink: some MessageSink) {
         sink.send(opcode, fin: true, bytes: payload)
         messages += 1
         bytes += UInt64(payload.count)

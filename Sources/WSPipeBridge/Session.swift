@@ -36,6 +36,8 @@ public final class Session: ConnectionDelegate {
     private var ending: ConnectionEnding?
     private var localEnd: LocalEnd?
     private var mismatchWarned = false
+    /// Text mode writes a binary message raw, with a warning the first time.
+    private lazy var warnsOnBinary = config.outputFormat == .raw(separator: config.separator)
     // Counted and timed sessions.
     private let started = Instant.now()
     private var sessionDeadline: Instant?       // --timeout
@@ -167,7 +169,7 @@ public final class Session: ConnectionDelegate {
 
     public func connection(_ connection: ConnectionDriver, didStartMessage kind: MessageKind) {
         output.start(kind)
-        if config.outputFormat == .raw(separator: config.separator) && kind == .binary && !mismatchWarned {
+        if kind == .binary && warnsOnBinary && !mismatchWarned {
             mismatchWarned = true
             log.warning("received a binary message in text mode; writing it raw, followed by a newline (see --binary)")
         }

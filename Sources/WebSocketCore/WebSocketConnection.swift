@@ -177,6 +177,7 @@ public struct WebSocketConnection: Sendable {
     public mutating func nextMaskingKey() -> MaskingKey { keys.next() }
 
     /// A fresh key for a frame we send, or nil for a server (it never masks).
+    @inline(__always)
     private mutating func outgoingKey() -> MaskingKey? { role.masksOutgoingFrames ? keys.next() : nil }
 
     private mutating func queue(_ opcode: Opcode, _ payload: [UInt8]) {

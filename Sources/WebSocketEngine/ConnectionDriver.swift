@@ -176,7 +176,10 @@ public final class ConnectionDriver: MessageSink {
     /// The state of the closing handshake.
     public var state: WebSocketConnection.State { core.state }
     /// Whether data may still be sent.
-    public var canSendData: Bool { core.canSendData && closeAfterQueue == nil && barrier == nil && ending == nil }
+    public var canSendData: Bool { acceptsData && core.canSendData }
+    /// False from the moment a Close is asked for (or arrives, or the connection ends):
+    /// one stored flag, read for every message sent.
+    private var acceptsData = true
     /// Bytes waiting to be written: framed, plus messages not framed yet.
     public var queuedBytes: Int { outbound.byteCount + waiting.byteCount }
     /// The round trip of the last answered keepalive ping, in seconds.
@@ -189,13 +192,13 @@ public final class ConnectionDriver: MessageSink {
     /// payload alive; a large payload is masked in place there, so do not change it after.
     /// Does nothing once `canSendData` is false.
     public func send(_ opcode: Opcode, fin: Bool = true, _ payload: UnsafeMutableRawPointer?, count: Int, in owner: ByteBuffer?) {
-        guard canSendData else { return }
+        guard acceptsData else { return }
         if waiting.isEmpty && outbound.byteCount < options.queueLimit {
             frame(opcode, fin: fin, payload, count: count, in: owner)
         } else {
             waiting.append(opcode, fin: fin, payload, count: count, in: owner, copyLimit: ConnectionDriver.copyLimit)
         }
-        scheduleService()
+        if !serviceQueued { scheduleService() }
     }
 
     /// Sends a data frame from bytes (copied).
@@ -221,6 +224,7 @@ public final class ConnectionDriver: MessageSink {
             hardDeadline = min(hardDeadline ?? cap, cap)
         }
         guard core.closeSent == nil, ending == nil else { scheduleService(); return }
+        acceptsData = false
         barrier = nil  // a Close asked for now replaces one waiting for the barrier ping
         if closeAfterQueue == nil { beginEnding() }
         weStartedClose = true
@@ -233,6 +237,7 @@ public final class ConnectionDriver: MessageSink {
     /// Pong within the close timeout the Close goes anyway, with a short wait for its echo.
     public func closeAfterDelivery(_ payload: ClosePayload) {
         guard core.closeSent == nil, closeAfterQueue == nil, barrier == nil, ending == nil else { return }
+        acceptsData = false
         beginEnding()
         barrier = (barrierPayload, payload)
         queueBarrierIfReady()
@@ -437,6 +442,7 @@ public final class ConnectionDriver: MessageSink {
                     }
                 case .close(let payload):
                     delegate.connection(self, didReceiveClose: payload)
+                    acceptsData = false
                     barrier = nil
                     closeAfterQueue = nil
                     waiting.removeAll()
@@ -448,6 +454,7 @@ public final class ConnectionDriver: MessageSink {
             }
         } catch {
             delegate.connection(self, didFail: error)
+            acceptsData = false
             waiting.removeAll()
             barrier = nil
             closeAfterQueue = nil
@@ -569,6 +576,7 @@ public final class ConnectionDriver: MessageSink {
                                          waited: closingSince.map { now.seconds(since: $0) } ?? 0, closeWritten: written))
         }
         if core.closeReceived == nil && core.failure == nil { core.abandon() }
+        acceptsData = false
         ending = result
         loop.remove(watch)
         loop.arm(timer, at: nil)

@@ -10,8 +10,9 @@ import WebSocketTransport
 /// they always land on a frame boundary.
 public struct OutboundQueue {
     private var list = SegmentList()
-    /// Taken on first use and let go by `releaseArena` (an idle connection holds none).
-    private var arena: ByteBuffer?
+    /// Taken on first use and let go by `releaseArena` (an idle connection holds none):
+    /// the empty `ByteBuffer.released` stands in, so the hot path never unwraps an optional.
+    private var arena = ByteBuffer.released
     public static let arenaSize = 64 * 1024
     /// Bytes ever queued and ever written: a ping counts as sent once `totalWritten`
     /// passes the position where it was queued.
@@ -25,15 +26,12 @@ public struct OutboundQueue {
 
     /// Room for `count` bytes at the end of the queue, in the arena.
     private mutating func reserve(_ count: Int) -> UnsafeMutableRawPointer {
-        if arena == nil {
-            arena = ByteBuffer(capacity: max(OutboundQueue.arenaSize, count))
-        } else if arena!.free < count {
-            ByteBuffer.reuse(&arena!, orMake: max(OutboundQueue.arenaSize, count))
+        if arena.free < count {
+            ByteBuffer.reuse(&arena, orMake: max(OutboundQueue.arenaSize, count))
         }
-        let buffer = arena!
-        let start = buffer.end
-        buffer.count += count
-        list.append(buffer, start, count)
+        let start = arena.end
+        arena.count += count
+        list.append(arena, start, count)
         totalQueued += UInt64(count)
         return start
     }
@@ -90,5 +88,5 @@ public struct OutboundQueue {
     public mutating func discard() { list.removeAll() }
 
     /// Lets go of the arena (back to the pool once nothing references it).
-    public mutating func releaseArena() { arena = nil }
+    public mutating func releaseArena() { arena = ByteBuffer.released }
 }
