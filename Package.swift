@@ -15,6 +15,10 @@ let package = Package(
         .library(name: "WebSocketCore", targets: ["WebSocketCore"]),
         .library(name: "WebSocketTransport", targets: ["WebSocketTransport"]),
         .library(name: "WebSocketEngine", targets: ["WebSocketEngine"]),
+        // The Swift API: async/await client over the engine (no Foundation).
+        .library(name: "WSKit", targets: ["WSKit"]),
+        // Opt-in: the URLSessionWebSocketTask shape (Foundation's URL, Data, URLRequest).
+        .library(name: "WSKitFoundation", targets: ["WSKitFoundation"]),
     ],
     targets: [
         // Syscalls the Glibc module does not import (getrandom, eventfd).
@@ -75,6 +79,17 @@ let package = Package(
                              .when(configuration: .release))
             ]
         ),
+        // The library face: WebSocket.connect, send, messages (no Foundation).
+        .target(
+            name: "WSKit",
+            dependencies: ["WebSocketEngine", "WebSocketTransport", "WebSocketCore"],
+            swiftSettings: [.unsafeFlags(["-cross-module-optimization"], .when(configuration: .release))]
+        ),
+        // URLSessionWebSocketTask's names and semantics over WSKit (imports Foundation).
+        .target(
+            name: "WSKitFoundation",
+            dependencies: ["WSKit"]
+        ),
         // scripts/bench-idle: the engine's memory per idle connection (not installed).
         .executableTarget(
             name: "EngineIdleBench",
@@ -102,6 +117,10 @@ let package = Package(
         .testTarget(
             name: "WSPipeBridgeTests",
             dependencies: ["WSPipeBridge", "WSPipeCLI", "WebSocketEngine", "WebSocketTransport", "TestSupport"]
+        ),
+        .testTarget(
+            name: "WSKitTests",
+            dependencies: ["WSKit", "WSKitFoundation", "TestSupport"]
         ),
         .testTarget(
             name: "IntegrationTests",

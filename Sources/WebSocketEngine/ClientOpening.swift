@@ -1,10 +1,33 @@
 import Glibc
 import WebSocketCore
-import WebSocketEngine
 import WebSocketTransport
 
-/// Why a session never opened, as facts; `report(.open(_:))` words it and picks the exit
-/// status.
+/// Where the opening exchange tells a person what it does (the CLI's `-v`; the library's
+/// is silent). Header values are the implementation's to redact.
+public protocol OpeningLog: Sendable {
+    /// A request (">") or response ("<") line.
+    func line(_ direction: String, _ text: String)
+    /// A request or response header.
+    func header(_ direction: String, _ header: HTTPHeader)
+    /// An event ("route: ...", "subprotocol: ...").
+    func event(_ message: @autoclosure () -> String)
+    /// A request target as it may be shown (secret query values hidden).
+    func shownTarget(_ target: String) -> String
+    /// The opener follows a redirect to `url`; `sameHost`: credentials go along.
+    func redirecting(status: Int, to url: WebSocketURL, sameHost: Bool)
+}
+
+/// An `OpeningLog` that says nothing.
+public struct SilentOpeningLog: OpeningLog {
+    public init() {}
+    public func line(_ direction: String, _ text: String) {}
+    public func header(_ direction: String, _ header: HTTPHeader) {}
+    public func event(_ message: @autoclosure () -> String) {}
+    public func shownTarget(_ target: String) -> String { target }
+    public func redirecting(status: Int, to url: WebSocketURL, sameHost: Bool) {}
+}
+
+/// Why a connection never opened, as facts (the CLI's `report(.open(_:))` words it).
 public enum OpenError: Error {
     /// Dialing failed: DNS, TCP, Unix socket, proxy, TLS.
     case transport(TransportError)
@@ -40,16 +63,23 @@ public enum RedirectFailure: Equatable, Sendable {
 }
 
 /// The opening handshake over a connected stream (RFC 6455 §4.1), all before `deadline`.
-struct HandshakeExchange {
-    let stream: ByteStream
-    let deadline: Deadline
-    let log: Diagnostics
+/// Blocking: it polls the stream's descriptor until the deadline.
+public struct HandshakeExchange {
+    public let stream: ByteStream
+    public let deadline: Deadline
+    public let log: any OpeningLog
+
+    public init(stream: ByteStream, deadline: Deadline, log: any OpeningLog) {
+        self.stream = stream
+        self.deadline = deadline
+        self.log = log
+    }
 
     /// Sends the request and reads the answer into `buffer`. Returns what the server agreed
     /// to and the offset in `buffer` where WebSocket frames start (bytes that arrived with
     /// the 101 are frames and stay in the buffer).
-    func perform(_ handshake: ClientHandshake, into buffer: ByteBuffer) throws(OpenError) -> (ClientHandshake.Negotiated, Int) {
-        log.line(">", "GET \(Diagnostics.redactedTarget(handshake.url.requestTarget)) HTTP/1.1")
+    public func perform(_ handshake: ClientHandshake, into buffer: ByteBuffer) throws(OpenError) -> (ClientHandshake.Negotiated, Int) {
+        log.line(">", "GET \(log.shownTarget(handshake.url.requestTarget)) HTTP/1.1")
         for header in handshake.requestHeaders { log.header(">", header) }
         try send(handshake.requestBytes)
 

@@ -1,0 +1,200 @@
+import WebSocketCore
+import WebSocketEngine
+import WebSocketTransport
+
+/// The engine-thread half of a `WebSocket`: the driver's delegate. Assembles whole
+/// messages, hands them to the consumer, feeds queued sends to the driver and settles the
+/// ending. Everything here runs on the engine thread (hence unchecked: it is only ever
+/// handed to that thread's submitted work).
+final class LoopSide: ConnectionDelegate, @unchecked Sendable {
+    /// Weak: a WebSocket nobody holds any more closes its connection from `deinit`.
+    private weak var owner: WebSocket?
+    private var driver: ConnectionDriver?
+    private var kind = MessageKind.text
+    /// A message's first piece stays in the receive buffer (one copy, into the message);
+    /// a second piece moves it into `assembled`.
+    private var first: (start: UnsafeMutableRawPointer, count: Int, buffer: ByteBuffer)?
+    private var assembled: [UInt8] = []
+    private var pieces = 0
+    /// Kept alive until the ending: the socket's own reference is weak in spirit (deinit
+    /// closes).
+    private var closeRequested = false
+
+    private init(socket: WebSocket) { owner = socket }
+
+    static func start(_ socket: WebSocket, transfer: StreamTransfer, options: WebSocketOptions) {
+        let side = LoopSide(socket: socket)
+        var connection = ConnectionOptions()
+        connection.closeTimeout = options.closeTimeout.seconds
+        connection.pingInterval = options.pingInterval?.seconds
+        connection.pingTimeout = options.pingTimeout?.seconds
+        connection.queueLimit = socket.sendLimit
+        let core = WebSocketConnection(role: .client, maximumMessageSize: UInt64(max(options.maximumMessageSize, 0)))
+        let driver = ConnectionDriver(loop: socket.engine.loop, stream: transfer.opened.stream, core: core, options: connection,
+                                      received: transfer.buffer, parsed: transfer.opened.headLength, delegate: side)
+        side.driver = driver
+        socket.side = side
+        driver.start()
+    }
+
+    // MARK: - Owner's requests (submitted by the WebSocket)
+
+    func drainOutbox() {
+        guard let socket = owner else { return }
+        let items = socket.shared.withLock { state -> [Outgoing] in
+            state.drainScheduled = false
+            state.outboxBytes = 0
+            defer { state.outbox.removeAll(keepingCapacity: true) }
+            return state.outbox
+        }
+        guard let driver else { return }
+        for item in items {
+            switch item {
+            case .text(var text):
+                text.withUTF8 { driver.send(.text, fin: true, UnsafeMutableRawPointer(mutating: $0.baseAddress), count: $0.count, in: nil) }
+            case .binary(let bytes):
+                bytes.withUnsafeBytes { driver.send(.binary, fin: true, UnsafeMutableRawPointer(mutating: $0.baseAddress), count: $0.count, in: nil) }
+            }
+        }
+        reportRoom()
+    }
+
+    func ping(_ payload: [UInt8]) {
+        guard let socket = owner else { return }
+        guard let driver, driver.ping(payload) else {
+            let waiting = socket.shared.withLock { $0.pings.removeValue(forKey: payload) }
+            waiting?.resume(returning: .failure(.closed(code: nil, reason: "")))
+            return
+        }
+    }
+
+    func close(code: UInt16, reason: [UInt8]) {
+        guard let driver, !closeRequested else { return }
+        closeRequested = true
+        drainOutbox()  // messages sent before the close go first
+        driver.close(ClosePayload(code: CloseCode(code), reason: reason))
+    }
+
+    func resumeReading() {
+        driver?.pausesReading = false
+    }
+
+    private func reportRoom() {
+        guard let socket = owner else { return }
+        guard let driver else { return }
+        let queued = driver.queuedBytes
+        let senders = socket.shared.withLock { state -> [CheckedContinuation<Result<Void, WebSocketError>, Never>] in
+            state.engineQueued = queued
+            guard state.outboxBytes + queued < socket.sendLimit, !state.senders.isEmpty else { return [] }
+            defer { state.senders.removeAll() }
+            return state.senders
+        }
+        for sender in senders { sender.resume(returning: .success(())) }
+    }
+
+    // MARK: - ConnectionDelegate
+
+    func connection(_ connection: ConnectionDriver, didStartMessage kind: MessageKind) {
+        self.kind = kind
+        pieces = 0
+        first = nil
+    }
+
+    func connection(_ connection: ConnectionDriver, didReceive bytes: UnsafeMutableRawPointer, count: Int, in buffer: ByteBuffer) {
+        pieces += 1
+        if pieces == 1 {
+            first = (bytes, count, buffer)
+            return
+        }
+        if let held = first {
+            assembled.removeAll(keepingCapacity: true)
+            assembled.append(contentsOf: UnsafeRawBufferPointer(start: held.start, count: held.count))
+            first = nil
+        }
+        assembled.append(contentsOf: UnsafeRawBufferPointer(start: bytes, count: count))
+    }
+
+    func connectionWillReleaseReceiveBuffer(_ connection: ConnectionDriver) {
+        // The buffer will be reused: a held first piece moves out of it.
+        guard let held = first else { return }
+        assembled.removeAll(keepingCapacity: true)
+        assembled.append(contentsOf: UnsafeRawBufferPointer(start: held.start, count: held.count))
+        first = nil
+    }
+
+    func connectionDidEndMessage(_ connection: ConnectionDriver) {
+        guard let socket = owner else { return }
+        let message: Message
+        if let held = first {
+            let bytes = UnsafeRawBufferPointer(start: held.start, count: held.count)
+            message = kind == .text ? .text(String(decoding: bytes, as: UTF8.self)) : .binary(Array(bytes))
+            first = nil
+        } else if pieces == 0 {
+            message = kind == .text ? .text("") : .binary([])
+        } else {
+            message = kind == .text ? .text(String(decoding: assembled, as: UTF8.self)) : .binary(assembled)
+            assembled = []
+        }
+        pieces = 0
+        let limit = socket.receiveLimit
+        let receiver = socket.shared.withLock { state -> CheckedContinuation<Result<Message?, WebSocketError>, Never>? in
+            if let receiver = state.receiver {
+                state.receiver = nil
+                return receiver
+            }
+            state.inbox.append(message)
+            state.inboxBytes += message.byteCount
+            if state.inboxBytes >= limit && !state.readingPaused {
+                state.readingPaused = true
+                connection.pausesReading = true
+            }
+            return nil
+        }
+        receiver?.resume(returning: .success(message))
+    }
+
+    func connection(_ connection: ConnectionDriver, didReceivePong payload: [UInt8], roundTrip: Double?) {
+        guard let socket = owner else { return }
+        let waiting = socket.shared.withLock { $0.pings.removeValue(forKey: payload) }
+        waiting?.resume(returning: .success(()))
+    }
+
+    func connection(_ connection: ConnectionDriver, didReceiveClose payload: ClosePayload) {
+        guard let socket = owner else { return }
+        socket.shared.withLock { state in
+            state.closeCode = payload.code.map { Int($0.rawValue) }
+            state.closeReason = payload.reasonText
+            if state.state == .open { state.state = .closing }
+        }
+    }
+
+    func connectionHasRoom(_ connection: ConnectionDriver) {
+        reportRoom()
+    }
+
+    func connection(_ connection: ConnectionDriver, didEnd ending: ConnectionEnding) {
+        driver = nil
+        guard let socket = owner else { return }
+        let failure = WebSocketError(ending)
+        let waiting = socket.shared.withLock { state in
+            state.state = .closed
+            state.ending = failure
+            let receiver = state.receiver
+            state.receiver = nil
+            let result = receiver == nil ? nil : state.takeEndResult()
+            defer {
+                state.senders.removeAll()
+                state.pings.removeAll()
+                state.closeWaiters.removeAll()
+                state.outbox.removeAll()
+            }
+            return (receiver, result, state.senders, Array(state.pings.values), state.closeWaiters)
+        }
+        let gone = failure ?? .closed(code: socket.closeCode, reason: socket.closeReason ?? "")
+        if let receiver = waiting.0, let result = waiting.1 { receiver.resume(returning: result) }
+        for sender in waiting.2 { sender.resume(returning: .failure(gone)) }
+        for ping in waiting.3 { ping.resume(returning: .failure(gone)) }
+        for closer in waiting.4 { closer.resume() }
+        socket.side = nil
+    }
+}

@@ -1,0 +1,401 @@
+import Synchronization
+import WebSocketCore
+import WebSocketEngine
+import WebSocketTransport
+@_exported import struct WebSocketCore.WebSocketURL
+
+/// A client WebSocket connection (RFC 6455) on the process's shared engine thread.
+///
+/// ```swift
+/// let ws = try await WebSocket.connect(to: "wss://feed.example/ws",
+///                                      options: .init(subprotocols: ["v2.json"], pingInterval: .seconds(25)))
+/// try await ws.send(.text(#"{"op":"subscribe"}"#))
+/// for try await message in ws.messages { ... }
+/// print(ws.closeCode, ws.closeReason)
+/// ```
+///
+/// Threading: every connection of the process runs on one engine thread (epoll); the
+/// blocking connect (DNS, happy eyeballs, proxy, TLS, handshake, under one deadline) runs
+/// on a small pool of connect threads (at most 8). Callers' tasks never block: they hand
+/// work to the engine and suspend on continuations.
+public final class WebSocket: Sendable {
+    /// The URL connected to (after redirects).
+    public let url: WebSocketURL
+    /// The subprotocol the server selected (`Sec-WebSocket-Protocol`), if any.
+    public let subprotocol: String?
+    /// The extensions the server accepted, as it answered them (`Sec-WebSocket-Extensions`).
+    public let extensions: [String]
+
+    let shared: Mutex<Shared>
+    let engine: EngineThread
+    /// Owned by the engine thread: set once when the driver starts.
+    nonisolated(unsafe) var side: LoopSide?
+    let sendLimit: Int
+    let receiveLimit: Int
+
+    /// The connection's state.
+    public enum State: Sendable, Equatable {
+        /// Messages flow both ways.
+        case open
+        /// A Close was sent or received; the closing handshake is under way.
+        case closing
+        /// The connection is over (`closeCode`/`closeReason`, or the error `messages` threw).
+        case closed
+    }
+
+    /// The state now.
+    public var state: State { shared.withLock { $0.state } }
+    /// The code of the peer's Close (any code 1000-4999 it sent); nil before it or when it
+    /// sent none.
+    public var closeCode: Int? { shared.withLock { $0.closeCode } }
+    /// The reason of the peer's Close (UTF-8); nil before it.
+    public var closeReason: String? { shared.withLock { $0.closeReason } }
+
+    /// The received messages (see `Messages`). Single consumer: iterate it from one task.
+    public var messages: Messages { Messages(socket: self) }
+
+    init(url: WebSocketURL, negotiated: ClientHandshake.Negotiated, engine: EngineThread, options: WebSocketOptions) {
+        self.url = url
+        subprotocol = negotiated.subprotocol
+        extensions = negotiated.extensions.map { "\($0)" }
+        self.engine = engine
+        shared = Mutex(Shared())
+        sendLimit = 192 * 1024
+        receiveLimit = max(options.receiveBufferLimit, 1)
+    }
+
+    deinit {
+        // Nobody can send or receive any more: end the connection as "going away".
+        if let side { engine.submit { side.close(code: 1001, reason: []) } }
+    }
+
+    // MARK: - Connecting
+
+    /// Connects to `url` (`ws://`, `wss://`, `ws+unix://SOCKET:/path`) and performs the
+    /// opening handshake (RFC 6455 §4.1).
+    ///
+    /// The blocking work runs on one of the library's connect threads, all before
+    /// `options.connectTimeout`. Cancelling the calling task makes it throw `.cancelled`
+    /// once that work returns (at the latest at the connect timeout); a connection
+    /// opened by then is closed with 1001.
+    /// - Throws: `WebSocketError` `.invalidURL`, `.invalidArgument`, `.cannotConnect`, `.tls`,
+    ///   `.handshakeRejected`, `.timedOut`, `.cancelled`.
+    public static func connect(to url: String, options: WebSocketOptions = .init()) async throws(WebSocketError) -> WebSocket {
+        let parsed: WebSocketURL
+        do { parsed = try WebSocketURL(parsing: url) } catch { throw .invalidURL(error.description) }
+        return try await connect(to: parsed, options: options)
+    }
+
+    /// Connects to a parsed URL; see `connect(to:options:)` with a string.
+    public static func connect(to url: WebSocketURL, options: WebSocketOptions = .init()) async throws(WebSocketError) -> WebSocket {
+        let headers = try options.requestHeaders()
+        var opener = ClientOpener(url: url, dialOptions: try options.dialOptions(), subprotocols: options.subprotocols,
+                                  headers: { credentials, userHost in
+                                      headers.filter { (credentials || !$0.isSensitive) && (userHost || !$0.hasName("Host")) }
+                                  })
+        opener.followRedirects = options.followsRedirects
+        opener.maxRedirects = options.maximumRedirects
+        let engine = EngineThread.shared
+        let attempt = ConnectAttempt()
+        let result: Result<WebSocket, WebSocketError> = await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Result<WebSocket, WebSocketError>, Never>) in
+                ConnectPool.shared.run { [opener] in
+                    let buffer = ByteBuffer(capacity: 256 * 1024)
+                    let opened: ClientOpener.Opened
+                    do throws(OpenError) {
+                        opened = try opener.open(into: buffer, deadline: Deadline(seconds: options.connectTimeout.seconds))
+                    } catch {
+                        continuation.resume(returning: .failure(WebSocketError(error)))
+                        return
+                    }
+                    if attempt.isCancelled {
+                        opened.stream.close()
+                        continuation.resume(returning: .failure(.cancelled))
+                        return
+                    }
+                    let socket = WebSocket(url: opened.url, negotiated: opened.negotiated, engine: engine, options: options)
+                    let transfer = StreamTransfer(opened: opened, buffer: buffer)
+                    engine.submit {
+                        LoopSide.start(socket, transfer: transfer, options: options)
+                        continuation.resume(returning: .success(socket))
+                    }
+                }
+            }
+        } onCancel: {
+            attempt.cancel()
+        }
+        return try result.get()
+    }
+
+    // MARK: - Sending
+
+    /// Sends one message (RFC 6455 §5.6). Returns once the message is queued and the socket
+    /// queue is below its limit (192 KiB): while the peer is slow, `send` suspends.
+    /// Cancelling the waiting task closes the connection with 1001 and throws `.cancelled`
+    /// (the message may or may not have gone out).
+    /// - Throws: `.closed` once a Close was sent or received; the connection's failure.
+    public func send(_ message: Message) async throws(WebSocketError) {
+        let outgoing: Outgoing
+        switch message {
+        case .text(let text): outgoing = .text(text)
+        case .binary(let bytes): outgoing = .binary(bytes)
+        }
+        let (wake, full) = try enqueue(outgoing)
+        if wake { scheduleDrain() }
+        if full { try await waitForRoom() }
+    }
+
+    /// Sends a Ping (RFC 6455 §5.5.2) and returns the time until its Pong arrived (measured
+    /// from the call, so it includes the hand-off to the engine thread, a few µs).
+    /// - Throws: `.closed`, the connection's failure, `.cancelled` (the connection stays open).
+    public func ping() async throws(WebSocketError) -> Duration {
+        let clock = ContinuousClock()
+        let start = clock.now
+        let id = shared.withLock { state -> UInt64 in state.nextPing += 1; return state.nextPing }
+        let payload: [UInt8] = Array("wskit:".utf8) + withUnsafeBytes(of: id.bigEndian) { Array($0) }
+        let result: Result<Void, WebSocketError> = await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Result<Void, WebSocketError>, Never>) in
+                let refused: WebSocketError? = shared.withLock { state in
+                    if let ending = state.ending { return ending }
+                    if state.state != .open { return .closed(code: state.closeCode, reason: state.closeReason ?? "") }
+                    state.pings[payload] = continuation
+                    return nil
+                }
+                if let refused { continuation.resume(returning: .failure(refused)); return }
+                engine.submit { [self] in side?.ping(payload) }
+            }
+        } onCancel: {
+            let waiting = shared.withLock { $0.pings.removeValue(forKey: payload) }
+            waiting?.resume(returning: .failure(.cancelled))
+        }
+        try result.get()
+        return clock.now - start
+    }
+
+    /// Starts the closing handshake (RFC 6455 §7.1.2) after the messages already sent and
+    /// returns when the connection is over (the peer's Close arrived, or the close timeout
+    /// passed). `messages` then ends once the messages before the peer's Close are read.
+    /// - Parameters:
+    ///   - code: 1000-4999, except the codes that may not be sent (1004-1006, 1015).
+    ///   - reason: UTF-8, cut to the 123 bytes a Close may carry (at a character boundary).
+    /// - Throws: `.invalidArgument` for a code that may not be sent.
+    public func close(code: Int = 1000, reason: String = "") async throws(WebSocketError) {
+        guard let raw = UInt16(exactly: code), CloseCode(raw).isSendable else {
+            throw .invalidArgument("\(code) is not a close code that may be sent (1000-4999 except 1004-1006 and 1015)")
+        }
+        var bytes = Array(reason.utf8)
+        if bytes.count > ClosePayload.maximumReasonLength {
+            var end = ClosePayload.maximumReasonLength
+            while end > 0 && bytes[end] & 0xC0 == 0x80 { end -= 1 }  // not inside a character
+            bytes = Array(bytes[..<end])
+        }
+        let closingBytes = bytes
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let over = shared.withLock { state -> Bool in
+                if state.state == .closed { return true }
+                if state.state == .open { state.state = .closing }
+                state.closeWaiters.append(continuation)
+                return false
+            }
+            if over { continuation.resume(); return }
+            engine.submit { [self] in side?.close(code: raw, reason: closingBytes) }
+        }
+    }
+
+    // MARK: - Receiving
+
+    func receive() async throws(WebSocketError) -> Message? {
+        let taken = shared.withLock { state -> (Message?, Bool) in
+            guard let message = state.inbox.popFirst() else { return (nil, false) }
+            state.inboxBytes -= message.byteCount
+            return (message, state.unpauseIfCaughtUp(limit: receiveLimit))
+        }
+        if let message = taken.0 {
+            if taken.1 { resumeReading() }
+            return message
+        }
+        let result: Result<Message?, WebSocketError> = await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Result<Message?, WebSocketError>, Never>) in
+                let ready = shared.withLock { state -> (Result<Message?, WebSocketError>?, Bool) in
+                    if let message = state.inbox.popFirst() {
+                        state.inboxBytes -= message.byteCount
+                        return (.success(message), state.unpauseIfCaughtUp(limit: receiveLimit))
+                    }
+                    if state.state == .closed { return (state.takeEndResult(), false) }
+                    state.receiver = continuation
+                    return (nil, state.unpauseIfCaughtUp(limit: receiveLimit))
+                }
+                if ready.1 { resumeReading() }
+                if let result = ready.0 { continuation.resume(returning: result) }
+            }
+        } onCancel: {
+            let waiting = shared.withLock { state -> CheckedContinuation<Result<Message?, WebSocketError>, Never>? in
+                defer { state.receiver = nil }
+                return state.receiver
+            }
+            waiting?.resume(returning: .failure(.cancelled))
+            cancelClose()
+        }
+        return try result.get()
+    }
+
+    // MARK: - Hand-offs to the engine
+
+    private func enqueue(_ outgoing: Outgoing) throws(WebSocketError) -> (wake: Bool, full: Bool) {
+        let result = shared.withLock { state -> Result<(Bool, Bool), WebSocketError> in
+            if let ending = state.ending { return .failure(ending) }
+            guard state.state == .open else { return .failure(.closed(code: state.closeCode, reason: state.closeReason ?? "")) }
+            state.outbox.append(outgoing)
+            state.outboxBytes += outgoing.byteCount
+            let wake = !state.drainScheduled
+            state.drainScheduled = true
+            return .success((wake, state.outboxBytes + state.engineQueued >= sendLimit))
+        }
+        return try result.get()
+    }
+
+    private func scheduleDrain() {
+        engine.submit { [self] in side?.drainOutbox() }
+    }
+
+    private func waitForRoom() async throws(WebSocketError) {
+        let result: Result<Void, WebSocketError> = await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Result<Void, WebSocketError>, Never>) in
+                let ready = shared.withLock { state -> Result<Void, WebSocketError>? in
+                    if let ending = state.ending { return .failure(ending) }
+                    if state.state == .closed { return .failure(.closed(code: state.closeCode, reason: state.closeReason ?? "")) }
+                    if state.outboxBytes + state.engineQueued < sendLimit { return .success(()) }
+                    state.senders.append(continuation)
+                    return nil
+                }
+                if let ready { continuation.resume(returning: ready) }
+            }
+        } onCancel: {
+            let waiting = shared.withLock { state -> [CheckedContinuation<Result<Void, WebSocketError>, Never>] in
+                defer { state.senders.removeAll() }
+                return state.senders
+            }
+            for sender in waiting { sender.resume(returning: .failure(.cancelled)) }
+            cancelClose()
+        }
+        try result.get()
+    }
+
+    private func resumeReading() {
+        engine.submit { [self] in side?.resumeReading() }
+    }
+
+    /// A cancelled consumer or sender: close as "going away" (RFC 6455 §7.4.1, 1001).
+    private func cancelClose() {
+        let first = shared.withLock { state -> Bool in
+            guard state.state == .open else { return false }
+            state.state = .closing
+            return true
+        }
+        if first { engine.submit { [self] in side?.close(code: 1001, reason: []) } }
+    }
+}
+
+/// Cancellation of a connect in progress (checked when the blocking work returns).
+final class ConnectAttempt: Sendable {
+    private let cancelled = Atomic<Bool>(false)
+    var isCancelled: Bool { cancelled.load(ordering: .acquiring) }
+    func cancel() { cancelled.store(true, ordering: .releasing) }
+}
+
+/// The opened stream crossing from a connect thread to the engine thread (nothing else
+/// touches it in between).
+struct StreamTransfer: @unchecked Sendable {
+    let opened: ClientOpener.Opened
+    let buffer: ByteBuffer
+}
+
+/// What the caller queued for the engine.
+enum Outgoing {
+    case text(String)
+    case binary([UInt8])
+
+    var byteCount: Int {
+        switch self {
+        case .text(let text): return text.utf8.count
+        case .binary(let bytes): return bytes.count
+        }
+    }
+}
+
+extension Message {
+    var byteCount: Int {
+        switch self {
+        case .text(let text): return text.utf8.count
+        case .binary(let bytes): return bytes.count
+        }
+    }
+}
+
+/// A first-in first-out queue without per-pop copying.
+struct FIFO<Element> {
+    private var items: [Element] = []
+    private var head = 0
+    var isEmpty: Bool { head == items.count }
+    var count: Int { items.count - head }
+    mutating func append(_ item: Element) { items.append(item) }
+    mutating func popFirst() -> Element? {
+        guard head < items.count else { return nil }
+        let item = items[head]
+        head += 1
+        if head == items.count {
+            items.removeAll(keepingCapacity: true)
+            head = 0
+        } else if head >= 1024 && head * 2 >= items.count {
+            items.removeFirst(head)
+            head = 0
+        }
+        return item
+    }
+    mutating func takeAll() -> [Element] {
+        defer { items.removeAll(keepingCapacity: true); head = 0 }
+        return head == 0 ? items : Array(items[head...])
+    }
+}
+
+/// The state both sides see, under the connection's mutex.
+struct Shared {
+    var state = WebSocket.State.open
+    var closeCode: Int?
+    var closeReason: String?
+    /// The failure that ended the connection (thrown once by `messages`, then by sends).
+    var ending: WebSocketError?
+    var endReported = false
+
+    var inbox = FIFO<Message>()
+    var inboxBytes = 0
+    var readingPaused = false
+    var receiver: CheckedContinuation<Result<Message?, WebSocketError>, Never>?
+
+    var outbox: [Outgoing] = []
+    var outboxBytes = 0
+    var drainScheduled = false
+    /// The driver's queued bytes, as of its last report.
+    var engineQueued = 0
+    var senders: [CheckedContinuation<Result<Void, WebSocketError>, Never>] = []
+
+    var nextPing: UInt64 = 0
+    var pings: [[UInt8]: CheckedContinuation<Result<Void, WebSocketError>, Never>] = [:]
+    var closeWaiters: [CheckedContinuation<Void, Never>] = []
+
+    /// Reading may resume once half the limit is free (true: tell the engine).
+    mutating func unpauseIfCaughtUp(limit: Int) -> Bool {
+        guard readingPaused, inboxBytes <= limit / 2 else { return false }
+        readingPaused = false
+        return true
+    }
+
+    /// What `messages` says after the last message: its failure once, then the end.
+    mutating func takeEndResult() -> Result<Message?, WebSocketError> {
+        if let ending, !endReported {
+            endReported = true
+            return .failure(ending)
+        }
+        return .success(nil)
+    }
+}

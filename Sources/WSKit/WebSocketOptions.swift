@@ -1,0 +1,149 @@
+import Glibc
+import WebSocketCore
+import WebSocketTransport
+
+/// How `WebSocket.connect` reaches the server and runs the connection. Every transport
+/// setting of the `wspipe` command line has a field here.
+public struct WebSocketOptions: Sendable {
+    /// Extra request headers (`Name: value`), sent in this order. A `Host`, `Origin`,
+    /// `User-Agent` or `Authorization` replaces the generated one; the handshake's own
+    /// headers (Upgrade, Connection, Sec-WebSocket-Key/Version/Extensions) are refused.
+    public var headers: [(name: String, value: String)]
+    /// Sent as `Authorization: Bearer <token>` unless `headers` has an Authorization.
+    public var bearerToken: String?
+    /// Subprotocols offered, in order of preference (`Sec-WebSocket-Protocol`, RFC 6455 §1.9).
+    public var subprotocols: [String]
+    /// `Origin` header; nil: none.
+    public var origin: String?
+    /// `User-Agent` header (also sent to HTTP proxies); nil: none.
+    public var userAgent: String? = "WSKit"
+    /// Keepalive Ping interval; nil: no keepalive pings.
+    public var pingInterval: Duration?
+    /// Fail the connection (`.timedOut`) when a keepalive Ping gets no Pong this long after
+    /// it was written; nil: no limit.
+    public var pingTimeout: Duration?
+    /// One limit for DNS, every TCP attempt, the proxy exchange, TLS and the WebSocket
+    /// handshake (and every redirect hop). Default 10 s, as the CLI.
+    public var connectTimeout: Duration = .seconds(10)
+    /// How long the closing handshake may go without progress (RFC 6455 §7.1.1). Default 5 s.
+    public var closeTimeout: Duration = .seconds(5)
+    /// Largest message received, in bytes; a bigger one fails the connection with 1009.
+    /// Default 64 MiB, as the CLI.
+    public var maximumMessageSize: Int = 64 << 20
+    /// Bytes of whole received messages buffered for a consumer of `messages` that is
+    /// behind; beyond it the socket is not read until the consumer catches up (one socket
+    /// read, up to 256 KiB, and the message in progress may come on top). Default 1 MiB.
+    public var receiveBufferLimit: Int = 1 << 20
+    /// TLS settings for wss:// (and an https:// proxy).
+    public var tls = TLS()
+    /// Which proxy to use. Default: the environment, as curl reads it (`wss_proxy`,
+    /// `https_proxy`, `all_proxy` for wss://; `ws_proxy`, `http_proxy`, `all_proxy` for ws://;
+    /// `no_proxy`).
+    public var proxy: Proxy = .environment
+    /// Replaces `no_proxy`/`NO_PROXY` (names, IPs, CIDR blocks, `*`).
+    public var noProxy: String?
+    /// Dial this host and port instead of the URL's; Host header, SNI and certificate
+    /// checks keep the URL's host (the CLI's `--connect-to`).
+    public var connectTo: (host: String, port: UInt16)?
+    /// The TLS server name and the name the certificate must carry (the CLI's `--sni`).
+    public var serverName: String?
+    /// Fixed addresses for host:port, as curl's `--resolve` (`"host:port:addr[,addr]"`).
+    public var resolve: [String] = []
+    /// Restrict DNS answers to one address family.
+    public var addressFamily: AddressFamily = .any
+    /// Follow 301/302/303/307/308 handshake answers (never wss → ws; credentials only to the
+    /// original host), at most `maximumRedirects`.
+    public var followsRedirects = false
+    public var maximumRedirects = 5
+
+    /// - Parameters mirror the properties of the same names.
+    public init(headers: [String: String] = [:], bearerToken: String? = nil, subprotocols: [String] = [],
+                pingInterval: Duration? = nil, pingTimeout: Duration? = nil) {
+        self.headers = headers.sorted { $0.key < $1.key }.map { (name: $0.key, value: $0.value) }
+        self.bearerToken = bearerToken
+        self.subprotocols = subprotocols
+        self.pingInterval = pingInterval
+        self.pingTimeout = pingTimeout
+    }
+
+    /// TLS settings.
+    public struct TLS: Sendable {
+        /// PEM file of CA certificates to trust instead of the system store.
+        public var caFile: String?
+        /// False: accept any certificate (the CLI's `-k`). Testing only.
+        public var verifiesPeer = true
+        /// A client certificate: PEM certificate file, PEM key file and the key's passphrase
+        /// if it is encrypted.
+        public var clientCertificate: (certificateFile: String, keyFile: String, keyPassword: String?)?
+        /// Lowest TLS version accepted.
+        public var minimumVersion: TLSVersion = .tls12
+        public init() {}
+    }
+
+    /// Where connections go through.
+    public enum Proxy: Sendable {
+        /// As the environment says (the default).
+        case environment
+        /// Never a proxy.
+        case none
+        /// This proxy: `http://`, `https://`, `socks5://` or `socks5h://` URL, with optional
+        /// `user:password@`.
+        case url(String)
+    }
+}
+
+/// The options as the transport takes them.
+extension WebSocketOptions {
+    func dialOptions() throws(WebSocketError) -> DialOptions {
+        var options = DialOptions()
+        switch proxy {
+        case .environment: options.proxy = .environment
+        case .none: options.proxy = .none
+        case .url(let text):
+            do { options.proxy = .url(try ProxyURL(parsing: text)) } catch { throw .invalidArgument("proxy: \(error)") }
+        }
+        options.noProxy = noProxy
+        for name in ProxySelection.variableNames {
+            if let value = getenv(name) { options.environment[name] = String(cString: value) }
+        }
+        options.connectTo = connectTo.map { HostPort(host: $0.host, port: $0.port) }
+        options.serverName = serverName
+        options.connect.family = addressFamily
+        for entry in resolve {
+            guard let parsed = ResolveOverride(parsing: entry) else { throw .invalidArgument("resolve: '\(entry)' is not host:port:address") }
+            options.connect.overrides.append(parsed)
+        }
+        options.verifyPeer = tls.verifiesPeer
+        options.caFile = tls.caFile
+        options.clientCertificate = tls.clientCertificate.map {
+            ClientCertificate(certificateFile: $0.certificateFile, keyFile: $0.keyFile, keyPassword: $0.keyPassword.map { Array($0.utf8) })
+        }
+        options.minimumTLSVersion = tls.minimumVersion
+        options.userAgent = userAgent
+        return options
+    }
+
+    /// The request headers for a hop (see `ClientOpener.headers`), checked once.
+    func requestHeaders() throws(WebSocketError) -> [HTTPHeader] {
+        var list: [HTTPHeader] = []
+        do {
+            for header in headers { list.append(try HTTPHeader(validating: header.name, header.value)) }
+            try ClientHandshake.validateUserHeaders(list)
+        } catch {
+            throw .invalidArgument("header: \(error)")
+        }
+        func has(_ name: String) -> Bool { list.contains { $0.hasName(name) } }
+        if let origin, !has("Origin") { list.append(HTTPHeader(name: "Origin", value: origin)) }
+        if let userAgent, !has("User-Agent") { list.append(HTTPHeader(name: "User-Agent", value: userAgent)) }
+        if let bearerToken, !has("Authorization") { list.append(HTTPHeader(name: "Authorization", value: "Bearer \(bearerToken)")) }
+        return list
+    }
+}
+
+extension Duration {
+    /// Seconds as a Double, for the engine's options.
+    var seconds: Double {
+        let parts = components
+        return Double(parts.seconds) + Double(parts.attoseconds) / 1e18
+    }
+}

@@ -1,0 +1,100 @@
+import WebSocketCore
+import WebSocketTransport
+
+/// Opens a client connection: dials (Unix socket, direct with Happy Eyeballs, or through
+/// a proxy; TLS for wss://), performs the opening handshake (RFC 6455 §4.1) and, when
+/// asked, follows redirects, all before one deadline. Blocking: run it where waiting is
+/// allowed (the CLI's only thread, the library's connect threads).
+///
+/// Shared by the CLI (`Opener`) and the library (`WSKit`), so both dial and handshake alike.
+public struct ClientOpener: Sendable {
+    /// The URL to connect to first.
+    public var url: WebSocketURL
+    /// How to reach it (proxies, TLS, connect-to, SNI...).
+    public var dialOptions: DialOptions
+    /// Subprotocols offered, in order of preference.
+    public var subprotocols: [String]
+    /// The request headers for one hop: without `credentials` (a redirect to another host)
+    /// no secret headers, without `userHost` no caller-given Host.
+    public var headers: @Sendable (_ credentials: Bool, _ userHost: Bool) -> [HTTPHeader]
+    /// Follow 301/302/303/307/308 answers (at most `maxRedirects`).
+    public var followRedirects = false
+    public var maxRedirects = 5
+    public var log: any OpeningLog = SilentOpeningLog()
+
+    public init(url: WebSocketURL, dialOptions: DialOptions, subprotocols: [String] = [],
+                headers: @escaping @Sendable (_ credentials: Bool, _ userHost: Bool) -> [HTTPHeader]) {
+        self.url = url
+        self.dialOptions = dialOptions
+        self.subprotocols = subprotocols
+        self.headers = headers
+    }
+
+    /// A connected stream after a successful handshake.
+    public struct Opened {
+        public let stream: ByteStream
+        /// The URL finally connected to (differs from `url` after redirects).
+        public let url: WebSocketURL
+        /// Where WebSocket frames start in the buffer given to `open`.
+        public let headLength: Int
+        /// What the server agreed to.
+        public let negotiated: ClientHandshake.Negotiated
+    }
+
+    /// Dials and performs the handshake; `buffer` receives the response head and any frames
+    /// behind it. Throws `OpenError` with the facts of what failed.
+    public func open(into buffer: ByteBuffer, deadline: Deadline) throws(OpenError) -> Opened {
+        let original = url
+        var url = original
+        var redirects = 0
+        while true {
+            // Credentials, a caller-given Host and the dial overrides (connect-to, SNI) belong
+            // to the URL's own host and port; a redirect elsewhere goes without them.
+            let home = url.hasSameAuthority(as: original)
+            var options = dialOptions
+            if !home {
+                options.connectTo = nil
+                options.serverName = nil
+            }
+            let stream: ByteStream
+            do {
+                stream = try Dialer.connect(to: url, options: options, deadline: deadline, log: { [log] in log.event($0) })
+            } catch {
+                throw .transport(error)
+            }
+            buffer.count = 0
+            let handshake = ClientHandshake(url: url, subprotocols: subprotocols, headers: headers(home, home))
+            let exchange = HandshakeExchange(stream: stream, deadline: deadline, log: log)
+            let head: HTTPResponseHead
+            do {
+                let (negotiated, headLength) = try exchange.perform(handshake, into: buffer)
+                return Opened(stream: stream, url: url, headLength: headLength, negotiated: negotiated)
+            } catch {
+                stream.close()
+                guard followRedirects, case .handshake(.unexpectedStatus(let refused), _) = error,
+                      WebSocketURL.redirectStatuses.contains(refused.statusCode) else { throw error }
+                head = refused
+            }
+            redirects += 1
+            guard redirects <= maxRedirects else {
+                throw .redirect(.tooMany(limit: maxRedirects))
+            }
+            guard let location = head.values("Location").first else {
+                throw .redirect(.noLocation(status: head.statusCode, reason: head.reason))
+            }
+            var next: WebSocketURL
+            do {
+                next = try url.redirected(to: location)
+            } catch {
+                throw .redirect(.refused(error))
+            }
+            let nextHome = next.hasSameAuthority(as: original)
+            if nextHome && next.user == nil {
+                next.user = original.user
+                next.password = original.password
+            }
+            log.redirecting(status: head.statusCode, to: next, sameHost: nextHome)
+            url = next
+        }
+    }
+}

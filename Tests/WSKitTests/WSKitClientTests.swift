@@ -1,0 +1,254 @@
+import Foundation
+import XCTest
+import TestSupport
+import WSKit
+
+/// WSKit's client against independent peers: Python `websockets` (echo.py), a frame-level
+/// scripted server (frames.py) and websocat's mirror. Every wait is bounded.
+final class WSKitClientTests: XCTestCase {
+    /// What frames.py records of a connection (the part these tests read).
+    struct FramesRecord: Decodable {
+        struct Close: Decodable { let code: Int?; let reason: String }
+        let close: Close?
+    }
+
+    private var peers: [Peer] = []
+    private var directory = ""
+
+    override func setUpWithError() throws {
+        directory = NSTemporaryDirectory() + "wskit-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+    }
+
+    override func tearDown() {
+        for peer in peers { peer.process.kill() }
+        try? FileManager.default.removeItem(atPath: directory)
+    }
+
+    private func python(_ script: String, _ arguments: [String] = [], record: Bool = false) throws -> Peer {
+        let file = record ? directory + "/record-\(UUID().uuidString).json" : nil
+        let peer = try Peer.launch(executable: Locations.python,
+                                   arguments: ["\(Locations.peers)/\(script)", "--port", "0"] + (file.map { ["--record", $0] } ?? []) + arguments,
+                                   environment: Locations.baseEnvironment, recordFile: file)
+        peers.append(peer)
+        return peer
+    }
+
+    /// Fails the test instead of hanging when `body` takes longer than `seconds`.
+    private func bounded<T: Sendable>(_ seconds: Double = 20, _ body: @escaping @Sendable () async throws -> T) async throws -> T {
+        try await withThrowingTaskGroup(of: T?.self) { group in
+            group.addTask { try await body() }
+            group.addTask { try await Task.sleep(for: .seconds(seconds)); return nil }
+            defer { group.cancelAll() }
+            guard let first = try await group.next(), let value = first else { throw HarnessError("timed out after \(seconds) s") }
+            return value
+        }
+    }
+
+    func testTextAndBinaryEchoWithSubprotocol() async throws {
+        let peer = try python("echo.py", ["--subprotocols", "v2.json"])
+        let ws = try await WebSocket.connect(to: "ws://127.0.0.1:\(peer.port)/",
+                                             options: .init(headers: ["X-Client": "tests"], subprotocols: ["v1", "v2.json"]))
+        XCTAssertEqual(ws.subprotocol, "v2.json")
+        XCTAssertEqual(ws.state, .open)
+        let big = (0..<300_000).map { UInt8(truncatingIfNeeded: $0 &* 7) }
+        try await bounded {
+            try await ws.send(.text("héllo"))
+            try await ws.send(.binary([0, 1, 2, 255]))
+            try await ws.send(.text(""))
+            try await ws.send(.binary(big))
+            var iterator = ws.messages.makeAsyncIterator()
+            let a = try await iterator.next()
+            let b = try await iterator.next()
+            let c = try await iterator.next()
+            let d = try await iterator.next()
+            XCTAssertEqual(a, .text("héllo"))
+            XCTAssertEqual(b, .binary([0, 1, 2, 255]))
+            XCTAssertEqual(c, .text(""))
+            XCTAssertEqual(d, .binary(big))
+            try await ws.close()
+        }
+        XCTAssertEqual(ws.state, .closed)
+        XCTAssertEqual(ws.closeCode, 1000)
+    }
+
+    func testFragmentedMessagesArriveWhole() async throws {
+        let peer = try python("frames.py", ["--send-text", "fragmented text message", "--send-binary-hex", "00010203040506",
+                                            "--fragment", "3", "--close-code", "1000"], record: true)
+        let ws = try await WebSocket.connect(to: "ws://127.0.0.1:\(peer.port)/")
+        let received = try await bounded { () -> [Message] in
+            var all: [Message] = []
+            for try await message in ws.messages { all.append(message) }
+            return all
+        }
+        XCTAssertEqual(received, [.text("fragmented text message"), .binary([0, 1, 2, 3, 4, 5, 6])])
+        XCTAssertEqual(ws.closeCode, 1000)
+    }
+
+    func testPingReturnsRoundTrip() async throws {
+        let peer = try python("echo.py")
+        let ws = try await WebSocket.connect(to: "ws://127.0.0.1:\(peer.port)/")
+        let rtt = try await bounded { try await ws.ping() }
+        XCTAssertGreaterThan(rtt, .zero)
+        XCTAssertLessThan(rtt, .seconds(10))
+        try await ws.close()
+    }
+
+    func testPeerClosesWithAnyCode() async throws {
+        let peer = try python("frames.py", ["--send-text", "last", "--close-code", "4321", "--close-reason", "bye now"], record: true)
+        let ws = try await WebSocket.connect(to: "ws://127.0.0.1:\(peer.port)/")
+        let received = try await bounded { () -> [Message] in
+            var all: [Message] = []
+            for try await message in ws.messages { all.append(message) }
+            return all
+        }
+        XCTAssertEqual(received, [.text("last")])
+        XCTAssertEqual(ws.closeCode, 4321)
+        XCTAssertEqual(ws.closeReason, "bye now")
+        XCTAssertEqual(ws.state, .closed)
+        do {
+            try await ws.send(.text("too late"))
+            XCTFail("send after the close succeeded")
+        } catch .closed(let code, _) {
+            XCTAssertEqual(code, 4321)
+        }
+    }
+
+    func testWeCloseWithCodeAndReason() async throws {
+        let peer = try python("frames.py", [], record: true)
+        let ws = try await WebSocket.connect(to: "ws://127.0.0.1:\(peer.port)/")
+        try await bounded { try await ws.close(code: 4000, reason: "done") }
+        let record = try peer.record(1, as: FramesRecord.self)
+        XCTAssertEqual(record.close?.code, 4000)
+        XCTAssertEqual(record.close?.reason, "done")
+        do {
+            try await ws.close(code: 1005)
+            XCTFail("1005 may not be sent")
+        } catch .invalidArgument {}
+    }
+
+    func testInvalidUTF8IsAProtocolErrorWith1007() async throws {
+        let peer = try python("frames.py", ["--send-text-hex", "c328"], record: true)
+        let ws = try await WebSocket.connect(to: "ws://127.0.0.1:\(peer.port)/")
+        do {
+            try await bounded { for try await _ in ws.messages {} }
+            XCTFail("no error")
+        } catch let error as WebSocketError {
+            guard case .protocolError(let code, let text) = error else { return XCTFail("\(error)") }
+            XCTAssertEqual(code, 1007)
+            XCTAssertTrue(text.contains("UTF-8"), text)
+        }
+        XCTAssertEqual(try peer.record(1, as: FramesRecord.self).close?.code, 1007)
+    }
+
+    func testCancellingTheReceivingTaskClosesWith1001() async throws {
+        let peer = try python("frames.py", [], record: true)
+        let ws = try await WebSocket.connect(to: "ws://127.0.0.1:\(peer.port)/")
+        let reader = Task { () -> WebSocketError? in
+            do {
+                for try await _ in ws.messages {}
+                return nil
+            } catch {
+                return error as? WebSocketError
+            }
+        }
+        try await Task.sleep(for: .milliseconds(200))
+        reader.cancel()
+        let error = try await bounded { await reader.value }
+        XCTAssertEqual(error, WebSocketError.cancelled)
+        XCTAssertEqual(try peer.record(1, as: FramesRecord.self).close?.code, 1001)
+    }
+
+    func testCancellingABlockedSendClosesWith1001() async throws {
+        // The peer never reads: the socket queue fills and send waits.
+        let peer = try python("raw.py", ["--scenario", "stream-no-read"], record: true)
+        let ws = try await WebSocket.connect(to: "ws://127.0.0.1:\(peer.port)/")
+        let chunk = [UInt8](repeating: 7, count: 1 << 20)
+        let sender = Task { () -> WebSocketError? in
+            do {
+                while true { try await ws.send(.binary(chunk)) }
+            } catch {
+                return error as? WebSocketError
+            }
+        }
+        try await Task.sleep(for: .milliseconds(500))
+        sender.cancel()
+        let error = try await bounded { await sender.value }
+        XCTAssertEqual(error, WebSocketError.cancelled)
+        XCTAssertNotEqual(ws.state, .open)
+    }
+
+    func testConnectFailuresAreCases() async throws {
+        // Nothing listens on a port that was free a moment ago.
+        let port = try LoopbackSocket(listening: false).port
+        do {
+            _ = try await WebSocket.connect(to: "ws://127.0.0.1:\(port)/")
+            XCTFail("connected")
+        } catch .cannotConnect(let text) {
+            XCTAssertTrue(text.contains("refused"), text)
+        }
+        do {
+            _ = try await WebSocket.connect(to: "http://127.0.0.1/")
+        } catch .invalidURL {} catch { XCTFail("\(error)") }
+        let peer = try python("echo.py", ["--subprotocols", "only"])
+        do {
+            _ = try await WebSocket.connect(to: "ws://127.0.0.1:\(peer.port)/", options: .init(headers: ["Bad\r\nName": "x"]))
+            XCTFail("header accepted")
+        } catch .invalidArgument {}
+    }
+
+    func testHandshakeRejectedCarriesTheStatus() async throws {
+        let peer = try python("raw.py", ["--scenario", "reject-401"], record: true)
+        do {
+            _ = try await WebSocket.connect(to: "ws://127.0.0.1:\(peer.port)/")
+            XCTFail("connected")
+        } catch .handshakeRejected(let status, let text) {
+            XCTAssertEqual(status, 401)
+            XCTAssertTrue(text.contains("401 Unauthorized") && text.contains("token expired"), text)
+        }
+    }
+
+    func testWebsocatMirror() async throws {
+        let port = try LoopbackSocket(listening: false).port
+        let process = try ChildProcess(executable: Locations.websocat, arguments: ["-t", "ws-l:127.0.0.1:\(port)", "mirror:"],
+                                       environment: Locations.baseEnvironment, stdin: .null)
+        defer { process.kill() }
+        var ws: WebSocket?
+        for _ in 0..<100 where ws == nil {
+            ws = try? await WebSocket.connect(to: "ws://127.0.0.1:\(port)/")
+            if ws == nil { try await Task.sleep(for: .milliseconds(50)) }
+        }
+        guard let ws else { return XCTFail("websocat did not start") }
+        try await bounded {
+            try await ws.send(.text("through websocat"))
+            var iterator = ws.messages.makeAsyncIterator()
+            let echoed = try await iterator.next()
+            XCTAssertEqual(echoed, .text("through websocat"))
+            try await ws.close()
+        }
+    }
+
+    func testThousandConcurrentConnectionsFromOneProcess() async throws {
+        let peer = try python("echo.py")
+        let url = "ws://127.0.0.1:\(peer.port)/"
+        let count = 1000
+        let echoed = try await bounded(120) { () -> Int in
+            try await withThrowingTaskGroup(of: Bool.self) { group in
+                for index in 0..<count {
+                    group.addTask {
+                        let ws = try await WebSocket.connect(to: url, options: .init())
+                        try await ws.send(.text("client \(index)"))
+                        var iterator = ws.messages.makeAsyncIterator()
+                        let reply = try await iterator.next()
+                        try await ws.close()
+                        return reply == .text("client \(index)")
+                    }
+                }
+                var good = 0
+                for try await ok in group where ok { good += 1 }
+                return good
+            }
+        }
+        XCTAssertEqual(echoed, count)
+    }
+}
