@@ -19,7 +19,7 @@ public struct Messages: AsyncSequence, Sendable {
 
     public func makeAsyncIterator() -> Iterator { Iterator(socket: socket) }
 
-    public struct Iterator: AsyncIteratorProtocol {
+    public struct Iterator: AsyncIteratorProtocol, Sendable {
         public typealias Element = Message
         public typealias Failure = WebSocketError
         let socket: WebSocket
