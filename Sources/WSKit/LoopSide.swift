@@ -68,11 +68,15 @@ final class LoopSide: ConnectionDelegate, @unchecked Sendable {
         }
     }
 
-    func close(code: UInt16, reason: [UInt8]) {
+    /// `afterDelivery`: first make sure the peer has read everything sent (a Ping behind
+    /// the messages; the Close follows its Pong): some servers (Python `websockets`) drop
+    /// replies to messages that arrive in the same read as a Close.
+    func close(code: UInt16, reason: [UInt8], afterDelivery: Bool = false) {
         guard let driver, !closeRequested else { return }
         closeRequested = true
         drainOutbox()  // messages sent before the close go first
-        driver.close(ClosePayload(code: CloseCode(code), reason: reason))
+        let payload = ClosePayload(code: CloseCode(code), reason: reason)
+        if afterDelivery { driver.closeAfterDelivery(payload) } else { driver.close(payload) }
     }
 
     func resumeReading() {

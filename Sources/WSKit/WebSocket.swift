@@ -172,8 +172,9 @@ public final class WebSocket: Sendable {
         return clock.now - start
     }
 
-    /// Starts the closing handshake (RFC 6455 §7.1.2) after the messages already sent and
-    /// returns when the connection is over (the peer's Close arrived, or the close timeout
+    /// Starts the closing handshake (RFC 6455 §7.1.2) once the peer has read the messages
+    /// already sent (a Ping goes behind them and the Close follows its Pong, §5.5.2; without
+    /// a Pong within the close timeout the Close goes anyway) and returns when the connection is over (the peer's Close arrived, or the close timeout
     /// passed). `messages` then ends once the messages before the peer's Close are read.
     /// - Parameters:
     ///   - code: 1000-4999, except the codes that may not be sent (1004-1006, 1015).
@@ -198,7 +199,7 @@ public final class WebSocket: Sendable {
                 return false
             }
             if over { continuation.resume(); return }
-            engine.submit { [self] in side?.close(code: raw, reason: closingBytes) }
+            engine.submit { [self] in side?.close(code: raw, reason: closingBytes, afterDelivery: true) }
         }
     }
 
