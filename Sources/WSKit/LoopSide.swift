@@ -29,6 +29,9 @@ final class LoopSide: ConnectionDelegate, @unchecked Sendable {
         connection.pingInterval = options.pingInterval?.seconds
         connection.pingTimeout = options.pingTimeout?.seconds
         connection.queueLimit = socket.sendLimit
+        // A busy connection continues reading where the last read ended; an idle one gives
+        // its buffers back anyway once the consumer has taken its messages.
+        connection.keepsBuffersWhenIdle = options.keepsBuffersWhenIdle
         let core = WebSocketConnection(role: .client, maximumMessageSize: UInt64(max(options.maximumMessageSize, 0)))
         let driver = ConnectionDriver(loop: socket.engine.loop, stream: transfer.opened.stream, core: core, options: connection,
                                       received: transfer.buffer, parsed: transfer.opened.headLength, delegate: side)
@@ -141,20 +144,32 @@ final class LoopSide: ConnectionDelegate, @unchecked Sendable {
         }
         pieces = 0
         let limit = socket.receiveLimit
-        let receiver = socket.shared.withLock { state -> CheckedContinuation<Result<Message?, WebSocketError>, Never>? in
-            if let receiver = state.receiver {
-                state.receiver = nil
-                return receiver
-            }
+        // Whole messages go to the inbox; a waiting consumer is resumed once per socket read
+        // (`connectionDidProcessInput`), not per message: one task hop per batch.
+        socket.shared.withLock { state in
             state.inbox.append(message)
             state.inboxBytes += message.byteCount
             if state.inboxBytes >= limit && !state.readingPaused {
                 state.readingPaused = true
                 connection.pausesReading = true
             }
-            return nil
         }
-        receiver?.resume(returning: .success(message))
+        hasNews = true
+    }
+
+    /// Set when messages were added to the inbox during this socket read.
+    private var hasNews = false
+
+    func connectionDidProcessInput(_ connection: ConnectionDriver) {
+        guard hasNews, let socket = owner else { return }
+        hasNews = false
+        let handOff = socket.shared.withLock { state -> (CheckedContinuation<Result<Message?, WebSocketError>, Never>, Message)? in
+            guard let receiver = state.receiver, let message = state.inbox.popFirst() else { return nil }
+            state.receiver = nil
+            state.inboxBytes -= message.byteCount
+            return (receiver, message)
+        }
+        if let (receiver, message) = handOff { receiver.resume(returning: .success(message)) }
     }
 
     func connection(_ connection: ConnectionDriver, didReceivePong payload: [UInt8], roundTrip: Double?) {
@@ -185,7 +200,9 @@ final class LoopSide: ConnectionDelegate, @unchecked Sendable {
             state.ending = failure
             let receiver = state.receiver
             state.receiver = nil
-            let result = receiver == nil ? nil : state.takeEndResult()
+            // A consumer waiting while messages are in the inbox gets the first of them.
+            let result: Result<Message?, WebSocketError>? = receiver == nil ? nil
+                : state.inbox.popFirst().map { .success($0) } ?? state.takeEndResult()
             defer {
                 state.senders.removeAll()
                 state.pings.removeAll()

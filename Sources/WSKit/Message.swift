@@ -25,7 +25,8 @@ public struct Messages: AsyncSequence, Sendable {
         let socket: WebSocket
 
         /// The next message; nil after the peer's Close. Throws `WebSocketError`.
-        public mutating func next() async throws(WebSocketError) -> Message? {
+        // Runs on the caller's executor: a message already buffered costs no executor hop.
+        nonisolated(nonsending) public mutating func next() async throws(WebSocketError) -> Message? {
             try await socket.receive()
         }
 

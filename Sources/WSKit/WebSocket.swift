@@ -134,7 +134,7 @@ public final class WebSocket: Sendable {
     /// Cancelling the waiting task closes the connection with 1001 and throws `.cancelled`
     /// (the message may or may not have gone out).
     /// - Throws: `.closed` once a Close was sent or received; the connection's failure.
-    public func send(_ message: Message) async throws(WebSocketError) {
+    nonisolated(nonsending) public func send(_ message: Message) async throws(WebSocketError) {
         let outgoing: Outgoing
         switch message {
         case .text(let text): outgoing = .text(text)
@@ -148,7 +148,7 @@ public final class WebSocket: Sendable {
     /// Sends a Ping (RFC 6455 §5.5.2) and returns the time until its Pong arrived (measured
     /// from the call, so it includes the hand-off to the engine thread, a few µs).
     /// - Throws: `.closed`, the connection's failure, `.cancelled` (the connection stays open).
-    public func ping() async throws(WebSocketError) -> Duration {
+    nonisolated(nonsending) public func ping() async throws(WebSocketError) -> Duration {
         let clock = ContinuousClock()
         let start = clock.now
         let id = shared.withLock { state -> UInt64 in state.nextPing += 1; return state.nextPing }
@@ -180,7 +180,7 @@ public final class WebSocket: Sendable {
     ///   - code: 1000-4999, except the codes that may not be sent (1004-1006, 1015).
     ///   - reason: UTF-8, cut to the 123 bytes a Close may carry (at a character boundary).
     /// - Throws: `.invalidArgument` for a code that may not be sent.
-    public func close(code: Int = 1000, reason: String = "") async throws(WebSocketError) {
+    nonisolated(nonsending) public func close(code: Int = 1000, reason: String = "") async throws(WebSocketError) {
         guard let raw = UInt16(exactly: code), CloseCode(raw).isSendable else {
             throw .invalidArgument("\(code) is not a close code that may be sent (1000-4999 except 1004-1006 and 1015)")
         }
@@ -205,7 +205,7 @@ public final class WebSocket: Sendable {
 
     // MARK: - Receiving
 
-    func receive() async throws(WebSocketError) -> Message? {
+    nonisolated(nonsending) func receive() async throws(WebSocketError) -> Message? {
         let taken = shared.withLock { state -> (Message?, Bool) in
             guard let message = state.inbox.popFirst() else { return (nil, false) }
             state.inboxBytes -= message.byteCount
@@ -259,7 +259,7 @@ public final class WebSocket: Sendable {
         engine.submit { [self] in side?.drainOutbox() }
     }
 
-    private func waitForRoom() async throws(WebSocketError) {
+    nonisolated(nonsending) private func waitForRoom() async throws(WebSocketError) {
         let result: Result<Void, WebSocketError> = await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<Result<Void, WebSocketError>, Never>) in
                 let ready = shared.withLock { state -> Result<Void, WebSocketError>? in

@@ -34,6 +34,10 @@ public struct WebSocketOptions: Sendable {
     /// behind; beyond it the socket is not read until the consumer catches up (one socket
     /// read, up to 256 KiB, and the message in progress may come on top). Default 1 MiB.
     public var receiveBufferLimit: Int = 1 << 20
+    /// Keep the receive buffer and the send arena between socket reads: faster for a busy
+    /// connection, about 256 KiB more for an idle one. Default false (an idle connection
+    /// holds no buffer: thousands of connections stay small).
+    public var keepsBuffersWhenIdle = false
     /// TLS settings for wss:// (and an https:// proxy).
     public var tls = TLS()
     /// Which proxy to use. Default: the environment, as curl reads it (`wss_proxy`,

@@ -19,6 +19,7 @@ struct WSKitBench {
         do {
             var options = WebSocketOptions()
             options.maximumMessageSize = 1 << 30
+            options.keepsBuffersWhenIdle = true
             let ws = try await WebSocket.connect(to: arguments[2], options: options)
             let clock = ContinuousClock()
             var messages = 0, bytes = 0
