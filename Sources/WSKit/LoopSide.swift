@@ -36,7 +36,7 @@ final class LoopSide: ConnectionDelegate, @unchecked Sendable {
         let driver = ConnectionDriver(loop: socket.engine.loop, stream: transfer.opened.stream, core: core, options: connection,
                                       received: transfer.buffer, parsed: transfer.opened.headLength, delegate: side)
         side.driver = driver
-        socket.side = side
+        socket.shared.withLock { $0.side = side }
         driver.start()
     }
 
@@ -198,6 +198,7 @@ final class LoopSide: ConnectionDelegate, @unchecked Sendable {
         let waiting = socket.shared.withLock { state in
             state.state = .closed
             state.ending = failure
+            state.side = nil
             let receiver = state.receiver
             state.receiver = nil
             // A consumer waiting while messages are in the inbox gets the first of them.
@@ -216,6 +217,5 @@ final class LoopSide: ConnectionDelegate, @unchecked Sendable {
         for sender in waiting.2 { sender.resume(returning: .failure(gone)) }
         for ping in waiting.3 { ping.resume(returning: .failure(gone)) }
         for closer in waiting.4 { closer.resume() }
-        socket.side = nil
     }
 }

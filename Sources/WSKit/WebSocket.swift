@@ -28,8 +28,9 @@ public final class WebSocket: Sendable {
 
     let shared: Mutex<Shared>
     let engine: EngineThread
-    /// Owned by the engine thread: set once when the driver starts.
-    nonisolated(unsafe) var side: LoopSide?
+    /// The engine-thread half while the connection runs (under the mutex: `deinit` reads
+    /// it on whatever thread lets go of the last reference).
+    var side: LoopSide? { shared.withLock { $0.side } }
     let sendLimit: Int
     let receiveLimit: Int
 
@@ -66,7 +67,7 @@ public final class WebSocket: Sendable {
 
     deinit {
         // Nobody can send or receive any more: end the connection as "going away".
-        if let side { engine.submit { side.close(code: 1001, reason: []) } }
+        if let side = shared.withLock({ $0.side }) { engine.submit { side.close(code: 1001, reason: []) } }
     }
 
     // MARK: - Connecting
@@ -383,6 +384,8 @@ struct Shared {
     var nextPing: UInt64 = 0
     var pings: [[UInt8]: CheckedContinuation<Result<Void, WebSocketError>, Never>] = [:]
     var closeWaiters: [CheckedContinuation<Void, Never>] = []
+    /// Set on the engine thread when the driver starts, cleared at its ending.
+    var side: LoopSide?
 
     /// Reading may resume once half the limit is free (true: tell the engine).
     mutating func unpauseIfCaughtUp(limit: Int) -> Bool {

@@ -64,7 +64,7 @@ public struct ClientOpener: Sendable {
             }
             buffer.count = 0
             let handshake = ClientHandshake(url: url, subprotocols: subprotocols, headers: headers(home, home))
-            let exchange = HandshakeExchange(stream: stream, deadline: deadline, log: log)
+            let exchange = ClientHandshakeExchange(stream: stream, deadline: deadline, log: log)
             let head: HTTPResponseHead
             do {
                 let (negotiated, headLength) = try exchange.perform(handshake, into: buffer)

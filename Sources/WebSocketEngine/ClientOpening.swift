@@ -64,7 +64,7 @@ public enum RedirectFailure: Equatable, Sendable {
 
 /// The opening handshake over a connected stream (RFC 6455 §4.1), all before `deadline`.
 /// Blocking: it polls the stream's descriptor until the deadline.
-public struct HandshakeExchange {
+public struct ClientHandshakeExchange {
     public let stream: ByteStream
     public let deadline: Deadline
     public let log: any OpeningLog
