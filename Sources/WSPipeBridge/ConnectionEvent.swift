@@ -48,7 +48,9 @@ struct ConnectionEvent {
             if let payload = ConnectionEvent.close(ending), let code = payload.code {
                 close = " with \(code)" + (payload.reason.isEmpty ? "" : ": \(payload.reasonText)")
             }
-            return "client \(client) disconnected (\(ConnectionEvent.cause(ending)))\(close)"
+            var detail = ""
+            if case .lost(let loss) = ending { detail = ": \(loss)" }
+            return "client \(client) disconnected (\(ConnectionEvent.cause(ending))\(detail))\(close)"
         }
     }
 

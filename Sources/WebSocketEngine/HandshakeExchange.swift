@@ -133,6 +133,7 @@ final class HandshakeExchange {
             finishWatching()
             let (buffer, parsed) = (self.buffer, accepted.parsed)
             self.buffer = nil
+            server.exchangeEnded(self)
             server.handOver(stream, request: accepted.request, subprotocol: accepted.subprotocol, received: buffer, parsed: parsed)
         } else {
             stream.shutdownOutput()
