@@ -22,22 +22,36 @@ final class LoopSide: ConnectionDelegate, @unchecked Sendable {
 
     private init(socket: WebSocket) { owner = socket }
 
-    static func start(_ socket: WebSocket, transfer: StreamTransfer, options: WebSocketOptions) {
-        let side = LoopSide(socket: socket)
+    /// The driver settings for `options`.
+    static func connectionOptions(_ options: WebSocketOptions) -> ConnectionOptions {
         var connection = ConnectionOptions()
         connection.closeTimeout = options.closeTimeout.seconds
         connection.pingInterval = options.pingInterval?.seconds
         connection.pingTimeout = options.pingTimeout?.seconds
-        connection.queueLimit = socket.sendLimit
+        connection.queueLimit = WebSocket.sendLimit
         // A busy connection continues reading where the last read ended; an idle one gives
         // its buffers back anyway once the consumer has taken its messages.
         connection.keepsBuffersWhenIdle = options.keepsBuffersWhenIdle
+        return connection
+    }
+
+    /// A client connection: starts its driver over the opened stream.
+    static func start(_ socket: WebSocket, transfer: StreamTransfer, options: WebSocketOptions) {
+        let side = LoopSide(socket: socket)
         let core = WebSocketConnection(role: .client, maximumMessageSize: UInt64(max(options.maximumMessageSize, 0)))
-        let driver = ConnectionDriver(loop: socket.engine.loop, stream: transfer.opened.stream, core: core, options: connection,
+        let driver = ConnectionDriver(loop: socket.engine.loop, stream: transfer.opened.stream, core: core,
+                                      options: connectionOptions(options),
                                       received: transfer.buffer, parsed: transfer.opened.headLength, delegate: side)
-        side.driver = driver
-        socket.shared.withLock { $0.side = side }
+        side.attach(driver)
         driver.start()
+    }
+
+    /// A server's client: the engine's server makes and starts the driver (`attach` follows).
+    static func serving(_ socket: WebSocket) -> LoopSide { LoopSide(socket: socket) }
+
+    func attach(_ driver: ConnectionDriver) {
+        self.driver = driver
+        owner?.shared.withLock { $0.side = self }
     }
 
     // MARK: - Owner's requests (submitted by the WebSocket)

@@ -19,8 +19,27 @@ import WebSocketTransport
 /// on a small pool of connect threads (at most 8). Callers' tasks never block: they hand
 /// work to the engine and suspend on continuations.
 public final class WebSocket: Sendable {
-    /// The URL connected to (after redirects).
-    public let url: WebSocketURL
+    /// The URL connected to (after redirects); nil for a client of a `WebSocketServer`.
+    public let url: WebSocketURL?
+    /// What a `WebSocketServer`'s client asked for; nil for a connection we opened.
+    public let request: Request?
+
+    /// The opening request of a server's client (RFC 6455 §4.2.1).
+    public struct Request: Sendable {
+        /// The path of the request target, e.g. "/chat".
+        public let path: String
+        /// The query, without "?" (nil: none).
+        public let query: String?
+        /// Every request header, in order.
+        public let headers: [(name: String, value: String)]
+        /// "ip:port" of the client.
+        public let remoteAddress: String
+
+        /// The values of the header `name` (ASCII case-insensitive).
+        public func values(_ name: String) -> [String] {
+            headers.filter { $0.name.lowercased() == name.lowercased() }.map(\.value)
+        }
+    }
     /// The subprotocol the server selected (`Sec-WebSocket-Protocol`), if any.
     public let subprotocol: String?
     /// The extensions the server accepted, as it answered them (`Sec-WebSocket-Extensions`).
@@ -31,7 +50,9 @@ public final class WebSocket: Sendable {
     /// The engine-thread half while the connection runs (under the mutex: `deinit` reads
     /// it on whatever thread lets go of the last reference).
     var side: LoopSide? { shared.withLock { $0.side } }
-    let sendLimit: Int
+    /// Bytes waiting for the socket beyond which `send` suspends (the driver's queue limit).
+    static let sendLimit = 192 * 1024
+    var sendLimit: Int { WebSocket.sendLimit }
     let receiveLimit: Int
 
     /// The connection's state.
@@ -57,11 +78,22 @@ public final class WebSocket: Sendable {
 
     init(url: WebSocketURL, negotiated: ClientHandshake.Negotiated, engine: EngineThread, options: WebSocketOptions) {
         self.url = url
+        request = nil
         subprotocol = negotiated.subprotocol
         extensions = negotiated.extensions.map { "\($0)" }
         self.engine = engine
         shared = Mutex(Shared())
-        sendLimit = 192 * 1024
+        receiveLimit = max(options.receiveBufferLimit, 1)
+    }
+
+    /// A server's client (the server role).
+    init(serving request: Request, subprotocol: String?, engine: EngineThread, options: WebSocketOptions) {
+        url = nil
+        self.request = request
+        self.subprotocol = subprotocol
+        extensions = []
+        self.engine = engine
+        shared = Mutex(Shared())
         receiveLimit = max(options.receiveBufferLimit, 1)
     }
 
