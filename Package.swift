@@ -34,6 +34,13 @@ let package = Package(
             path: "Sources/CTLSShims",
             linkerSettings: [.linkedLibrary("dl")]
         ),
+        // zlib (zlib1g-dev headers) for permessage-deflate and --decompress, loaded with
+        // dlopen on first use: a session that compresses nothing never maps libz.
+        .target(
+            name: "CZlibShims",
+            path: "Sources/CZlibShims",
+            linkerSettings: [.linkedLibrary("dl")]
+        ),
         .target(
             name: "WebSocketCore",
             dependencies: ["CWSPipeShims"],
@@ -47,7 +54,7 @@ let package = Package(
         ),
         .target(
             name: "WebSocketEngine",
-            dependencies: ["WebSocketCore", "WebSocketTransport", "CWSPipeShims"],
+            dependencies: ["WebSocketCore", "WebSocketTransport", "CWSPipeShims", "CZlibShims"],
             // The engine runs on one thread: Swift's run-time exclusivity checks cost 15% of
             // the instructions per small message (callgrind) and can never fire here.
             swiftSettings: [.unsafeFlags(["-enforce-exclusivity=unchecked", "-cross-module-optimization"], .when(configuration: .release))]

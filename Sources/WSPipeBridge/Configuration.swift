@@ -77,6 +77,13 @@ public struct BridgeConfiguration: Sendable {
     /// --receive-only: never read stdin. --send-only: never write stdout.
     public var receiveOnly = false
     public var sendOnly = false
+    /// permessage-deflate (RFC 7692): the client's offer, nil with --no-deflate (nothing
+    /// offered). Offered by default, with no parameter (see `PerMessageDeflate.offered`).
+    public var deflate: DeflateParameters? = DeflateParameters()
+    /// The extensions the handshake offers.
+    public var offeredExtensions: [any WebSocketExtension] {
+        deflate.map { [PerMessageDeflate.client($0)] } ?? []
+    }
     /// --stats: a one-line JSON summary on stderr at exit.
     public var stats = false
 

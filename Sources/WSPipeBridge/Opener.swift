@@ -15,6 +15,8 @@ struct Opener {
         let url: WebSocketURL
         /// Where WebSocket frames start in the buffer given to `open`.
         let headLength: Int
+        /// What the server agreed to (subprotocol, extensions).
+        let negotiated: ClientHandshake.Negotiated
     }
 
     /// The dial options of the configuration, with the settings kept outside `network`.
@@ -49,12 +51,13 @@ struct Opener {
             }
             buffer.count = 0
             let handshake = ClientHandshake(url: url, subprotocols: config.subprotocols,
-                                            headers: config.requestHeaders(credentials: home, userHost: home))
+                                            headers: config.requestHeaders(credentials: home, userHost: home),
+                                            extensions: config.offeredExtensions)
             let exchange = HandshakeExchange(stream: stream, deadline: deadline, log: log)
             let head: HTTPResponseHead
             do {
-                let (_, headLength) = try exchange.perform(handshake, into: buffer)
-                return Opened(stream: stream, url: url, headLength: headLength)
+                let (negotiated, headLength) = try exchange.perform(handshake, into: buffer)
+                return Opened(stream: stream, url: url, headLength: headLength, negotiated: negotiated)
             } catch {
                 stream.close()
                 guard config.followRedirects, case .handshake(.unexpectedStatus(let refused), _) = error,

@@ -118,10 +118,18 @@ public final class Session: ConnectionDelegate {
         Signals.exitAtOnce.store(false, ordering: .relaxed)
         log.event("connected: \(Diagnostics.redactedTarget(opened.url.description))")
 
+        let extensions: [any WebSocketExtension]
+        do throws(OpenError) {
+            extensions = try agreedExtensions(opened.negotiated)
+        } catch {
+            opened.stream.close()
+            return log.report(.open(error))
+        }
         startTimers()
-        attach(stream: opened.stream, core: WebSocketConnection(maximumMessageSize: config.maxMessageSize),
+        attach(stream: opened.stream, core: WebSocketConnection(maximumMessageSize: config.maxMessageSize, extensions: extensions),
                received: receiveBuffer, parsed: opened.headLength)
         loop.run()
+        if let driver, driver.compression != nil { log.event(compressionSummary(driver)) }
 
         Signals.exitAtOnce.store(true, ordering: .relaxed)
         submitOutput()
@@ -527,6 +535,39 @@ public final class Session: ConnectionDelegate {
         }
     }
 
+    /// The extensions the server agreed to, configured, with zlib loaded for
+    /// permessage-deflate (only now: a session that agreed nothing never maps libz).
+    private func agreedExtensions(_ negotiated: ClientHandshake.Negotiated) throws(OpenError) -> [any WebSocketExtension] {
+        guard let offer = config.deflate,
+              let response = negotiated.extensions.first(where: { $0.name.lowercased() == DeflateParameters.extensionName })
+        else { return [] }
+        let deflate = PerMessageDeflate.client(offer)
+        let parameters: DeflateParameters
+        do throws(ExtensionNegotiationError) {
+            parameters = try deflate.acceptedParameters(response)  // checked by the handshake already
+        } catch {
+            throw .handshake(.invalid(error.description), body: [])
+        }
+        do throws(ZlibLoadError) {
+            try Zlib.load()
+        } catch {
+            throw .handshake(.invalid("the server agreed to permessage-deflate, but \(error.reason)"), body: [])
+        }
+        let configuration = DeflateConfiguration(agreed: parameters, role: .client)
+        log.event("permessage-deflate agreed: \(response) (\(configuration.summary))")
+        return [deflate.agreed(configuration)]
+    }
+
+    /// -v at the end: wire bytes against payload bytes of compressed messages, both ways.
+    private func compressionSummary(_ driver: ConnectionDriver) -> String {
+        func ratio(_ count: CompressionCount) -> String {
+            guard count.wire > 0 else { return "\(count.messages) messages" }
+            let times = (Double(count.payload) / Double(count.wire) * 100).rounded() / 100
+            return "\(count.messages) messages, \(ByteCount.text(count.wire)) on the wire for \(ByteCount.text(count.payload)) (\(times)x)"
+        }
+        return "permessage-deflate: received \(ratio(driver.compressionIn)); sent \(ratio(driver.compressionOut))"
+    }
+
     /// The --stats line: one JSON object.
     private func statistics(_ status: ExitStatus) -> String {
         var line: [UInt8] = []
@@ -544,8 +585,21 @@ public final class Session: ConnectionDelegate {
             + "\"duration_s\":\(duration),"
             + "\"close_sent\":\(closeObject(driver?.closeSent)),"
             + "\"close_received\":\(closeObject(driver?.closeReceived)),"
-            + "\"ping_rtt_ms\":\(rtt),\"exit\":\(status.rawValue)}").utf8)
+            + "\"ping_rtt_ms\":\(rtt),"
+            + "\"compression\":\(compressionObject),\"exit\":\(status.rawValue)}").utf8)
         return String(decoding: line, as: UTF8.self)
+    }
+}
+
+extension Session {
+    /// --stats: wire against payload bytes of compressed messages each way; null when
+    /// permessage-deflate was not agreed.
+    var compressionObject: String {
+        guard let driver, driver.compression != nil else { return "null" }
+        func side(_ count: CompressionCount) -> String {
+            "{\"messages\":\(count.messages),\"wire_bytes\":\(count.wire),\"payload_bytes\":\(count.payload)}"
+        }
+        return "{\"received\":\(side(driver.compressionIn)),\"sent\":\(side(driver.compressionOut))}"
     }
 }
 

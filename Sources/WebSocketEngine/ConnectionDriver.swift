@@ -93,6 +93,21 @@ public final class ConnectionDriver: MessageSink {
     @exclusivity(unchecked) private var waiting = MessageQueue()
     @exclusivity(unchecked) private var receiveBuffer: ByteBuffer?
     @exclusivity(unchecked) private var parsed = 0
+    // permessage-deflate (RFC 7692), when agreed: nil otherwise, so a connection that
+    // negotiated nothing pays one nil check per message start and per frame sent.
+    @exclusivity(unchecked) private var inflater: Inflater?
+    @exclusivity(unchecked) private var deflater: Deflater?
+    private var deflateConfiguration: DeflateConfiguration?
+    /// The message being received is compressed (RSV1 on its first frame).
+    @exclusivity(unchecked) private var inflating = false
+    /// The message being sent (fragmented) is compressed.
+    private var sendingCompressed = false
+    /// Compressed messages received and sent: wire bytes against payload bytes.
+    public private(set) var compressionIn = CompressionCount()
+    public private(set) var compressionOut = CompressionCount()
+    /// Messages below this many bytes go uncompressed: deflate's block header and the
+    /// flush make them no smaller, and the CPU is not worth it.
+    public static let compressionThreshold = 64
 
     private var readInterest = PollInterest.read
     private var readReady = true
@@ -155,6 +170,7 @@ public final class ConnectionDriver: MessageSink {
         var random = SystemRandomNumberGenerator()
         let digits = Array("0123456789abcdef".utf8)
         barrierPayload = Array("wspipe:eof:".utf8) + (0..<16).map { _ in digits[Int(random.next() & 15)] }
+        setUpCompression(core: core)
     }
 
     /// Set while the connection runs: a started driver lives until it ends, whether or not
@@ -254,6 +270,7 @@ public final class ConnectionDriver: MessageSink {
     // MARK: - Framing
 
     private func frame(_ opcode: Opcode, fin: Bool, _ payload: UnsafeMutableRawPointer?, count: Int, in owner: ByteBuffer?) {
+        if deflater != nil, frameCompressed(opcode, fin: fin, payload, count: count) { return }
         let header = core.makeHeader(opcode: opcode, fin: fin, payloadLength: count)
         if count <= ConnectionDriver.copyLimit || owner == nil {
             outbound.appendFrame(header, copying: payload, count: count)
@@ -424,10 +441,16 @@ public final class ConnectionDriver: MessageSink {
             while let event = try core.receive(input, &parsed) {
                 switch event {
                 case .messageStart(let kind):
+                    if inflater != nil { beginInflating(kind) }
                     delegate.connection(self, didStartMessage: kind)
                 case .messageData(let range):
-                    delegate.connection(self, didReceive: buffer.base + range.lowerBound, count: range.count, in: buffer)
+                    if inflating {
+                        try inflate(buffer.base + range.lowerBound, count: range.count, delegate: delegate)
+                    } else {
+                        delegate.connection(self, didReceive: buffer.base + range.lowerBound, count: range.count, in: buffer)
+                    }
                 case .messageEnd:
+                    if inflating { try finishInflating(delegate: delegate) }
                     delegate.connectionDidEndMessage(self)
                 case .ping(let payload):
                     delegate.connection(self, didReceivePing: payload)
@@ -584,6 +607,9 @@ public final class ConnectionDriver: MessageSink {
         outbound.discard()
         waiting.removeAll()
         receiveBuffer = nil
+        // zlib's state goes with the connection.
+        inflater = nil
+        deflater = nil
         let owner = delegate
         delegate = nil
         owner?.connection(self, didEnd: result)
@@ -644,5 +670,84 @@ struct MessageQueue {
         messages.removeAll()
         head = 0
         byteCount = 0
+    }
+}
+
+// MARK: - permessage-deflate (RFC 7692 §6, §7.2)
+
+extension ConnectionDriver {
+    /// Makes the inflater (and, lazily on the first compressed send, the deflater) when
+    /// the core's extensions include an agreed `PerMessageDeflate`. zlib must be loaded.
+    private func setUpCompression(core: WebSocketConnection) {
+        guard let deflate = core.extensions.lazy.compactMap({ $0 as? PerMessageDeflate }).first,
+              let agreed = deflate.configuration else { return }
+        deflateConfiguration = agreed
+        inflater = Inflater(windowBits: max(agreed.incomingWindowBits, 9), limit: core.maximumMessageSize)
+        deflater = Deflater(windowBits: agreed.outgoingWindowBits, memoryLevel: deflate.memoryLevel,
+                            resetsContext: agreed.outgoingNoContextTakeover)
+    }
+
+    /// The agreed permessage-deflate configuration, if any.
+    public var compression: DeflateConfiguration? { deflateConfiguration }
+
+    private func beginInflating(_ kind: MessageKind) {
+        inflating = core.receivingMessageRSV.contains(.rsv1)
+        if inflating, let inflater {
+            inflater.begin(text: kind == .text)
+            compressionIn.messages += 1
+        }
+    }
+
+    private func inflate(_ bytes: UnsafeMutableRawPointer, count: Int, delegate: ConnectionDelegate) throws(ReceiveError) {
+        guard let inflater else { return }
+        compressionIn.wire += UInt64(count)
+        do {
+            try inflater.feed(bytes, count: count) { buffer, start, n in
+                delegate.connection(self, didReceive: start, count: n, in: buffer)
+            }
+        } catch {
+            inflating = false
+            core.fail(error)
+            throw error
+        }
+    }
+
+    private func finishInflating(delegate: ConnectionDelegate) throws(ReceiveError) {
+        inflating = false
+        guard let inflater, let agreed = deflateConfiguration else { return }
+        let before = inflater.messageSize
+        do {
+            try inflater.finish(resetsContext: agreed.incomingNoContextTakeover) { buffer, start, n in
+                delegate.connection(self, didReceive: start, count: n, in: buffer)
+            }
+        } catch {
+            core.fail(error)
+            throw error
+        }
+        _ = before
+        compressionIn.payload += inflater.messageSize
+    }
+
+    /// Frames a data frame compressed, if its message is (or, for a first frame, should
+    /// be): RSV1 on the first frame only. False: frame it as it is.
+    fileprivate func frameCompressed(_ opcode: Opcode, fin: Bool, _ payload: UnsafeMutableRawPointer?, count: Int) -> Bool {
+        guard let deflater, !opcode.isControl else { return false }
+        if opcode != .continuation {
+            sendingCompressed = count >= ConnectionDriver.compressionThreshold
+        }
+        guard sendingCompressed else { return false }
+        if fin { sendingCompressed = false }
+        guard let compressed = deflater.compress(payload.map { UnsafeRawPointer($0) }, count: count, final: fin) else {
+            // zlib could not make its state: this message (a first frame) goes as it is.
+            if opcode != .continuation { sendingCompressed = false; return false }
+            return false
+        }
+        let header = core.makeHeader(opcode: opcode, fin: fin, rsv: opcode == .continuation ? [] : .rsv1,
+                                     payloadLength: compressed.count)
+        outbound.appendFrame(header, copying: compressed.baseAddress, count: compressed.count)
+        compressionOut.wire += UInt64(compressed.count)
+        compressionOut.payload += UInt64(count)
+        if opcode != .continuation { compressionOut.messages += 1 }
+        return true
     }
 }
