@@ -11,12 +11,14 @@ _wspipe() {
 
     local flags="-t --text -b --binary -0 --null --jsonl --timestamps --base64 --whole-input
         -1 --one-message --receive-only --send-only --stats --no-close -k --insecure
-        -4 --ipv4 -6 --ipv6 -L --location -v --verbose -q --quiet -h --help -V --version"
+        -4 --ipv4 -6 --ipv6 -L --location -v --verbose -q --quiet -h --help -V --version
+        --no-deflate --deflate-client-no-context-takeover --deflate-server-no-context-takeover"
     local valued="--chunk-size --close-code --close-reason --close-timeout --connect-timeout
         --max-message-size --ping-interval --ping-timeout -H --header --protocol --origin
         --user-agent --bearer --bearer-file --cacert -n --max-messages --send --timeout
         --idle-timeout --linger --proxy --noproxy --socks5 --cert --key --key-pass-env
-        --key-pass-file --tls-min --connect-to --sni --unix-socket --resolve --max-redirs"
+        --key-pass-file --tls-min --connect-to --sni --unix-socket --resolve --max-redirs
+        --deflate-client-window-bits --deflate-server-window-bits"
 
     # A value given as --OPTION=value: complete the part after "=" as the value.
     local option=$prev
@@ -55,6 +57,9 @@ _wspipe() {
             return ;;
         --chunk-size|--max-message-size)
             COMPREPLY=($(compgen -W "4K 16K 64K 256K 1M 16M 64M 1G" -- "$cur"))
+            return ;;
+        --deflate-client-window-bits|--deflate-server-window-bits)
+            COMPREPLY=($(compgen -W "9 10 11 12 13 14 15" -- "$cur"))
             return ;;
         --close-code)
             COMPREPLY=($(compgen -W "1000 1001 1002 1003 1007 1008 1009 1010 1011 4000" -- "$cur"))

@@ -14,6 +14,9 @@ extension Option {
                     options: [maxMessages, oneMessage, send, timeout, idleTimeout, receiveOnly, sendOnly, stats]),
         HelpSection(title: "Ending:", options: [noClose, linger, closeCode, closeReason, closeTimeout]),
         HelpSection(title: "Connection:", options: [connectTimeout, maxMessageSize, pingInterval, pingTimeout]),
+        HelpSection(title: "Compression (permessage-deflate, RFC 7692; offered by default):",
+                    options: [noDeflate, deflateClientWindowBits, deflateServerWindowBits,
+                              deflateClientNoContextTakeover, deflateServerNoContextTakeover]),
         HelpSection(title: "Network (proxies from the environment unless --proxy; see NETWORK in the man page):",
                     options: [proxy, socks5, noproxy, unixSocket, connectTo, resolve, ipv4, ipv6, location, maxRedirs]),
         HelpSection(title: "TLS:", options: [insecure, cacert, cert, key, keyPassEnv, keyPassFile, tlsMin, sni]),
@@ -115,6 +118,48 @@ extension Option {
     }
     static let closeTimeout = seconds("--close-timeout", help: "give up ending after this long without progress (default 5)") {
         $0.config.closeTimeout = $1
+    }
+
+    // MARK: Compression
+
+    static let noDeflate = Option("--no-deflate", help: "offer no compression (permessage-deflate is offered by default)") {
+        $0.noDeflate = true
+    }
+    static let deflateClientWindowBits = windowBits("--deflate-client-window-bits",
+                                                    help: "offer client_max_window_bits=BITS: we compress with at most",
+                                                    "2^BITS bytes of window (9-15; default: the server decides, 15)") {
+        $0.deflateOffer.clientMaxWindowBits = .bits($1)
+    }
+    static let deflateServerWindowBits = windowBits("--deflate-server-window-bits",
+                                                    help: "offer server_max_window_bits=BITS: ask the server to compress",
+                                                    "with at most 2^BITS bytes of window (8-15; less memory here)") {
+        $0.deflateOffer.serverMaxWindowBits = $1
+    }
+    static let deflateClientNoContextTakeover = Option("--deflate-client-no-context-takeover",
+                                                       help: "offer client_no_context_takeover: each message we send is compressed alone") {
+        $0.deflateOffer.clientNoContextTakeover = true
+        $0.deflateTuning.append("--deflate-client-no-context-takeover")
+    }
+    static let deflateServerNoContextTakeover = Option("--deflate-server-no-context-takeover",
+                                                       help: "offer server_no_context_takeover: ask the server to compress each message alone") {
+        $0.deflateOffer.serverNoContextTakeover = true
+        $0.deflateTuning.append("--deflate-server-no-context-takeover")
+    }
+
+    /// A window-bits option: 8...15 (9...15 for our own compressor: zlib makes no raw
+    /// 8-bit streams).
+    private static func windowBits(_ longName: String, help: String...,
+                                   apply: @escaping @Sendable (inout Settings, Int) -> Void) -> Option {
+        let lowest = longName.contains("client") ? 9 : 8
+        return Option(longName, nil, value: "BITS", help: help, action: .set { text, name throws(UsageError) in
+            guard let bits = Int(text), (lowest...15).contains(bits) else {
+                throw UsageError("\(name) '\(text)' is not a window size in bits from \(lowest) to 15")
+            }
+            return {
+                apply(&$0, bits)
+                $0.deflateTuning.append(longName)
+            }
+        })
     }
 
     // MARK: Connection

@@ -13,6 +13,10 @@ struct Settings {
     var keyPassFile: String?
     var connectTo: String?
     var unixSocket: String?
+    /// The --deflate-* tuning options given (refused with --no-deflate), and the offer they make.
+    var deflateTuning: [String] = []
+    var deflateOffer = DeflateParameters()
+    var noDeflate = false
 
     /// Adds a subprotocol (already checked) unless it is offered already.
     mutating func addSubprotocol(_ name: String) {
@@ -23,6 +27,7 @@ struct Settings {
     func finish(environment: (String) -> String?, readFile: (String) -> [UInt8]?) throws(UsageError) -> BridgeConfiguration {
         try checkCombinations()
         var config = self.config
+        config.deflate = noDeflate ? nil : deflateOffer
         if config.oneMessage { config.maxMessages = 1 }
         try applyNetwork(to: &config, environment: environment, readFile: readFile)
 
@@ -61,6 +66,9 @@ struct Settings {
             if null { try refuse("--jsonl", "-0/--null", "JSON Lines are newline-separated") }
             if c.base64 { try refuse("--jsonl", "--base64", "--jsonl already encodes binary messages in base64") }
             if c.wholeInput { try refuse("--jsonl", "--whole-input", "--jsonl reads one message per line") }
+        }
+        if noDeflate, let first = deflateTuning.first {
+            try refuse("--no-deflate", first, "with --no-deflate nothing is offered to tune")
         }
         if c.timestamps && !c.jsonLines { throw UsageError("--timestamps needs --jsonl (it adds \"ts\" to each JSON line)") }
         if c.wholeInput && c.base64 { try refuse("--whole-input", "--base64", "--base64 reads one message per line") }
