@@ -18,7 +18,7 @@ _wspipe() {
         --user-agent --bearer --bearer-file --cacert -n --max-messages --send --timeout
         --idle-timeout --linger --proxy --noproxy --socks5 --cert --key --key-pass-env
         --key-pass-file --tls-min --connect-to --sni --unix-socket --resolve --max-redirs
-        --deflate-client-window-bits --deflate-server-window-bits"
+        --deflate-client-window-bits --deflate-server-window-bits --decompress"
 
     # A value given as --OPTION=value: complete the part after "=" as the value.
     local option=$prev
@@ -57,6 +57,9 @@ _wspipe() {
             return ;;
         --chunk-size|--max-message-size)
             COMPREPLY=($(compgen -W "4K 16K 64K 256K 1M 16M 64M 1G" -- "$cur"))
+            return ;;
+        --decompress)
+            COMPREPLY=($(compgen -W "gzip zlib deflate" -- "$cur"))
             return ;;
         --deflate-client-window-bits|--deflate-server-window-bits)
             COMPREPLY=($(compgen -W "9 10 11 12 13 14 15" -- "$cur"))

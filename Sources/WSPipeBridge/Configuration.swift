@@ -80,6 +80,8 @@ public struct BridgeConfiguration: Sendable {
     /// permessage-deflate (RFC 7692): the client's offer, nil with --no-deflate (nothing
     /// offered). Offered by default, with no parameter (see `PerMessageDeflate.offered`).
     public var deflate: DeflateParameters? = DeflateParameters()
+    /// --decompress: binary payloads are inflated from this format before stdout.
+    public var decompress: CompressionFormat?
     /// The extensions the handshake offers.
     public var offeredExtensions: [any WebSocketExtension] {
         deflate.map { [PerMessageDeflate.client($0)] } ?? []

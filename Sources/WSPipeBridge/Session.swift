@@ -36,6 +36,11 @@ public final class Session: ConnectionDelegate {
     private var ending: ConnectionEnding?
     private var localEnd: LocalEnd?
     private var mismatchWarned = false
+    /// --decompress: the inflater of application-compressed binary payloads, whether the
+    /// current message goes through it, and how many messages have been received (to name one).
+    private var decompressor: Inflater?
+    private var decompressing = false
+    private var receivedMessages = 0
     /// Text mode writes a binary message raw, with a warning the first time.
     private lazy var warnsOnBinary = config.outputFormat == .raw(separator: config.separator)
     // Counted and timed sessions.
@@ -65,6 +70,7 @@ public final class Session: ConnectionDelegate {
         case readerGone
         case inputError
         case outputError
+        case decompressError
     }
 
     public init(config: BridgeConfiguration, log: Diagnostics) throws(Failure) {
@@ -176,6 +182,8 @@ public final class Session: ConnectionDelegate {
     // MARK: - Connection events
 
     public func connection(_ connection: ConnectionDriver, didStartMessage kind: MessageKind) {
+        receivedMessages += 1
+        if kind == .binary, let format = config.decompress, localEnd == nil { startDecompressing(format) }
         output.start(kind)
         if kind == .binary && warnsOnBinary && !mismatchWarned {
             mismatchWarned = true
@@ -184,11 +192,65 @@ public final class Session: ConnectionDelegate {
     }
 
     public func connection(_ connection: ConnectionDriver, didReceive bytes: UnsafeMutableRawPointer, count: Int, in buffer: ByteBuffer) {
+        if decompressing { return decompress(bytes, count: count) }
         output.data(buffer, bytes, count)
     }
 
     public func connectionDidEndMessage(_ connection: ConnectionDriver) {
+        if decompressing {
+            decompressing = false
+            guard let inflater = decompressor else { return }
+            do throws(ReceiveError) {
+                try inflater.finish(resetsContext: true) { buffer, start, n in self.output.data(buffer, start, n) }
+            } catch {
+                return decompressFailed(error)
+            }
+        } else if localEnd == .decompressError {
+            return
+        }
         output.end()
+    }
+
+    // MARK: - --decompress
+
+    private func startDecompressing(_ format: CompressionFormat) {
+        if decompressor == nil {
+            do throws(ZlibLoadError) {
+                try Zlib.load()
+            } catch {
+                return decompressFailed(.invalidCompressedData(error.reason))
+            }
+            decompressor = Inflater(format: format, limit: config.maxMessageSize)
+        }
+        decompressor?.begin(text: false)
+        decompressing = decompressor != nil
+    }
+
+    private func decompress(_ bytes: UnsafeMutableRawPointer, count: Int) {
+        guard let inflater = decompressor else { return }
+        do throws(ReceiveError) {
+            try inflater.feed(bytes, count: count) { buffer, start, n in self.output.data(buffer, start, n) }
+        } catch {
+            decompressFailed(error)
+        }
+    }
+
+    /// A payload that does not inflate (or inflates past --max-message-size): the message is
+    /// dropped, nothing more is written, and the session closes with 1003 and exits 1.
+    private func decompressFailed(_ error: ReceiveError) {
+        decompressing = false
+        guard localEnd == nil, let driver else { return }
+        let format = config.decompress?.rawValue ?? "deflate"
+        switch error {
+        case .messageTooBig(_, let limit):
+            log.error("message \(receivedMessages) inflates (--decompress \(format)) past the limit of \(ByteCount.text(limit)) (--max-message-size)")
+        default:
+            log.error("message \(receivedMessages) does not inflate as \(format) (--decompress): \(error.description)")
+        }
+        output.discardPending()
+        localEnd = .decompressError
+        stopStdin()
+        driver.close(ClosePayload(code: .unsupportedData, reason: Array("cannot inflate".utf8)))
     }
 
     public func connection(_ connection: ConnectionDriver, didReceivePing payload: [UInt8]) {
@@ -519,7 +581,7 @@ public final class Session: ConnectionDelegate {
     private func conclude(writerFailure: StdoutSink.Failure?) -> ExitStatus {
         if case .signal(let number) = localEnd { return log.report(.signal(number)) }
         if case .failed = ending { return .protocolViolation }  // reported when it happened
-        if localEnd == .inputError || localEnd == .outputError { return .localError }
+        if localEnd == .inputError || localEnd == .outputError || localEnd == .decompressError { return .localError }
         if timedOut { return log.report(.timedOut) }
         if case .failed(let why) = writerFailure { return log.report(.localOutput(why: why)) }
         if localEnd == .readerGone { return .success }

@@ -16,7 +16,7 @@ extension Option {
         HelpSection(title: "Connection:", options: [connectTimeout, maxMessageSize, pingInterval, pingTimeout]),
         HelpSection(title: "Compression (permessage-deflate, RFC 7692; offered by default):",
                     options: [noDeflate, deflateClientWindowBits, deflateServerWindowBits,
-                              deflateClientNoContextTakeover, deflateServerNoContextTakeover]),
+                              deflateClientNoContextTakeover, deflateServerNoContextTakeover, decompress]),
         HelpSection(title: "Network (proxies from the environment unless --proxy; see NETWORK in the man page):",
                     options: [proxy, socks5, noproxy, unixSocket, connectTo, resolve, ipv4, ipv6, location, maxRedirs]),
         HelpSection(title: "TLS:", options: [insecure, cacert, cert, key, keyPassEnv, keyPassFile, tlsMin, sni]),
@@ -144,6 +144,15 @@ extension Option {
                                                        help: "offer server_no_context_takeover: ask the server to compress each message alone") {
         $0.deflateOffer.serverNoContextTakeover = true
         $0.deflateTuning.append("--deflate-server-no-context-takeover")
+    }
+
+    static let decompress = Option("--decompress", value: "FORMAT",
+                                   help: "inflate each binary message's payload (gzip, zlib or deflate: compressed",
+                                   "by the application) before stdout; --max-message-size applies inflated") { text, name throws(UsageError) in
+        guard let format = CompressionFormat(rawValue: text) else {
+            throw UsageError("\(name) '\(text)' is not gzip, zlib or deflate")
+        }
+        return { $0.config.decompress = format }
     }
 
     /// A window-bits option: 8...15 (9...15 for our own compressor: zlib makes no raw

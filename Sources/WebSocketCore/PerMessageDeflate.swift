@@ -222,3 +222,14 @@ public struct PerMessageDeflate: WebSocketExtension {
         return answer
     }
 }
+
+/// Compressed-data formats (the engine's `Inflater` reads all three; `--decompress`).
+public enum CompressionFormat: String, Sendable, CaseIterable {
+    /// Raw DEFLATE (RFC 1951), as permessage-deflate and `--decompress deflate`.
+    case deflate
+    /// zlib (RFC 1950).
+    case zlib
+    /// gzip (RFC 1952).
+    case gzip
+}
+

@@ -19,16 +19,6 @@ public struct ZlibLoadError: Error, Sendable, Equatable, CustomStringConvertible
     public var description: String { reason }
 }
 
-/// Formats an `Inflater` reads.
-public enum CompressionFormat: String, Sendable, CaseIterable {
-    /// Raw DEFLATE (RFC 1951), as permessage-deflate and `--decompress deflate`.
-    case deflate
-    /// zlib (RFC 1950).
-    case zlib
-    /// gzip (RFC 1952).
-    case gzip
-}
-
 /// An incremental inflater that writes into pooled `ByteBuffer`s and hands out the inflated
 /// bytes as pieces of them, with the message's size limit and UTF-8 checked as it goes
 /// (the limit is checked before more than `limit + 1` bytes of a message exist).
