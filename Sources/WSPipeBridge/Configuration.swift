@@ -78,8 +78,9 @@ public struct BridgeConfiguration: Sendable {
     public var receiveOnly = false
     public var sendOnly = false
     /// permessage-deflate (RFC 7692): the client's offer, nil with --no-deflate (nothing
-    /// offered). Offered by default, with no parameter (see `PerMessageDeflate.offered`).
-    public var deflate: DeflateParameters? = DeflateParameters()
+    /// offered). Offered by default as `permessage-deflate; client_max_window_bits` (see
+    /// `PerMessageDeflate.defaultOffer`).
+    public var deflate: DeflateParameters? = PerMessageDeflate.defaultOffer
     /// --decompress: binary payloads are inflated from this format before stdout.
     public var decompress: CompressionFormat?
     /// The extensions the handshake offers.

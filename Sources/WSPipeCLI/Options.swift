@@ -127,7 +127,7 @@ extension Option {
     }
     static let deflateClientWindowBits = windowBits("--deflate-client-window-bits",
                                                     help: "offer client_max_window_bits=BITS: we compress with at most",
-                                                    "2^BITS bytes of window (9-15; default: the server decides, 15)") {
+                                                    "2^BITS bytes of window (9-15; default: offered without a value)") {
         $0.deflateOffer.clientMaxWindowBits = .bits($1)
     }
     static let deflateServerWindowBits = windowBits("--deflate-server-window-bits",

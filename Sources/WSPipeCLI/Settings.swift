@@ -15,7 +15,7 @@ struct Settings {
     var unixSocket: String?
     /// The --deflate-* tuning options given (refused with --no-deflate), and the offer they make.
     var deflateTuning: [String] = []
-    var deflateOffer = DeflateParameters()
+    var deflateOffer = PerMessageDeflate.defaultOffer
     var noDeflate = false
 
     /// Adds a subprotocol (already checked) unless it is offered already.

@@ -133,10 +133,15 @@ public struct PerMessageDeflate: WebSocketExtension {
     public var name: String { DeflateParameters.extensionName }
     public var rsv: RSVBits { .rsv1 }
 
-    /// Client: the parameters offered. The default is the bare offer, with no parameter:
-    /// every server that supports the extension accepts it (some refuse window-bit
-    /// parameters, e.g. AWS API Gateway and `client_max_window_bits`).
+    /// Client: the parameters offered.
     public var offered: DeflateParameters
+
+    /// The client's default offer: `permessage-deflate; client_max_window_bits`, the value
+    /// left out (§7.1.2.2: "the server may limit our window"). Browsers and Python
+    /// websockets (since 10.1) send exactly this; a *value* there is what AWS API Gateway
+    /// mishandles (websockets #1065), and servers that omit bits when they mean 15
+    /// (aiohttp) are fine: absent means 15. Autobahn 13.3-13.6 need it offered.
+    public static let defaultOffer = DeflateParameters(clientMaxWindowBits: .withoutValue)
     /// Server: the largest window we compress with (our memory: 2^(bits+2) bytes plus the
     /// hash table of `memoryLevel`), and the window we ask a client that lets us choose.
     public var serverWindowBits: Int
@@ -147,7 +152,7 @@ public struct PerMessageDeflate: WebSocketExtension {
     public var configuration: DeflateConfiguration?
 
     /// Client settings: window bits 15 and memLevel 8 unless the server limits them.
-    public static func client(_ offer: DeflateParameters = DeflateParameters()) -> PerMessageDeflate {
+    public static func client(_ offer: DeflateParameters = PerMessageDeflate.defaultOffer) -> PerMessageDeflate {
         PerMessageDeflate(offered: offer, serverWindowBits: 15, clientWindowBits: 15, memoryLevel: 8)
     }
 

@@ -39,6 +39,13 @@ final class DeflateInteropTests: IntegrationTestCase {
         assertExit(result, 0)
         XCTAssertEqual(result.stdoutText, feed)
         XCTAssertTrue(result.stderr.contains("> Sec-WebSocket-Extensions: permessage-deflate; client_no_context_takeover; server_max_window_bits=11; client_max_window_bits=12"), result.stderr)
+        // The default offer, which Python websockets answers with its window choice.
+        let chooser = try startEcho(["--deflate", #"{"client_max_window_bits": 11}"#])
+        let chosen = try runWspipe(["-v", url(chooser)], stdin: .bytes(Array(feed.utf8)))
+        assertExit(chosen, 0)
+        XCTAssertEqual(chosen.stdoutText, feed)
+        XCTAssertTrue(chosen.stderr.contains("> Sec-WebSocket-Extensions: permessage-deflate; client_max_window_bits\n"), chosen.stderr)
+        XCTAssertTrue(chosen.stderr.contains("we compress with a 2048-byte window"), chosen.stderr)
         XCTAssertTrue(result.stderr.contains("client_max_window_bits=10"), result.stderr)
     }
 
@@ -92,11 +99,17 @@ final class DeflateInteropTests: IntegrationTestCase {
     }
 
     func testResponseWeCannotAcceptFailsTheHandshakeNamingTheParameter() throws {
-        let bad = Array("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: {accept}\r\nSec-WebSocket-Extensions: permessage-deflate; client_max_window_bits=10\r\n\r\n".utf8)
+        let bad = Array("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: {accept}\r\nSec-WebSocket-Extensions: permessage-deflate; server_max_window_bits=16\r\n\r\n".utf8)
         let server = try startScripted(bad)
         let result = finish(try spawnWspipe([url(server)], stdin: .pipe), timeout: 10)
         assertExit(result, 5)
-        XCTAssertTrue(result.stderr.contains("client_max_window_bits"), result.stderr)
+        XCTAssertTrue(result.stderr.contains("server_max_window_bits=\"16\""), result.stderr)
+        // A parameter we did not offer (with the window flag giving a value, above it).
+        let above = Array(String(decoding: bad, as: UTF8.self).replacingOccurrences(of: "server_max_window_bits=16", with: "client_max_window_bits=13").utf8)
+        let server2 = try startScripted(above)
+        let result2 = finish(try spawnWspipe(["--deflate-client-window-bits", "12", url(server2)], stdin: .pipe), timeout: 10)
+        assertExit(result2, 5)
+        XCTAssertTrue(result2.stderr.contains("client_max_window_bits=\"13\""), result2.stderr)
     }
 
     func testWithNoDeflateAnAgreedDeflateIsRefusedAsBefore() throws {
