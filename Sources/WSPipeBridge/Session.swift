@@ -40,7 +40,10 @@ public final class Session: ConnectionDelegate {
     /// current message goes through it, and how many messages have been received (to name one).
     private var decompressor: Inflater?
     private var decompressing = false
-    private var receivedMessages = 0
+    /// The current message does not go straight to the output (--decompress): one stored
+    /// flag read per piece, so a session without --decompress pays nothing more.
+    private var diverted = false
+    private let decompresses: Bool
     /// Text mode writes a binary message raw, with a warning the first time.
     private lazy var warnsOnBinary = config.outputFormat == .raw(separator: config.separator)
     // Counted and timed sessions.
@@ -76,6 +79,7 @@ public final class Session: ConnectionDelegate {
     public init(config: BridgeConfiguration, log: Diagnostics) throws(Failure) {
         self.config = config
         self.log = log
+        decompresses = config.decompress != nil
         do {
             loop = try EventLoop()
         } catch {
@@ -182,8 +186,7 @@ public final class Session: ConnectionDelegate {
     // MARK: - Connection events
 
     public func connection(_ connection: ConnectionDriver, didStartMessage kind: MessageKind) {
-        receivedMessages += 1
-        if kind == .binary, let format = config.decompress, localEnd == nil { startDecompressing(format) }
+        if decompresses { startDiverted(kind) }
         output.start(kind)
         if kind == .binary && warnsOnBinary && !mismatchWarned {
             mismatchWarned = true
@@ -192,27 +195,41 @@ public final class Session: ConnectionDelegate {
     }
 
     public func connection(_ connection: ConnectionDriver, didReceive bytes: UnsafeMutableRawPointer, count: Int, in buffer: ByteBuffer) {
-        if decompressing { return decompress(bytes, count: count) }
+        if diverted { return decompress(bytes, count: count) }
         output.data(buffer, bytes, count)
     }
 
     public func connectionDidEndMessage(_ connection: ConnectionDriver) {
-        if decompressing {
-            decompressing = false
-            guard let inflater = decompressor else { return }
-            do throws(ReceiveError) {
-                try inflater.finish(resetsContext: true) { buffer, start, n in self.output.data(buffer, start, n) }
-            } catch {
-                return decompressFailed(error)
-            }
-        } else if localEnd == .decompressError {
-            return
-        }
+        if diverted && !endDiverted() { return }
         output.end()
     }
 
     // MARK: - --decompress
 
+    /// A message starts with --decompress: a binary one is inflated; after a failure every
+    /// message is dropped.
+    @inline(never)
+    private func startDiverted(_ kind: MessageKind) {
+        diverted = localEnd == .decompressError || kind == .binary
+        if kind == .binary && localEnd == nil, let format = config.decompress { startDecompressing(format) }
+    }
+
+    /// The diverted message ended: true when it is to be counted as output.
+    @inline(never)
+    private func endDiverted() -> Bool {
+        diverted = false
+        guard decompressing, let inflater = decompressor else { return false }
+        decompressing = false
+        do throws(ReceiveError) {
+            try inflater.finish(resetsContext: true) { buffer, start, n in self.output.data(buffer, start, n) }
+        } catch {
+            decompressFailed(error)
+            return false
+        }
+        return true
+    }
+
+    @inline(never)
     private func startDecompressing(_ format: CompressionFormat) {
         if decompressor == nil {
             do throws(ZlibLoadError) {
@@ -226,8 +243,9 @@ public final class Session: ConnectionDelegate {
         decompressing = decompressor != nil
     }
 
+    @inline(never)
     private func decompress(_ bytes: UnsafeMutableRawPointer, count: Int) {
-        guard let inflater = decompressor else { return }
+        guard decompressing, let inflater = decompressor else { return }
         do throws(ReceiveError) {
             try inflater.feed(bytes, count: count) { buffer, start, n in self.output.data(buffer, start, n) }
         } catch {
@@ -237,15 +255,17 @@ public final class Session: ConnectionDelegate {
 
     /// A payload that does not inflate (or inflates past --max-message-size): the message is
     /// dropped, nothing more is written, and the session closes with 1003 and exits 1.
+    @inline(never)
     private func decompressFailed(_ error: ReceiveError) {
         decompressing = false
         guard localEnd == nil, let driver else { return }
+        let number = output.messages + 1
         let format = config.decompress?.rawValue ?? "deflate"
         switch error {
         case .messageTooBig(_, let limit):
-            log.error("message \(receivedMessages) inflates (--decompress \(format)) past the limit of \(ByteCount.text(limit)) (--max-message-size)")
+            log.error("message \(number) inflates (--decompress \(format)) past the limit of \(ByteCount.text(limit)) (--max-message-size)")
         default:
-            log.error("message \(receivedMessages) does not inflate as \(format) (--decompress): \(error.description)")
+            log.error("message \(number) does not inflate as \(format) (--decompress): \(error.description)")
         }
         output.discardPending()
         localEnd = .decompressError

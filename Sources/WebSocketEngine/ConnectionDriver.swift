@@ -679,7 +679,8 @@ extension ConnectionDriver {
     /// Makes the inflater (and, lazily on the first compressed send, the deflater) when
     /// the core's extensions include an agreed `PerMessageDeflate`. zlib must be loaded.
     private func setUpCompression(core: WebSocketConnection) {
-        guard let deflate = core.extensions.lazy.compactMap({ $0 as? PerMessageDeflate }).first,
+        guard !core.extensions.isEmpty,
+              let deflate = core.extensions.lazy.compactMap({ $0 as? PerMessageDeflate }).first,
               let agreed = deflate.configuration else { return }
         deflateConfiguration = agreed
         inflater = Inflater(windowBits: max(agreed.incomingWindowBits, 9), limit: core.maximumMessageSize)
@@ -690,6 +691,7 @@ extension ConnectionDriver {
     /// The agreed permessage-deflate configuration, if any.
     public var compression: DeflateConfiguration? { deflateConfiguration }
 
+    @inline(never)
     private func beginInflating(_ kind: MessageKind) {
         inflating = core.receivingMessageRSV.contains(.rsv1)
         if inflating, let inflater {
@@ -698,6 +700,7 @@ extension ConnectionDriver {
         }
     }
 
+    @inline(never)
     private func inflate(_ bytes: UnsafeMutableRawPointer, count: Int, delegate: ConnectionDelegate) throws(ReceiveError) {
         guard let inflater else { return }
         compressionIn.wire += UInt64(count)
@@ -712,6 +715,7 @@ extension ConnectionDriver {
         }
     }
 
+    @inline(never)
     private func finishInflating(delegate: ConnectionDelegate) throws(ReceiveError) {
         inflating = false
         guard let inflater, let agreed = deflateConfiguration else { return }
@@ -730,6 +734,7 @@ extension ConnectionDriver {
 
     /// Frames a data frame compressed, if its message is (or, for a first frame, should
     /// be): RSV1 on the first frame only. False: frame it as it is.
+    @inline(never)
     fileprivate func frameCompressed(_ opcode: Opcode, fin: Bool, _ payload: UnsafeMutableRawPointer?, count: Int) -> Bool {
         guard let deflater, !opcode.isControl else { return false }
         if opcode != .continuation {
