@@ -61,7 +61,7 @@ let package = Package(
         ),
         .target(
             name: "WSPipeCLI",
-            dependencies: ["WSPipeBridge", "WebSocketCore", "WebSocketTransport", "CWSPipeShims"]
+            dependencies: ["WSPipeBridge", "WebSocketCore", "WebSocketEngine", "WebSocketTransport", "CWSPipeShims"]
         ),
         .executableTarget(
             name: "wspipe",

@@ -1,4 +1,5 @@
 import WebSocketCore
+import WebSocketEngine
 import WebSocketTransport
 
 /// Everything a session needs to know, as values: the CLI fills it in, tests build it
@@ -79,6 +80,29 @@ public struct BridgeConfiguration: Sendable {
     public var sendOnly = false
     /// --stats: a one-line JSON summary on stderr at exit.
     public var stats = false
+
+    // Staying connected (--reconnect and friends; docs in the man page's RECONNECTION).
+    /// Retry policy and backoff; nil: one connection, failures end the run (the default).
+    public var reconnect: Reconnection?
+    /// Seconds without a received message after which the connection counts as dead.
+    public var staleTimeout: Double?
+    /// Print each keepalive ping's round trip on stderr.
+    public var printPingRTT = false
+    /// --send-file's contents: framed like stdin after every handshake, after --send.
+    public var sendFile: [UInt8]?
+    /// --bearer-file, read again before every reconnection attempt (tokens rotate).
+    public var bearerFile: String?
+
+    /// What --reconnect sets: which failures are retried, when, and the offline queue.
+    public struct Reconnection: Sendable, Equatable {
+        public var policy = RetryPolicy()
+        public var backoff = Backoff()
+        /// Offline queue bounds: whole messages, and payload bytes.
+        public var queueSize = 10_000
+        public var queueBytes = 16 << 20
+        public var queuePolicy = QueuePolicy.block
+        public init() {}
+    }
 
     /// Whether stdin EOF starts the closing handshake: not with --no-close, and not when a
     /// message count (-n, -1) decides the end.

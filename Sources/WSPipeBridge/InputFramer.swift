@@ -273,6 +273,8 @@ struct InputFramer {
             }
             isDone = true
             actions.append(.close(close))
+        case _ where ConnectionEvent.types.contains(type):
+            return  // a connection event of wspipe's own output: replayed output is valid input
         default:
             throw .invalidJSONLine(line: number, why: "unknown type \"\(type)\" (text, binary, ping or close)")
         }

@@ -13,6 +13,11 @@ struct Settings {
     var keyPassFile: String?
     var connectTo: String?
     var unixSocket: String?
+    /// --reconnect, and what the reconnection options set (only with it).
+    var reconnect = false
+    var reconnection = BridgeConfiguration.Reconnection()
+    var reconnectOptions: [String] = []
+    var sendFile: String?
 
     /// Adds a subprotocol (already checked) unless it is offered already.
     mutating func addSubprotocol(_ name: String) {
@@ -23,6 +28,17 @@ struct Settings {
     func finish(environment: (String) -> String?, readFile: (String) -> [UInt8]?) throws(UsageError) -> BridgeConfiguration {
         try checkCombinations()
         var config = self.config
+        if reconnect {
+            config.reconnect = reconnection
+        } else if let first = reconnectOptions.first {
+            throw UsageError("\(first) needs --reconnect")
+        }
+        if let sendFile {
+            guard let bytes = readFile(sendFile) else {
+                throw UsageError("cannot read --send-file '\(sendFile)': \(whyUnreadable(sendFile))", pointsAtHelp: false)
+            }
+            config.sendFile = bytes
+        }
         if config.oneMessage { config.maxMessages = 1 }
         try applyNetwork(to: &config, environment: environment, readFile: readFile)
 
@@ -39,6 +55,7 @@ struct Settings {
             let token = HTTPText.trimmed(String(decoding: bytes, as: UTF8.self), also: [0x0A, 0x0D])
             try checkToken(token, source: "--bearer-file '\(bearerFile)'")
             config.bearerToken = token
+            config.bearerFile = bearerFile  // read again before every reconnection attempt
         } else if let token = environment("WSPIPE_BEARER"), !token.isEmpty {
             try checkToken(token, source: "WSPIPE_BEARER")
             config.bearerToken = token
