@@ -1,0 +1,151 @@
+import Foundation
+import TestSupport
+import XCTest
+
+/// --reconnect against real sockets: a feed killed and restarted, refusals with and
+/// without Retry-After, the offline queue under its policies. Bounded in time: short
+/// retry delays, -n or --max-retries end every run.
+final class ReconnectTests: IntegrationTestCase {
+    let fast = ["--reconnect", "--retry-delay", "0.05", "--retry-max-delay", "0.2"]
+
+    func startFeed(_ log: String, port: Int = 0, _ arguments: [String] = []) throws -> Peer {
+        try startPeer(executable: Locations.python,
+                      arguments: ["\(Locations.peers)/feed.py", "--port", String(port), "--log", log] + arguments)
+    }
+
+    func lines(_ text: String) -> [String] { text.split(separator: "\n").map(String.init) }
+    func logLines(_ path: String) -> [String] { lines((try? String(contentsOfFile: path, encoding: .utf8)) ?? "") }
+
+    /// JSON objects of the output, in order.
+    func objects(_ result: RunResult) -> [[String: Any]] {
+        lines(result.stdoutText).compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
+    }
+
+    func testServerRestartedMidStream() throws {
+        let log = path("feed.log")
+        let first = try startFeed(log, ["--start", "0", "--count", "5"])
+        let port = first.port
+        let child = try spawnWspipe(fast + ["--receive-only", "--jsonl", "--send", "sub", "-n", "10", url(first)])
+        XCTAssertTrue(waitForStdout(child, contains: "\"m4\""))
+        first.process.kill()
+        _ = first.process.wait(timeout: 5)
+        _ = try startFeed(log, port: port, ["--start", "5", "--count", "5"])
+        let result = finish(child, timeout: 30)
+        assertExit(result, 0)
+        let all = objects(result)
+        let texts = all.filter { $0["type"] as? String == "text" }.compactMap { $0["data"] as? String }
+        XCTAssertEqual(texts, (0..<10).map { "m\($0)" })  // before and after, in order, none twice
+        XCTAssertEqual(all.filter { $0["type"] as? String == "connected" }.count, 2)
+        XCTAssertEqual(all.filter { $0["type"] as? String == "resubscribed" }.count, 2)
+        let disconnected = try XCTUnwrap(all.first { $0["type"] as? String == "disconnected" })
+        XCTAssertNotNil(disconnected["cause"] as? String)
+        // Exactly one subscription per connection, none on the refused attempts between.
+        XCTAssertEqual(logLines(log), ["connected", "sub sub", "connected", "sub sub"])
+        // The output replays as input: event objects are ignored there.
+        let replay = try runWspipe(["--jsonl", "--send-only", url(try startEcho())], stdin: .bytes(result.stdout))
+        assertExit(replay, 0)
+        XCTAssertEqual(replay.stderr, "")
+    }
+
+    func testStdinQueuedWhileDisconnectedIsDeliveredOnceInOrder() throws {
+        let log = path("feed.log")
+        let probe = try startFeed(log)
+        let port = probe.port
+        probe.process.kill()
+        _ = probe.process.wait(timeout: 5)
+        let child = try spawnWspipe(fast + ["-v", "--send", "sub", "ws://127.0.0.1:\(port)/"], stdin: .pipe)
+        child.writeStdin("a\nb\nc\n")
+        child.closeStdin()  // EOF while disconnected: the queue still goes out, then the normal end
+        Thread.sleep(forTimeInterval: 0.5)
+        _ = try startFeed(log, port: port)
+        let result = finish(child, timeout: 30)
+        assertExit(result, 0)
+        XCTAssertEqual(logLines(log), ["connected", "sub sub", "got a", "got b", "got c"])
+        assertStderr(result, contains: "retry in")
+    }
+
+    func testServiceUnavailableWithRetryAfterIsHonoured() throws {
+        let log = path("feed.log")
+        let feed = try startFeed(log, ["--refusals", "2", "--retry-after", "1", "--count", "1", "--then", "close", "1000"])
+        let result = try runWspipe(fast + ["--receive-only", "--jsonl", "--send", "s", url(feed)], timeout: 30)
+        assertExit(result, 0)
+        let retries = objects(result).filter { $0["type"] as? String == "retry" }
+        XCTAssertEqual(retries.count, 2)
+        for retry in retries {
+            XCTAssertEqual(retry["retry_after"] as? Bool, true)
+            XCTAssertGreaterThanOrEqual(retry["in_s"] as? Double ?? 0, 1)  // above --retry-max-delay
+        }
+        XCTAssertEqual(logLines(log), ["refused", "refused", "connected", "sub s"])
+    }
+
+    func testUnauthorizedIsNotRetried() throws {
+        let log = path("feed.log")
+        let feed = try startFeed(log, ["--refusals", "100", "--refuse", "401"])
+        let result = try runWspipe(fast + ["--jsonl", "--receive-only", url(feed)])
+        assertExit(result, 5)
+        XCTAssertEqual(logLines(log), ["refused"])
+        XCTAssertEqual(objects(result).last?["type"] as? String, "giving_up")
+    }
+
+    func testBadCertificateIsNotRetried() throws {
+        let feed = try startFeed(path("feed.log"))  // plain TCP: the TLS handshake fails
+        let result = try runWspipe(fast + ["--jsonl", "--receive-only", url(feed, scheme: "wss")])
+        XCTAssertNotEqual(result.exitCode, 0)
+        XCTAssertEqual(objects(result).filter { $0["type"] as? String == "connecting" }.count, 1)
+    }
+
+    func testRetriesSpentGiveTheLastFailuresStatus() throws {
+        let probe = try startFeed(path("feed.log"))
+        let port = probe.port
+        probe.process.kill()
+        _ = probe.process.wait(timeout: 5)
+        let result = try runWspipe(fast + ["--max-retries", "2", "--jsonl", "--receive-only", "ws://127.0.0.1:\(port)/"])
+        assertExit(result, 3)
+        let all = objects(result)
+        XCTAssertEqual(all.filter { $0["type"] as? String == "connecting" }.count, 3)
+        XCTAssertEqual(all.last?["type"] as? String, "giving_up")
+        XCTAssertEqual(all.last?["attempts"] as? Int, 3)
+        XCTAssertEqual(all.last?["exit"] as? Int, 3)
+    }
+
+    func testFullQueueUnderEachPolicy() throws {
+        let probe = try startFeed(path("feed.log"))
+        let port = probe.port
+        probe.process.kill()
+        _ = probe.process.wait(timeout: 5)
+        let jsonInput = Array((0..<5).map { "{\"type\":\"text\",\"data\":\"l\($0)\"}\n" }.joined().utf8)
+        let base = ["--reconnect", "--retry-delay", "0.3", "--max-retries", "1", "--queue-size", "2", "--jsonl", "--stats",
+                    "ws://127.0.0.1:\(port)/"]
+        for policy in ["drop-oldest", "drop-newest"] {
+            let result = try runWspipe(base + ["--queue-policy", policy], stdin: .bytes(jsonInput))
+            assertExit(result, 3)
+            let dropped = objects(result).filter { $0["type"] as? String == "dropped" }.compactMap { $0["count"] as? Int }
+            XCTAssertEqual(dropped.reduce(0, +), 3, policy)
+            assertStderr(result, contains: "\"dropped\":3")
+        }
+        let failing = try runWspipe(base + ["--queue-policy", "fail"], stdin: .bytes(jsonInput))
+        assertExit(failing, 10)
+        assertStderr(failing, contains: "offline queue is full")
+    }
+
+    func testHundredRestartsKeepDescriptorsFlat() throws {
+        let feed = try startFeed(path("feed.log"), ["--count", "1", "--then", "close", "1012"])
+        let child = try spawnWspipe(["--reconnect", "--retry-delay", "0.001", "--retry-max-delay", "0.002",
+                                     "--receive-only", "--send", "s", "-n", "100", url(feed)])
+        // Sample wspipe's descriptors while it reconnects: the count must not grow.
+        var samples: [Int] = []
+        let deadline = monotonicSeconds() + 60
+        while monotonicSeconds() < deadline {
+            guard let entries = try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(child.pid)/fd") else { break }
+            samples.append(entries.count)
+            if child.stdout.wait(timeout: 0.02, until: { $0.count >= 3 * 100 }) { break }
+        }
+        let result = finish(child, timeout: 60)
+        assertExit(result, 0)
+        XCTAssertEqual(lines(result.stdoutText), Array(repeating: "m0", count: 100))
+        XCTAssertGreaterThan(samples.count, 3)
+        // The first samples may come before the first connection's socket.
+        let steady = samples.dropFirst(2)
+        if let low = steady.min(), let high = steady.max() { XCTAssertLessThanOrEqual(high - low, 1, "\(samples)") }
+    }
+}
