@@ -149,3 +149,77 @@ final class ReconnectTests: IntegrationTestCase {
         if let low = steady.min(), let high = steady.max() { XCTAssertLessThanOrEqual(high - low, 1, "\(samples)") }
     }
 }
+
+/// Faults a TCP relay injects between wspipe and the feed: a cut mid-frame, a blackhole
+/// (no FIN, no RST), resets at accept.
+final class RelayFaultTests: IntegrationTestCase {
+    let fast = ["--reconnect", "--retry-delay", "0.05", "--retry-max-delay", "0.2"]
+
+    func start(_ script: String, _ arguments: [String]) throws -> Peer {
+        try startPeer(executable: Locations.python, arguments: ["\(Locations.peers)/\(script)", "--port", "0"] + arguments)
+    }
+
+    func events(_ result: RunResult, _ type: String) -> [[String: Any]] {
+        result.stdoutText.split(separator: "\n").compactMap {
+            try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any]
+        }.filter { $0["type"] as? String == type }
+    }
+
+    func texts(_ result: RunResult) -> [String] {
+        events(result, "text").compactMap { $0["data"] as? String }
+    }
+
+    func testCutMidFrameDropsOnlyThePartialMessage() throws {
+        let feed = try start("feed.py", ["--log", path("feed.log"), "--count", "6"])
+        let relay = try start("relay.py", ["--target", String(feed.port), "--log", path("relay.log"), "--cut-frames", "3"])
+        let result = try runWspipe(fast + ["--jsonl", "--receive-only", "--send", "s", "-n", "9", url(relay)], timeout: 30)
+        assertExit(result, 0)
+        // m0..m2 whole, m3 cut inside its frame (never written), then a new connection's m0..m5.
+        XCTAssertEqual(texts(result), ["m0", "m1", "m2", "m0", "m1", "m2", "m3", "m4", "m5"])
+        XCTAssertEqual(events(result, "disconnected").first?["cause"] as? String, "lost")
+    }
+
+    func testBlackholeTripsThePingTimeoutAndReconnects() throws {
+        let feed = try start("feed.py", ["--log", path("feed.log"), "--count", "2"])
+        let relay = try start("relay.py", ["--target", String(feed.port), "--log", path("relay.log"), "--blackhole-after", "0.4"])
+        let result = try runWspipe(fast + ["--jsonl", "--receive-only", "--send", "s", "-n", "4",
+                                           "--ping-interval", "0.3", "--ping-timeout", "0.5", url(relay)], timeout: 30)
+        assertExit(result, 0)
+        XCTAssertEqual(texts(result), ["m0", "m1", "m0", "m1"])
+        XCTAssertEqual(events(result, "disconnected").first?["cause"] as? String, "ping_timeout")
+    }
+
+    func testResetsAtAcceptAreRetriedThenConnects() throws {
+        let feed = try start("feed.py", ["--log", path("feed.log"), "--count", "1", "--then", "close", "1000"])
+        let relay = try start("relay.py", ["--target", String(feed.port), "--log", path("relay.log"), "--refuse", "3"])
+        let result = try runWspipe(fast + ["--jsonl", "--receive-only", "--send", "s", url(relay)], timeout: 30)
+        assertExit(result, 0)  // the server's 1000 ends the run: not retried
+        XCTAssertEqual(events(result, "connecting").count, 4)
+        XCTAssertEqual(events(result, "connected").count, 1)
+        XCTAssertEqual(texts(result), ["m0"])
+    }
+
+    func testStaleConnection() throws {
+        let feed = try start("feed.py", ["--log", path("feed.log"), "--count", "1"])
+        let once = try runWspipe(["--receive-only", "--send", "s", "--stale-timeout", "0.5", url(feed)])
+        assertExit(once, 7)
+        assertStderr(once, contains: "--stale-timeout")
+        let again = try runWspipe(fast + ["--jsonl", "--receive-only", "--send", "s", "--stale-timeout", "0.5", "-n", "3",
+                                          url(feed)], timeout: 30)
+        assertExit(again, 0)
+        // Two stale connections, then -n's own close.
+        XCTAssertEqual(events(again, "disconnected").compactMap { $0["cause"] as? String }, ["stale", "stale", "closed"])
+    }
+
+    func testSendFileIsResentAfterEveryHandshake() throws {
+        let log = path("feed.log")
+        let feed = try start("feed.py", ["--log", log, "--count", "1", "--then", "close", "1012"])
+        let file = path("subscribe.txt")
+        try "sub-a\nsub-b\n".write(toFile: file, atomically: true, encoding: .utf8)
+        let result = try runWspipe(fast + ["--receive-only", "--send-file", file, "-n", "2", "--stats", url(feed)], timeout: 30)
+        assertExit(result, 0)
+        let lines = (try String(contentsOfFile: log, encoding: .utf8)).split(separator: "\n")
+        XCTAssertEqual(lines.filter { $0 == "sub sub-a" }.count, 2)
+        assertStderr(result, contains: "\"reconnects\":1")
+    }
+}
