@@ -223,3 +223,49 @@ final class RelayFaultTests: IntegrationTestCase {
         assertStderr(result, contains: "\"reconnects\":1")
     }
 }
+
+/// A real link cut: the feed runs in a network namespace behind a veth pair whose host end
+/// is taken down (no FIN, no RST reaches anyone) and brought up again.
+final class LinkDownTests: IntegrationTestCase {
+    func ip(_ arguments: [String]) -> Bool {
+        guard let child = try? ChildProcess(executable: "/usr/sbin/ip", arguments: arguments, environment: [:], stdin: .null) else {
+            return false
+        }
+        return child.wait(timeout: 10).exitCode == 0
+    }
+
+    func testLinkTakenDownAndUp() throws {
+        let tag = String(UInt32.random(in: 0..<0xFFFF), radix: 16)
+        let namespace = "wsp\(tag)", hostEnd = "wsph\(tag)", nsEnd = "wspn\(tag)"
+        let octet = Int.random(in: 1...250)
+        guard FileManager.default.isExecutableFile(atPath: "/usr/sbin/ip"), ip(["netns", "add", namespace]) else {
+            throw XCTSkip("no network namespaces here (ip netns add needs root and CAP_SYS_ADMIN)")
+        }
+        defer { _ = ip(["netns", "del", namespace]) }  // takes the veth pair with it
+        let server = "10.213.\(octet).2"
+        XCTAssertTrue(ip(["link", "add", hostEnd, "type", "veth", "peer", "name", nsEnd]))
+        XCTAssertTrue(ip(["link", "set", nsEnd, "netns", namespace]))
+        XCTAssertTrue(ip(["addr", "add", "10.213.\(octet).1/30", "dev", hostEnd]))
+        XCTAssertTrue(ip(["link", "set", hostEnd, "up"]))
+        XCTAssertTrue(ip(["-n", namespace, "addr", "add", "\(server)/30", "dev", nsEnd]))
+        XCTAssertTrue(ip(["-n", namespace, "link", "set", nsEnd, "up"]))
+        XCTAssertTrue(ip(["-n", namespace, "link", "set", "lo", "up"]))
+        let feed = try startPeer(executable: "/usr/sbin/ip",
+                                 arguments: ["netns", "exec", namespace, Locations.python, "\(Locations.peers)/feed.py",
+                                             "--host", server, "--port", "0", "--log", path("feed.log"), "--count", "2"])
+        let child = try spawnWspipe(["--reconnect", "--retry-delay", "0.1", "--retry-max-delay", "0.3", "--connect-timeout", "1",
+                                     "--ping-interval", "0.3", "--ping-timeout", "0.6", "--jsonl", "--receive-only",
+                                     "--send", "s", "-n", "4", "ws://\(server):\(feed.port)/"])
+        XCTAssertTrue(waitForStdout(child, contains: "\"m1\""))
+        XCTAssertTrue(ip(["link", "set", hostEnd, "down"]))
+        XCTAssertTrue(waitForStdout(child, contains: "\"ping_timeout\""))
+        Thread.sleep(forTimeInterval: 1)
+        XCTAssertTrue(ip(["link", "set", hostEnd, "up"]))
+        let result = finish(child, timeout: 30)
+        assertExit(result, 0)
+        let texts = result.stdoutText.split(separator: "\n").compactMap {
+            try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any]
+        }.filter { $0["type"] as? String == "text" }.compactMap { $0["data"] as? String }
+        XCTAssertEqual(texts, ["m0", "m1", "m0", "m1"])
+    }
+}
