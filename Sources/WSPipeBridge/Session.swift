@@ -546,7 +546,12 @@ public final class Session: ConnectionDelegate {
         if let idle = config.idleTimeout {
             var idleTimer: EventLoop.Timer?
             let timer = loop.timer { [unowned self] in
-                guard let driver, let timer = idleTimer else { return }
+                guard let timer = idleTimer else { return }
+                guard let driver else {
+                    // Reconnecting: counted again from the next connection.
+                    loop.arm(timer, at: Instant.now().adding(seconds: idle))
+                    return
+                }
                 let now = Instant.now()
                 if driver.state == .open && now.seconds(since: lastActivity) >= idle {
                     log.event("no message for \(formatSeconds(idle)) s (--idle-timeout); closing")
