@@ -109,7 +109,8 @@ public final class Session: ConnectionDelegate {
         return status
     }
 
-    private func runSession() -> ExitStatus {
+    /// Signals wake the loop; stdin is opened unless --receive-only.
+    private func startStandardStreams() {
         Signals.install(wakeFD: loop.wakeFD)
         loop.onWake = { [unowned self] in handleSignal() }
         if config.receiveOnly {
@@ -119,6 +120,10 @@ public final class Session: ConnectionDelegate {
             stdin = source
             stdinReady = !source.needsPoll
         }
+    }
+
+    private func runSession() -> ExitStatus {
+        startStandardStreams()
 
         let receiveBuffer = ByteBuffer(capacity: Session.receiveBufferSize)
         let opened: Opener.Opened
@@ -646,20 +651,12 @@ extension Session {
     /// stdin goes to the offline queue while there is no connection.
     private func runReconnecting() -> ExitStatus {
         guard let reconnect = config.reconnect else { return runSession() }
-        Signals.install(wakeFD: loop.wakeFD)
-        loop.onWake = { [unowned self] in handleSignal() }
+        startStandardStreams()
         backoff = reconnect.backoff
         bearerToken = config.bearerToken
         offlineQueue = OfflineQueue(messageLimit: reconnect.queueSize, byteLimit: reconnect.queueBytes,
                                     policy: reconnect.queuePolicy)
         continuesAfter = { [unowned self] ending in connectionEnded(ending) }
-        if config.receiveOnly {
-            stdinOpen = false
-        } else {
-            let source = StdinSource()
-            stdin = source
-            stdinReady = !source.needsPoll
-        }
         startTimers()
         loop.later { [unowned self] in attempt() }
         refreshStdin()

@@ -168,26 +168,18 @@ extension Option {
         $0.reconnectOptions.append("--retry-max-delay")
         $0.reconnection.backoff.maxDelay = $1
     }
-    static let maxRetries = Option("--max-retries", value: "N",
-                                   help: "give up after N retries in a row (default: unlimited; 0: none)") { text, name throws(UsageError) in
-        guard let number = Int(text), number >= 0 else { throw UsageError("\(name) '\(text)' is not a number of retries") }
-        return {
-            $0.reconnectOptions.append(name)
-            $0.reconnection.backoff.maxRetries = number
-        }
+    static let maxRetries = reconnectCount("--max-retries", minimum: 0, what: "number of retries",
+                                           help: "give up after N retries in a row (default: unlimited; 0: none)") {
+        $0.backoff.maxRetries = $1
     }
     static let retryReset = seconds("--retry-reset", help: "a connection up this long starts the retry count afresh",
                                     "(default 10)") {
         $0.reconnectOptions.append("--retry-reset")
         $0.reconnection.backoff.resetAfter = $1
     }
-    static let queueSize = Option("--queue-size", value: "N",
-                                  help: "offline queue: at most N stdin messages while disconnected (default 10000)") { text, name throws(UsageError) in
-        guard let number = Int(text), number >= 1 else { throw UsageError("\(name) '\(text)' is not a positive number of messages") }
-        return {
-            $0.reconnectOptions.append(name)
-            $0.reconnection.queueSize = number
-        }
+    static let queueSize = reconnectCount("--queue-size", minimum: 1, what: "positive number of messages",
+                                          help: "offline queue: at most N stdin messages while disconnected (default 10000)") {
+        $0.queueSize = $1
     }
     static let queueBytes = Option("--queue-bytes", value: "SIZE",
                                    help: "offline queue: at most SIZE bytes of messages (default 16M)") { text, name throws(UsageError) in
@@ -373,6 +365,18 @@ extension Option {
     static let quiet = Option("--quiet", "q", help: "errors only on stderr") { $0.config.verbosity = -1 }
     static let help = Option("--help", "h", value: nil, help: ["this text"], action: .help)
     static let version = Option("--version", "V", value: nil, help: ["print the version"], action: .version)
+
+    /// A --reconnect option whose value is a count of at least `minimum`.
+    private static func reconnectCount(_ longName: String, minimum: Int, what: String, help: String,
+                                       set: @escaping @Sendable (inout BridgeConfiguration.Reconnection, Int) -> Void) -> Option {
+        Option(longName, nil, value: "N", help: [help], action: .set { text, name throws(UsageError) in
+            guard let number = Int(text), number >= minimum else { throw UsageError("\(name) '\(text)' is not a \(what)") }
+            return {
+                $0.reconnectOptions.append(name)
+                set(&$0.reconnection, number)
+            }
+        })
+    }
 
     /// An option whose value is a positive number of seconds.
     private static func seconds(_ longName: String, help: String...,
