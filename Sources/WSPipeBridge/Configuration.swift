@@ -83,6 +83,29 @@ public struct BridgeConfiguration: Sendable {
     /// -l/--listen: serve instead of connecting (`url` is then unused).
     public var serve: ServeConfiguration?
 
+    // Staying connected (--reconnect and friends; docs in the man page's RECONNECTION).
+    /// Retry policy and backoff; nil: one connection, failures end the run (the default).
+    public var reconnect: Reconnection?
+    /// Seconds without a received message after which the connection counts as dead.
+    public var staleTimeout: Double?
+    /// Print each keepalive ping's round trip on stderr.
+    public var printPingRTT = false
+    /// --send-file's contents: framed like stdin after every handshake, after --send.
+    public var sendFile: [UInt8]?
+    /// --bearer-file, read again before every reconnection attempt (tokens rotate).
+    public var bearerFile: String?
+
+    /// What --reconnect sets: which failures are retried, when, and the offline queue.
+    public struct Reconnection: Sendable, Equatable {
+        public var policy = RetryPolicy()
+        public var backoff = Backoff()
+        /// Offline queue bounds: whole messages, and payload bytes.
+        public var queueSize = 10_000
+        public var queueBytes = 16 << 20
+        public var queuePolicy = QueuePolicy.block
+        public init() {}
+    }
+
     /// Whether stdin EOF starts the closing handshake: not with --no-close, and not when a
     /// message count (-n, -1) decides the end.
     var closesAtEndOfInput: Bool { closeOnEndOfInput && maxMessages == nil && !receiveOnly }

@@ -15,6 +15,8 @@ struct Opener {
         let url: WebSocketURL
         /// Where WebSocket frames start in the buffer given to `open`.
         let headLength: Int
+        /// The subprotocol the server chose.
+        let subprotocol: String?
     }
 
     /// The dial options of the configuration, with the settings kept outside `network`.
@@ -53,8 +55,8 @@ struct Opener {
             let exchange = HandshakeExchange(stream: stream, deadline: deadline, log: log)
             let head: HTTPResponseHead
             do {
-                let (_, headLength) = try exchange.perform(handshake, into: buffer)
-                return Opened(stream: stream, url: url, headLength: headLength)
+                let (negotiated, headLength) = try exchange.perform(handshake, into: buffer)
+                return Opened(stream: stream, url: url, headLength: headLength, subprotocol: negotiated.subprotocol)
             } catch {
                 stream.close()
                 guard config.followRedirects, case .handshake(.unexpectedStatus(let refused), _) = error,

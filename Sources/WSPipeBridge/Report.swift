@@ -22,6 +22,10 @@ public enum Failure: Error {
     // session's own reasons into one of these).
     /// The server closed with a code other than 1000 (exit 8).
     case closedByPeer(ClosePayload)
+    /// No message arrived for the stale timeout (seconds): the connection counts as dead.
+    case stale(seconds: Double)
+    /// The offline queue was full under the fail policy (its bounds: messages, bytes).
+    case queueFull(messages: Int, bytes: Int)
     /// The server broke the protocol; we failed the connection with `closeCode` (exit 6).
     case protocolFailure(ReceiveError)
     /// The connection ended without a closing handshake, or no pong within `--ping-timeout`
@@ -64,6 +68,10 @@ public func report(_ failure: Failure) -> (message: String?, status: ExitStatus)
         return ("timed out after \(formatSeconds(seconds)) s (--timeout) before the connection was open", .timedOut)
     case .closedByPeer(let payload):
         return ("the server closed the connection with \(describe(payload))", .closedByPeer)
+    case .stale(let seconds):
+        return ("no message received for \(formatSeconds(seconds)) s (--stale-timeout); the connection counts as dead", .connectionLost)
+    case .queueFull(let messages, let bytes):
+        return ("the offline queue is full (\(messages) messages or \(ByteCount.text(UInt64(bytes)))) and --queue-policy is fail", .queueFull)
     case .protocolFailure(let error):
         return ("\(error.description); closing the connection with \(error.closeCode)", .protocolViolation)
     case .lost(let loss):

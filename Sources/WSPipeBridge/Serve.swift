@@ -42,14 +42,14 @@ public func runServer(_ config: BridgeConfiguration, _ serve: ServeConfiguration
     let server = WebSocketServer(loop: loop, configuration: serve.server, mode: mode)
     let events = config.jsonLines
     server.onEvent = { event in
-        let shown: ConnectionEvent
+        let shown: ClientEvent
         switch event {
         case .connected(let connection):
             let info = connection.info
-            shown = ConnectionEvent(client: info.id, kind: .connected(remote: info.remoteAddress, path: info.request.path,
+            shown = ClientEvent(client: info.id, kind: .connected(remote: info.remoteAddress, path: info.request.path,
                                                                       subprotocol: info.subprotocol))
         case .disconnected(let connection, let ending):
-            shown = ConnectionEvent(client: connection.info.id, kind: .disconnected(ending))
+            shown = ClientEvent(client: connection.info.id, kind: .disconnected(ending))
         case .refused(let status):
             log.event("refused a handshake with \(status)")
             return

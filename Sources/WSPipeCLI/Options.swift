@@ -1,5 +1,6 @@
 import Glibc
 import WebSocketCore
+import WebSocketEngine
 import WebSocketTransport
 import WSPipeBridge
 
@@ -13,7 +14,11 @@ extension Option {
         HelpSection(title: "Counts and time limits:",
                     options: [maxMessages, oneMessage, send, timeout, idleTimeout, receiveOnly, sendOnly, stats]),
         HelpSection(title: "Ending:", options: [noClose, linger, closeCode, closeReason, closeTimeout]),
-        HelpSection(title: "Connection:", options: [connectTimeout, maxMessageSize, pingInterval, pingTimeout]),
+        HelpSection(title: "Connection:", options: [connectTimeout, maxMessageSize, pingInterval, pingTimeout,
+                                                    staleTimeout, printPingRTT]),
+        HelpSection(title: "Staying connected (see RECONNECTION in the man page):",
+                    options: [reconnect, reconnectOnClose, retryDelay, retryMaxDelay, maxRetries, retryReset,
+                              queueSize, queueBytes, queuePolicy, sendFile]),
         HelpSection(title: "Network (proxies from the environment unless --proxy; see NETWORK in the man page):",
                     options: [proxy, socks5, noproxy, unixSocket, connectTo, resolve, ipv4, ipv6, location, maxRedirs]),
         HelpSection(title: "TLS:", options: [insecure, cacert, cert, key, keyPassEnv, keyPassFile, tlsMin, sni]),
@@ -137,6 +142,71 @@ extension Option {
     static let pingTimeout = seconds("--ping-timeout", help: "fail (exit 7) when a written ping gets no pong within SECS;",
                                      "alone, it also sends a ping every SECS seconds") {
         $0.config.pingTimeout = $1
+    }
+
+    static let staleTimeout = seconds("--stale-timeout", help: "no message received for SECS: the connection is dead",
+                                      "(reconnect, or exit 7 without --reconnect)") {
+        $0.config.staleTimeout = $1
+    }
+    static let printPingRTT = Option("--print-ping-rtt", help: "print each keepalive ping's round trip on stderr") {
+        $0.config.printPingRTT = true
+    }
+
+    // MARK: Staying connected
+
+    static let reconnect = Option("--reconnect", help: "reconnect after a connection is lost or refused for a while",
+                                  "(retried failures: RECONNECTION in the man page)") {
+        $0.reconnect = true
+    }
+    static let reconnectOnClose = Option("--reconnect-on-close", help: "with --reconnect: also after any Close from the server") {
+        $0.reconnectOptions.append("--reconnect-on-close")
+        $0.reconnection.policy.reconnectOnClose = true
+    }
+    static let retryDelay = seconds("--retry-delay", help: "first retry's longest wait; doubles per retry (default 0.5)") {
+        $0.reconnectOptions.append("--retry-delay")
+        $0.reconnection.backoff.baseDelay = $1
+    }
+    static let retryMaxDelay = seconds("--retry-max-delay", help: "longest wait between attempts (default 30;",
+                                       "a Retry-After is honoured up to 600)") {
+        $0.reconnectOptions.append("--retry-max-delay")
+        $0.reconnection.backoff.maxDelay = $1
+    }
+    static let maxRetries = reconnectCount("--max-retries", minimum: 0, what: "number of retries",
+                                           help: "give up after N retries in a row (default: unlimited; 0: none)") {
+        $0.backoff.maxRetries = $1
+    }
+    static let retryReset = seconds("--retry-reset", help: "a connection up this long starts the retry count afresh",
+                                    "(default 10)") {
+        $0.reconnectOptions.append("--retry-reset")
+        $0.reconnection.backoff.resetAfter = $1
+    }
+    static let queueSize = reconnectCount("--queue-size", minimum: 1, what: "positive number of messages",
+                                          help: "offline queue: at most N stdin messages while disconnected (default 10000)") {
+        $0.queueSize = $1
+    }
+    static let queueBytes = Option("--queue-bytes", value: "SIZE",
+                                   help: "offline queue: at most SIZE bytes of messages (default 16M)") { text, name throws(UsageError) in
+        let size = try parseSize(text, option: name)
+        guard size >= 1 && size <= 1 << 40 else { throw UsageError("\(name) must be between 1 byte and 1 TiB") }
+        return {
+            $0.reconnectOptions.append(name)
+            $0.reconnection.queueBytes = Int(size)
+        }
+    }
+    static let queuePolicy = Option("--queue-policy", value: "POLICY",
+                                    help: "when the queue is full: block (stop reading stdin; default),",
+                                    "drop-oldest, drop-newest (counted), fail (exit 10)") { text, name throws(UsageError) in
+        guard let policy = QueuePolicy(rawValue: text) else {
+            throw UsageError("\(name) '\(text)' is not block, drop-oldest, drop-newest or fail")
+        }
+        return {
+            $0.reconnectOptions.append(name)
+            $0.reconnection.queuePolicy = policy
+        }
+    }
+    static let sendFile = Option("--send-file", value: "FILE",
+                                 help: "send FILE's lines (JSON lines with --jsonl) after every handshake, after --send") { text, _ in
+        { $0.sendFile = text }
     }
 
     // MARK: Network
@@ -357,6 +427,18 @@ extension Option {
     static let handshakeTimeout = seconds("--handshake-timeout",
                                           help: "drop a client whose request head has not come within SECS (default 10)") {
         $0.handshakeTimeout = $1
+    }
+
+    /// A --reconnect option whose value is a count of at least `minimum`.
+    private static func reconnectCount(_ longName: String, minimum: Int, what: String, help: String,
+                                       set: @escaping @Sendable (inout BridgeConfiguration.Reconnection, Int) -> Void) -> Option {
+        Option(longName, nil, value: "N", help: [help], action: .set { text, name throws(UsageError) in
+            guard let number = Int(text), number >= minimum else { throw UsageError("\(name) '\(text)' is not a \(what)") }
+            return {
+                $0.reconnectOptions.append(name)
+                set(&$0.reconnection, number)
+            }
+        })
     }
 
     /// An option whose value is a positive number of seconds.

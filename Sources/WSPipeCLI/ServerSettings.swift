@@ -9,7 +9,9 @@ extension Option {
                                        maxClients, handshakeTimeout]
     /// Options of a client connection, which a server has no use for.
     static let clientOnly: [Option] = [proxy, socks5, noproxy, unixSocket, connectTo, resolve, ipv4, ipv6, location, maxRedirs,
-                                       insecure, cacert, sni, header, origin, userAgent, bearer, connectTimeout]
+                                       insecure, cacert, sni, header, origin, userAgent, bearer, connectTimeout,
+                                       reconnect, reconnectOnClose, retryDelay, retryMaxDelay, maxRetries, retryReset,
+                                       queueSize, queueBytes, queuePolicy, sendFile, staleTimeout, printPingRTT]
     /// Options whose server meaning is not built yet (TLS accept, the stdio modes): refused
     /// with -l rather than parsed and ignored.
     static let notYetServing: [Option] = [cert, key, keyPassEnv, keyPassFile, tlsMin,

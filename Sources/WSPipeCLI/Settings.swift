@@ -23,6 +23,11 @@ struct Settings {
     var handshakeTimeout: Double?
     /// Long names of the options given, for the checks of server mode.
     var given: Set<String> = []
+    /// --reconnect, and what the reconnection options set (only with it).
+    var reconnect = false
+    var reconnection = BridgeConfiguration.Reconnection()
+    var reconnectOptions: [String] = []
+    var sendFile: String?
 
     /// Adds a subprotocol (already checked) unless it is offered already.
     mutating func addSubprotocol(_ name: String) {
@@ -34,6 +39,17 @@ struct Settings {
         if listen != nil || !given.isDisjoint(with: Option.serverOnly.map(\.longName)) { return try finishServer(environment: environment, readFile: readFile) }
         try checkCombinations()
         var config = self.config
+        if reconnect {
+            config.reconnect = reconnection
+        } else if let first = reconnectOptions.first {
+            throw UsageError("\(first) needs --reconnect")
+        }
+        if let sendFile {
+            guard let bytes = readFile(sendFile) else {
+                throw UsageError("cannot read --send-file '\(sendFile)': \(whyUnreadable(sendFile))", pointsAtHelp: false)
+            }
+            config.sendFile = bytes
+        }
         if config.oneMessage { config.maxMessages = 1 }
         try applyNetwork(to: &config, environment: environment, readFile: readFile)
 
@@ -50,6 +66,7 @@ struct Settings {
             let token = HTTPText.trimmed(String(decoding: bytes, as: UTF8.self), also: [0x0A, 0x0D])
             try checkToken(token, source: "--bearer-file '\(bearerFile)'")
             config.bearerToken = token
+            config.bearerFile = bearerFile  // read again before every reconnection attempt
         } else if let token = environment("WSPIPE_BEARER"), !token.isEmpty {
             try checkToken(token, source: "WSPIPE_BEARER")
             config.bearerToken = token
