@@ -15,6 +15,7 @@ let package = Package(
         .library(name: "WebSocketCore", targets: ["WebSocketCore"]),
         .library(name: "WebSocketTransport", targets: ["WebSocketTransport"]),
         .library(name: "WebSocketEngine", targets: ["WebSocketEngine"]),
+        .library(name: "WebSocketExec", targets: ["WebSocketExec"]),
     ],
     targets: [
         // Syscalls the Glibc module does not import (getrandom, eventfd).
@@ -51,6 +52,12 @@ let package = Package(
             // The engine runs on one thread: Swift's run-time exclusivity checks cost 15% of
             // the instructions per small message (callgrind) and can never fire here.
             swiftSettings: [.unsafeFlags(["-enforce-exclusivity=unchecked", "-cross-module-optimization"], .when(configuration: .release))]
+        ),
+        // A child process per connection (websocketd's core): spawn, pipes, reaping, the
+        // CGI environment, the messages <-> child bridge. Beside the engine, below the faces.
+        .target(
+            name: "WebSocketExec",
+            dependencies: ["WebSocketEngine", "WebSocketCore", "WebSocketTransport", "CWSPipeShims"]
         ),
         .target(
             name: "WSPipeBridge",
@@ -98,6 +105,10 @@ let package = Package(
         .testTarget(
             name: "WebSocketEngineTests",
             dependencies: ["WebSocketEngine", "WebSocketTransport", "WebSocketCore", "TestSupport"]
+        ),
+        .testTarget(
+            name: "WebSocketExecTests",
+            dependencies: ["WebSocketExec", "WebSocketEngine", "WebSocketTransport", "WebSocketCore", "TestSupport"]
         ),
         .testTarget(
             name: "WSPipeBridgeTests",
