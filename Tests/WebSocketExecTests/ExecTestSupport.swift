@@ -37,7 +37,7 @@ struct ExecRig {
     let log: ClientLog
     let server: ConnectionDriver
     let bridge: ExecBridge
-    let child: ChildProcess
+    let child: WebSocketExec.ChildProcess
     let outcome: Box<ExecOutcome?>
     let stderr: Box<[String]>
 }
@@ -80,7 +80,7 @@ class ExecTestCase: XCTestCase {
         _ = fcntl(fds[0], F_SETFL, O_NONBLOCK)
         _ = fcntl(fds[1], F_SETFL, O_NONBLOCK)
         let stderrLines = Box<[String]>([])
-        let child = try ChildProcess(command, environment: environment ?? self.environment(), loop: loop, pool: pool,
+        let child = try WebSocketExec.ChildProcess(command, environment: environment ?? self.environment(), loop: loop, pool: pool,
                                      options: childOptions) { stderrLines.value.append(String(decoding: $0, as: UTF8.self)) }
         let bridge = ExecBridge(child: child, options: options)
         let outcome = Box<ExecOutcome?>(nil)
