@@ -511,7 +511,7 @@ public final class ConnectionDriver: MessageSink {
     private func checkTimers(now: Instant) {
         // Our Close waits for the owner's output: that is progress of ours, not the peer's.
         if holdsClose && closeAfterQueue != nil { progressed(at: now) }
-        if pings.pingDue(at: now), core.state == .open, barrier == nil {
+        if pings.pingDue(at: now), core.state == .open {
             let payload = pings.nextPayload()
             core.ping(payload)
             queueControlFrames(force: true)
@@ -555,7 +555,9 @@ public final class ConnectionDriver: MessageSink {
     }
 
     private var nextDeadline: Instant? {
-        var soonest = pings.nextDeadline
+        // Keepalive pings only while open: a ping due after our Close must not keep the
+        // timer in the past.
+        var soonest = core.state == .open ? pings.nextDeadline : pings.pongDeadline
         for deadline in [hardDeadline, progressDeadline].compactMap({ $0 }) {
             soonest = soonest.map { min($0, deadline) } ?? deadline
         }

@@ -273,6 +273,28 @@ final class ConnectionDriverTests: XCTestCase {
         XCTAssertEqual(fired, [2, 1])
     }
 
+    func testATimerRearmedForThePastDoesNotStarveDescriptors() {
+        // A timer that re-arms itself for a moment already past fires once per turn, so
+        // descriptors are still looked at (this once hid a peer's Pong for 5 s).
+        var fired = 0
+        var timer: EventLoop.Timer?
+        timer = loop.timer { [loop] in
+            fired += 1
+            if let timer { loop!.arm(timer, at: Instant(nanoseconds: 1)) }
+        }
+        loop.arm(timer!, at: Instant(nanoseconds: 1))
+        let (a, b) = streamPair()
+        var readable = false
+        let watch = loop.watch(a.fileDescriptor) { _ in readable = true }
+        loop.setInterest(watch, .readable)
+        var byte: UInt8 = 0x78
+        XCTAssertEqual(write(b.fileDescriptor, &byte, 1), 1)
+        XCTAssertTrue(spin(2) { readable })
+        XCTAssertGreaterThan(fired, 0)
+        loop.arm(timer!, at: nil)
+        loop.remove(watch)
+    }
+
     func testWakeFromAnotherThread() {
         var woken = 0
         loop.onWake = { woken += 1 }
