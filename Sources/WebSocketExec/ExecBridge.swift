@@ -72,7 +72,15 @@ public final class ExecBridge: ConnectionDelegate {
 
     /// Starts `driver` (made with this bridge as its delegate) and the child's pipes.
     public func start(_ driver: ConnectionDriver) {
-        self.driver = driver
+        attach(driver)
+        driver.start()
+    }
+
+    /// Starts the child's pipes for `driver`, which its owner starts (a server hands the
+    /// driver over after the 101; events before `attach` are handled too).
+    public func attach(_ driver: ConnectionDriver) {
+        guard keepAlive == nil else { return }
+        self.driver = ending == nil ? driver : nil
         keepAlive = self
         child.stdin?.onReady = { [weak self] in self?.writeStdin() }
         child.stdout?.onReady = { [weak self] in self?.readStdout() }
@@ -82,8 +90,8 @@ public final class ExecBridge: ConnectionDelegate {
             self?.closeIfChildDone()
         }
         child.onFinish = { [weak self] _ in self?.finishIfDone() }
-        driver.start()
         readStdout()
+        finishIfDone()
     }
 
     /// Client bytes waiting for the child's stdin.
