@@ -3,6 +3,7 @@
 //   WebSocketCore       sans-I/O RFC 6455 protocol (frames, handshake, UTF-8, close codes)
 //   WebSocketTransport  TCP and TLS (system OpenSSL) byte streams, deadlines, poll
 //   WebSocketEngine     the epoll event loop and the connection driver (either role)
+//   WebSocketExec       a child process per connection (beside the engine)
 //   WSPipeBridge        stdin/stdout <-> messages (the stdio face), exit statuses, error reports
 //   WSPipeCLI           options (one table), --help, wspipeMain
 //   wspipe              main.swift
