@@ -32,6 +32,21 @@ public struct ConnectionFacts: Sendable, Equatable {
     }
 }
 
+extension ConnectionFacts {
+    /// "ip:port" or "[v6]:port" → (address without brackets, port); a Unix socket path (or
+    /// anything without a port) → ("", nil): a Unix client has no address.
+    public static func split(_ address: String) -> (address: String, port: Int?) {
+        if address.hasPrefix("["), let close = address.lastIndex(of: "]") {
+            let host = String(address[address.index(after: address.startIndex)..<close])
+            let rest = address[address.index(after: close)...]
+            return (host, rest.hasPrefix(":") ? Int(rest.dropFirst()) : nil)
+        }
+        guard !address.hasPrefix("/"), let colon = address.lastIndex(of: ":"),
+              let port = Int(address[address.index(after: colon)...]) else { return ("", nil) }
+        return (String(address[..<colon]), port)
+    }
+}
+
 /// The child's environment, websocketd's name for name (RFC 3875 CGI variables), as a pure
 /// function of the request and the connection's facts.
 ///

@@ -87,4 +87,10 @@ final class CGIEnvironmentTests: XCTestCase {
                              uniquingKeysWith: { a, _ in a })
         XCTAssertFalse(env["HTTP_X_FOLDED", default: ""].contains("\r") || env["HTTP_X_FOLDED", default: ""].contains("\n"))
     }
+
+    func testAddressesAreSplit() {
+        XCTAssertTrue(ConnectionFacts.split("127.0.0.1:8080") == ("127.0.0.1", 8080))
+        XCTAssertTrue(ConnectionFacts.split("[::1]:443") == ("::1", 443))
+        XCTAssertTrue(ConnectionFacts.split("/run/app.sock") == ("", nil))
+    }
 }
