@@ -78,7 +78,10 @@ public final class ExecBridge: ConnectionDelegate {
 
     /// Starts the child's pipes for `driver`, which its owner starts (a server hands the
     /// driver over after the 101; events before `attach` are handled too).
-    public func attach(_ driver: ConnectionDriver) {
+    public func attach(_ driver: ConnectionDriver) { begin(driver) }
+
+    /// `driver` nil: the connection ended before the bridge was attached.
+    func begin(_ driver: ConnectionDriver?) {
         guard keepAlive == nil else { return }
         self.driver = ending == nil ? driver : nil
         keepAlive = self
