@@ -18,6 +18,11 @@ final class CGIEnvironmentTests: XCTestCase {
     let upgrade = [("Host", "example.com:8080"), ("Upgrade", "websocket"), ("Connection", "Upgrade"),
                    ("Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ=="), ("Sec-WebSocket-Version", "13")]
 
+    func variables(_ request: HandshakeRequest, _ connection: ConnectionFacts, software: String) -> [String: String] {
+        Dictionary(CGIEnvironment.variables(for: request, connection: connection, serverSoftware: software),
+                   uniquingKeysWith: { first, _ in first })
+    }
+
     func facts(tls: Bool = false) -> ConnectionFacts {
         ConnectionFacts(remoteAddress: "192.0.2.7", remotePort: 51234, localAddress: "127.0.0.1", localPort: 8080,
                         isTLS: tls, uniqueID: "42")
@@ -26,8 +31,7 @@ final class CGIEnvironmentTests: XCTestCase {
     func testWebsocketdVariables() throws {
         let request = try request("/a%20b/c?x=1&y=%20", headers: upgrade + [("X-Multi", "one"), ("x-multi", " two "),
                                                                           ("X-Dash-Name", "v"), ("Proxy", "http://evil")])
-        let env = Dictionary(CGIEnvironment.variables(for: request, connection: facts(), serverSoftware: "wspipe/1.0"),
-                             uniquingKeysWith: { a, _ in a })
+        let env = variables(request, facts(), software: "wspipe/1.0")
         XCTAssertEqual(env["SERVER_SOFTWARE"], "wspipe/1.0")
         XCTAssertEqual(env["REMOTE_ADDR"], "192.0.2.7")
         XCTAssertEqual(env["REMOTE_HOST"], "192.0.2.7", "no reverse lookup")
@@ -61,8 +65,7 @@ final class CGIEnvironmentTests: XCTestCase {
         connection.subprotocol = "chat.v2"
         connection.clientCertificateSubject = "CN=alice,O=Example"
         let request = try request("/", headers: upgrade.map { $0.0 == "Host" ? ("Host", "[::1]") : $0 })
-        let env = Dictionary(CGIEnvironment.variables(for: request, connection: connection, serverSoftware: "wspipe/1.0"),
-                             uniquingKeysWith: { a, _ in a })
+        let env = variables(request, connection, software: "wspipe/1.0")
         XCTAssertEqual(env["HTTPS"], "on")
         XCTAssertEqual(env["SERVER_NAME"], "::1")
         XCTAssertEqual(env["SERVER_PORT"], "443", "no port in Host: the scheme's")
@@ -83,8 +86,7 @@ final class CGIEnvironmentTests: XCTestCase {
     func testHeaderValuesLoseLineBreaks() throws {
         // A folded (obs-fold) value is joined by the parser; CR/LF never reach the child.
         let request = try request("/", headers: upgrade + [("X-Folded", "a\r\n b")])
-        let env = Dictionary(CGIEnvironment.variables(for: request, connection: facts(), serverSoftware: "s"),
-                             uniquingKeysWith: { a, _ in a })
+        let env = variables(request, facts(), software: "s")
         XCTAssertFalse(env["HTTP_X_FOLDED", default: ""].contains("\r") || env["HTTP_X_FOLDED", default: ""].contains("\n"))
     }
 
