@@ -201,8 +201,11 @@ public final class ChildProcess {
 
     // MARK: - Exit and reaping
 
+    /// Tests take the fallback path (as on a kernel without pidfd_open).
+    nonisolated(unsafe) static var pidfdDisabled = false
+
     private func watchExit() {
-        pidfd = wsp_pidfd_open(pid)
+        pidfd = ChildProcess.pidfdDisabled ? -1 : wsp_pidfd_open(pid)
         if pidfd >= 0 {
             let watch = loop.watch(pidfd) { [weak self] _ in self?.checkExit() }
             exitWatch = watch

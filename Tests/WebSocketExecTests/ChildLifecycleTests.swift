@@ -2,7 +2,7 @@ import Foundation
 import Glibc
 import WebSocketCore
 import WebSocketEngine
-import WebSocketExec
+@testable import WebSocketExec
 import WebSocketTransport
 import XCTest
 
@@ -57,6 +57,18 @@ final class ChildLifecycleTests: ExecTestCase {
         XCTAssertEqual(rig.log.messages.map(\.text), ["done"])
         XCTAssertEqual(closeCode(rig.log), 1000)
         XCTAssertTrue(members(ofGroup: rig.child.pid).isEmpty)
+    }
+
+    func testWithoutPidfdTheExitIsPolled() throws {
+        WebSocketExec.ChildProcess.pidfdDisabled = true
+        defer { WebSocketExec.ChildProcess.pidfdDisabled = false }
+        let descriptors = openDescriptors()
+        let rig = try rig(ChildCommand.shell("echo one; exit 4"))
+        XCTAssertTrue(spin { rig.log.ending != nil && rig.outcome.value != nil })
+        XCTAssertEqual(rig.log.messages.map(\.text), ["one"])
+        XCTAssertEqual(closeReason(rig.log), "exit status 4")
+        XCTAssertEqual(ownChildren(), [])
+        XCTAssertEqual(openDescriptors(), descriptors)
     }
 
     func testTwoHundredChildrenLeaveNoZombieNoProcessNoDescriptor() throws {
