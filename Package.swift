@@ -69,7 +69,7 @@ let package = Package(
         ),
         .target(
             name: "WSPipeCLI",
-            dependencies: ["WSPipeBridge", "WebSocketCore", "WebSocketTransport", "CWSPipeShims"]
+            dependencies: ["WSPipeBridge", "WebSocketCore", "WebSocketTransport", "WebSocketEngine", "CWSPipeShims"]
         ),
         .executableTarget(
             name: "wspipe",

@@ -1,4 +1,5 @@
 import WebSocketCore
+import WebSocketEngine
 import WebSocketTransport
 
 /// Everything a session needs to know, as values: the CLI fills it in, tests build it
@@ -79,6 +80,8 @@ public struct BridgeConfiguration: Sendable {
     public var sendOnly = false
     /// --stats: a one-line JSON summary on stderr at exit.
     public var stats = false
+    /// -l/--listen: serve instead of connecting (`url` is then unused).
+    public var serve: ServeConfiguration?
 
     /// Whether stdin EOF starts the closing handshake: not with --no-close, and not when a
     /// message count (-n, -1) decides the end.
@@ -122,3 +125,21 @@ public struct BridgeConfiguration: Sendable {
 }
 
 public let wspipeVersion = "0.1.0"
+
+/// Server mode (-l/--listen): where to listen, what to do with each client, and the
+/// engine server's policy and limits.
+public struct ServeConfiguration: Sendable {
+    /// What each connected client gets.
+    public enum Mode: Sendable, Equatable {
+        /// --echo: every message back with its type.
+        case echo
+    }
+
+    public var listen: ListenAddress
+    public var mode: Mode = .echo
+    /// Policy (--path, --allow-origin, --protocol, --require-bearer, --health,
+    /// --response-header) and limits (--max-clients, --max-message-size, pings).
+    public var server = ServerConfiguration()
+
+    public init(listen: ListenAddress) { self.listen = listen }
+}

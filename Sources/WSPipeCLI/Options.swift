@@ -20,6 +20,9 @@ extension Option {
         HelpSection(title: "Request:", options: [header, subprotocol, origin, userAgent, bearerFile, bearer],
                     notes: [("URL user:password@", "sends Basic authentication")]),
         HelpSection(title: "Output:", options: [verbose, quiet, help, version]),
+        HelpSection(title: "Server (-l; see SERVER in the man page):",
+                    options: [listen, echo, path, allowOrigin, requireProtocol, requireBearer, health, responseHeader,
+                              maxClients, handshakeTimeout]),
     ]
 
     // MARK: Modes
@@ -295,6 +298,66 @@ extension Option {
     static let quiet = Option("--quiet", "q", help: "errors only on stderr") { $0.config.verbosity = -1 }
     static let help = Option("--help", "h", value: nil, help: ["this text"], action: .help)
     static let version = Option("--version", "V", value: nil, help: ["print the version"], action: .version)
+
+    // MARK: Server
+
+    static let listen = Option("--listen", "l", value: "[ADDR:]PORT",
+                               help: "serve on PORT (127.0.0.1 unless ADDR; [::1]:PORT; unix:PATH; port 0: any free);",
+                               "prints 'listening on ws://ADDR:PORT/' on stderr") { text, name throws(UsageError) in
+        do throws(ListenAddress.ParseError) {
+            let address = try ListenAddress(parsing: text)
+            return { $0.listen = address }
+        } catch {
+            throw UsageError("\(name) \(error)")
+        }
+    }
+    static let echo = Option("--echo", help: "server mode: every message back to its client, with its type") {
+        $0.serveMode = .echo
+    }
+    static let path = Option("--path", value: "PATH", help: "serve only this path (404 elsewhere)") { text, name throws(UsageError) in
+        guard text.hasPrefix("/"), !text.contains("?"), text.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) else {
+            throw UsageError("\(name) '\(text)' is not a path (it starts with /, without spaces or a query)")
+        }
+        return { $0.policy.path = text }
+    }
+    static let allowOrigin = Option("--allow-origin", value: "ORIGIN",
+                                    help: "accept only this Origin (repeatable; 403 otherwise)") { text, name throws(UsageError) in
+        try checkHeaderValue(text, option: name)
+        return { $0.policy.allowedOrigins.append(text) }
+    }
+    static let requireProtocol = Option("--require-protocol",
+                                        help: "refuse (400) a client offering none of the --protocol names") {
+        $0.policy.requiresSubprotocol = true
+    }
+    static let requireBearer = Option("--require-bearer", help: "require 'Authorization: Bearer TOKEN' (401 otherwise); the",
+                                      "token from WSPIPE_BEARER or --bearer-file") {
+        $0.requireBearer = true
+    }
+    static let health = Option("--health", value: "PATH", help: "answer a plain GET of PATH with 200 (health checks)") { text, name throws(UsageError) in
+        guard text.hasPrefix("/"), text.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) else {
+            throw UsageError("\(name) '\(text)' is not a path (it starts with /)")
+        }
+        return { $0.policy.healthPath = text }
+    }
+    static let responseHeader = Option("--response-header", value: "'Name: value'",
+                                       help: "add a header to the 101 answer (repeatable)") { text, name throws(UsageError) in
+        do {
+            let header = try HTTPHeader(parsing: text)
+            _ = try ServerHandshake.accept(ServerHandshakeProbe.request, headers: [header])
+            return { $0.policy.responseHeaders.append(header) }
+        } catch {
+            throw UsageError("\(name) '\(text.prefix(60))': \(error)")
+        }
+    }
+    static let maxClients = Option("--max-clients", value: "N",
+                                   help: "connected clients beyond which handshakes get 503 (default 10000)") { text, name throws(UsageError) in
+        guard let count = Int(text), count >= 1 else { throw UsageError("\(name) '\(text)' is not a positive number of clients") }
+        return { $0.maxClients = count }
+    }
+    static let handshakeTimeout = seconds("--handshake-timeout",
+                                          help: "drop a client whose request head has not come within SECS (default 10)") {
+        $0.handshakeTimeout = $1
+    }
 
     /// An option whose value is a positive number of seconds.
     private static func seconds(_ longName: String, help: String...,

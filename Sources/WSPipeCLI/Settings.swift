@@ -1,4 +1,5 @@
 import WebSocketCore
+import WebSocketEngine
 import WebSocketTransport
 import WSPipeBridge
 
@@ -13,6 +14,15 @@ struct Settings {
     var keyPassFile: String?
     var connectTo: String?
     var unixSocket: String?
+    // Server mode (-l): see ServerSettings.swift.
+    var listen: ListenAddress?
+    var serveMode: ServeConfiguration.Mode?
+    var policy = HandshakePolicy()
+    var requireBearer = false
+    var maxClients: Int?
+    var handshakeTimeout: Double?
+    /// Long names of the options given, for the checks of server mode.
+    var given: Set<String> = []
 
     /// Adds a subprotocol (already checked) unless it is offered already.
     mutating func addSubprotocol(_ name: String) {
@@ -21,6 +31,7 @@ struct Settings {
 
     /// The configuration, after the checks that need every option. Throws `UsageError`.
     func finish(environment: (String) -> String?, readFile: (String) -> [UInt8]?) throws(UsageError) -> BridgeConfiguration {
+        if listen != nil || !given.isDisjoint(with: Option.serverOnly.map(\.longName)) { return try finishServer(environment: environment, readFile: readFile) }
         try checkCombinations()
         var config = self.config
         if config.oneMessage { config.maxMessages = 1 }

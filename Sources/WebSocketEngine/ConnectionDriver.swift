@@ -443,6 +443,9 @@ public final class ConnectionDriver: MessageSink {
                 case .messageEnd:
                     delegate.connectionDidEndMessage(self)
                 case .ping(let payload):
+                    // The pong goes out ahead of data the owner sends after this point (an
+                    // echo of a message the ping interrupted): peers expect it first.
+                    queueControlFrames(force: false)
                     delegate.connection(self, didReceivePing: payload)
                 case .pong(let payload):
                     if barrier != nil && payload == barrierPayload {
