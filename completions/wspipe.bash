@@ -18,7 +18,8 @@ _wspipe() {
         --user-agent --bearer --bearer-file --cacert -n --max-messages --send --timeout
         --idle-timeout --linger --proxy --noproxy --socks5 --cert --key --key-pass-env
         --key-pass-file --tls-min --connect-to --sni --unix-socket --resolve --max-redirs
-        -l --listen --path --allow-origin --health --response-header --max-clients --handshake-timeout"
+        -l --listen --path --allow-origin --health --response-header --max-clients --handshake-timeout
+        --exec --sh --close-grace --max-children --passenv"
 
     # A value given as --OPTION=value: complete the part after "=" as the value.
     local option=$prev
@@ -39,8 +40,12 @@ _wspipe() {
             compopt -o filenames 2>/dev/null
             COMPREPLY=($(compgen -f -- "$cur"))
             return ;;
-        --key-pass-env)
+        --key-pass-env|--passenv)
             COMPREPLY=($(compgen -v -- "$cur"))
+            return ;;
+        --exec)
+            compopt -o filenames 2>/dev/null
+            COMPREPLY=($(compgen -c -- "$cur"))
             return ;;
         --proxy)
             COMPREPLY=($(compgen -W "http:// https:// socks5:// socks5h://" -- "$cur"))
