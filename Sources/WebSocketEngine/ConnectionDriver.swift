@@ -158,10 +158,12 @@ public final class ConnectionDriver: MessageSink {
         receiveBuffer = received
         self.parsed = parsed
         pings = PingTracker(interval: options.pingInterval ?? options.pingTimeout, timeout: options.pingTimeout)
-        // Text, so that a peer logging ping payloads logs something readable.
+        // Text, so that a peer logging ping payloads logs something readable; one 64-bit
+        // draw gives the 16 hex digits (a draw each was 16 getrandom calls per connection).
         var random = SystemRandomNumberGenerator()
+        let bits = random.next()
         let digits = Array("0123456789abcdef".utf8)
-        barrierPayload = Array("wspipe:eof:".utf8) + (0..<16).map { _ in digits[Int(random.next() & 15)] }
+        barrierPayload = Array("wspipe:eof:".utf8) + (0..<16).map { digits[Int((bits >> (UInt64($0) * 4)) & 15)] }
     }
 
     /// Set while the connection runs: a started driver lives until it ends, whether or not

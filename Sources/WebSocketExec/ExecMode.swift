@@ -10,6 +10,7 @@ import WebSocketEngine
 /// 1013 "Try Again Later" or 1011 "cannot start PROGRAM: reason".
 public final class ExecMode: ServerMode {
     public let loop: EventLoop
+    /// The program (its path resolved on our PATH once, at init) and its arguments.
     public let command: ChildCommand
     public let pool: ChildPool
     public var childOptions = ChildOptions()
@@ -29,7 +30,9 @@ public final class ExecMode: ServerMode {
     public init(loop: EventLoop, command: ChildCommand, pool: ChildPool, serverSoftware: String,
                 parent: @escaping (String) -> String? = { name in getenv(name).map { String(cString: $0) } }) {
         self.loop = loop
-        self.command = command
+        // Looked up on PATH once, not for every client (the children's PATH is ours).
+        let path = parent("PATH")
+        self.command = (try? command.executablePath(searchPath: path)).map { ChildCommand(program: $0, arguments: command.arguments) } ?? command
         self.pool = pool
         self.serverSoftware = serverSoftware
         self.parent = parent
