@@ -21,7 +21,8 @@ _wspipe() {
         --key-pass-file --tls-min --connect-to --sni --unix-socket --resolve --max-redirs
         -l --listen --path --allow-origin --health --response-header --max-clients --handshake-timeout
         --stale-timeout --retry-delay --retry-max-delay --max-retries --retry-reset
-        --queue-size --queue-bytes --queue-policy --send-file"
+        --queue-size --queue-bytes --queue-policy --send-file
+        --exec --sh --close-grace --max-children --passenv"
 
     # A value given as --OPTION=value: complete the part after "=" as the value.
     local option=$prev
@@ -42,8 +43,12 @@ _wspipe() {
             compopt -o filenames 2>/dev/null
             COMPREPLY=($(compgen -f -- "$cur"))
             return ;;
-        --key-pass-env)
+        --key-pass-env|--passenv)
             COMPREPLY=($(compgen -v -- "$cur"))
+            return ;;
+        --exec)
+            compopt -o filenames 2>/dev/null
+            COMPREPLY=($(compgen -c -- "$cur"))
             return ;;
         --proxy)
             COMPREPLY=($(compgen -W "http:// https:// socks5:// socks5h://" -- "$cur"))

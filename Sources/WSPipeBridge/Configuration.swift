@@ -1,5 +1,6 @@
 import WebSocketCore
 import WebSocketEngine
+import WebSocketExec
 import WebSocketTransport
 
 /// Everything a session needs to know, as values: the CLI fills it in, tests build it
@@ -156,6 +157,8 @@ public struct ServeConfiguration: Sendable {
     public enum Mode: Sendable, Equatable {
         /// --echo: every message back with its type.
         case echo
+        /// --exec/--sh: a child process per client.
+        case exec(ExecServing)
     }
 
     public var listen: ListenAddress
@@ -165,4 +168,17 @@ public struct ServeConfiguration: Sendable {
     public var server = ServerConfiguration()
 
     public init(listen: ListenAddress) { self.listen = listen }
+}
+
+/// --exec PROGRAM [ARGS...] / --sh COMMAND and their settings.
+public struct ExecServing: Sendable, Equatable {
+    public var command: ChildCommand
+    /// --close-grace: seconds between the client's end and SIGTERM to the program's group.
+    public var closeGrace: Double = 1
+    /// --max-children: programs at once (503 beyond).
+    public var maxChildren = 1024
+    /// --passenv: variables of ours the programs also get.
+    public var passing: [String] = []
+
+    public init(command: ChildCommand) { self.command = command }
 }

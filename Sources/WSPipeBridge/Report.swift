@@ -1,6 +1,7 @@
 import Glibc
 import WebSocketCore
 import WebSocketEngine
+import WebSocketExec
 import WebSocketTransport
 
 /// Every way a wspipe run can end badly, as facts. `report(_:)` is the one place that turns
@@ -293,4 +294,14 @@ private func message(_ loss: ConnectionLoss) -> String {
 func describe(_ payload: ClosePayload) -> String {
     guard let code = payload.code else { return "(no status code)" }
     return payload.reason.isEmpty ? "\(code)" : "\(code) \(printable(payload.reason))"
+}
+
+/// A child that could not start, in words.
+public func describe(_ error: ChildError) -> String {
+    switch error {
+    case .missingProgram(let path, let code): return "cannot run '\(path)': \(errnoText(code))"
+    case .tooManyChildren(let limit): return "not started: \(limit) programs are running (--max-children)"
+    case .cannotSpawn(let path, let code): return "cannot start '\(path)': \(errnoText(code))"
+    case .cannotCreate(let what, let code): return "cannot create \(what) for the program: \(errnoText(code))"
+    }
 }

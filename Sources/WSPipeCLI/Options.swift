@@ -27,7 +27,7 @@ extension Option {
         HelpSection(title: "Output:", options: [verbose, quiet, help, version]),
         HelpSection(title: "Server (-l; see SERVER in the man page):",
                     options: [listen, echo, path, allowOrigin, requireProtocol, requireBearer, health, responseHeader,
-                              maxClients, handshakeTimeout]),
+                              maxClients, handshakeTimeout, exec, sh, closeGrace, maxChildren, passenv]),
     ]
 
     // MARK: Modes
@@ -427,6 +427,34 @@ extension Option {
     static let handshakeTimeout = seconds("--handshake-timeout",
                                           help: "drop a client whose request head has not come within SECS (default 10)") {
         $0.handshakeTimeout = $1
+    }
+
+    // MARK: A program per connection
+
+    static let exec = Option("--exec", value: "PROGRAM", help: "server mode: run PROGRAM [ARGS...] for each client, its stdin and",
+                             "stdout as the messages; everything after it is the program's") { text, name throws(UsageError) in
+        guard !text.isEmpty else { throw UsageError("\(name) needs a program") }
+        return { $0.execProgram = text }
+    }
+    static let sh = Option("--sh", value: "COMMAND", help: "server mode: like --exec with /bin/sh -c COMMAND") { text, name throws(UsageError) in
+        guard !text.isEmpty else { throw UsageError("\(name) needs a command") }
+        return { $0.execShell = text }
+    }
+    static let closeGrace = seconds("--close-grace", help: "after a client leaves, SECS before its program's process group gets",
+                                    "SIGTERM (then SIGKILL 0.5 s later; default 1)") {
+        $0.closeGrace = $1
+    }
+    static let maxChildren = Option("--max-children", value: "N",
+                                    help: "programs at once beyond which handshakes get 503 (default 1024)") { text, name throws(UsageError) in
+        guard let count = Int(text), count >= 1 else { throw UsageError("\(name) '\(text)' is not a positive number of programs") }
+        return { $0.maxChildren = count }
+    }
+    static let passenv = Option("--passenv", value: "NAME",
+                                help: "pass this variable of ours to the programs (repeatable; PATH always)") { text, name throws(UsageError) in
+        guard !text.isEmpty, !text.contains("="), !text.utf8.contains(0) else {
+            throw UsageError("\(name) '\(text)' is not a variable name")
+        }
+        return { $0.passing.append(text) }
     }
 
     /// A --reconnect option whose value is a count of at least `minimum`.

@@ -21,6 +21,13 @@ struct Settings {
     var requireBearer = false
     var maxClients: Int?
     var handshakeTimeout: Double?
+    // --exec/--sh and their settings.
+    var execProgram: String?
+    var execArguments: [String] = []
+    var execShell: String?
+    var closeGrace: Double?
+    var maxChildren: Int?
+    var passing: [String] = []
     /// Long names of the options given, for the checks of server mode.
     var given: Set<String> = []
     /// --reconnect, and what the reconnection options set (only with it).

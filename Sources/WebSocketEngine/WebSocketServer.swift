@@ -35,6 +35,28 @@ public protocol ServerMode: AnyObject {
     /// `connection` completed its handshake; its driver is about to start. Return the
     /// delegate for its events (one object per connection, or one shared by all).
     func handler(for connection: ServerConnection) -> ConnectionDelegate
+    /// See the extension: nil accepts.
+    func refusal(for request: HandshakeRequest) -> ModeRefusal?
+}
+
+/// A mode's refusal of a handshake the policy accepted (a full pool of child processes).
+public struct ModeRefusal: Sendable, Equatable {
+    public var status: Int
+    public var headers: [HTTPHeader]
+    /// One line of text for the body.
+    public var body: String
+
+    public init(status: Int, headers: [HTTPHeader] = [], body: String) {
+        self.status = status
+        self.headers = headers
+        self.body = body
+    }
+}
+
+public extension ServerMode {
+    /// Whether to refuse this handshake (checked after the policy accepted it, before the
+    /// 101): nil accepts. By default every mode accepts.
+    func refusal(for request: HandshakeRequest) -> ModeRefusal? { nil }
 }
 
 /// A WebSocket server on one `EventLoop`: listeners, the opening handshake of each accepted

@@ -20,6 +20,7 @@ final class Recorder: ConnectionDelegate {
     var notes: [ConnectionNote] = []
     var ending: ConnectionEnding?
     var echoes = false
+    var shutDownsWhilePaused = 0
 
     func connection(_ connection: ConnectionDriver, didStartMessage kind: MessageKind) { current = Message(kind: kind, bytes: []) }
     func connection(_ connection: ConnectionDriver, didReceive bytes: UnsafeMutableRawPointer, count: Int, in buffer: ByteBuffer) {
@@ -37,6 +38,7 @@ final class Recorder: ConnectionDelegate {
     func connection(_ connection: ConnectionDriver, didFail error: ReceiveError) { failures.append(error) }
     func connection(_ connection: ConnectionDriver, note: ConnectionNote) { notes.append(note) }
     func connection(_ connection: ConnectionDriver, didEnd ending: ConnectionEnding) { self.ending = ending }
+    func connectionPeerShutDownWhilePaused(_ connection: ConnectionDriver) { shutDownsWhilePaused += 1 }
 }
 
 /// Two connected stream ends (a Unix socketpair), non-blocking.
@@ -97,6 +99,20 @@ final class ConnectionDriverTests: XCTestCase {
         XCTAssertTrue(spin { clientLog.messages.count == 2 })
         XCTAssertEqual(clientLog.messages[0].text, "back")
         XCTAssertEqual(clientLog.messages[1].bytes, big)
+    }
+
+    func testAPeerThatGoesWhileReadingIsPausedIsNoticed() {
+        let (client, _, server, serverLog) = pair()
+        server.pausesReading = true
+        client.send(.text, bytes: Array("unread".utf8))
+        spin(0.1) { false }
+        client.abandon()
+        XCTAssertTrue(spin { serverLog.shutDownsWhilePaused == 1 }, "a paused driver still sees the hang-up")
+        XCTAssertNil(serverLog.ending, "the ending waits for the owner to read again")
+        server.pausesReading = false
+        XCTAssertTrue(spin { serverLog.ending != nil })
+        XCTAssertEqual(serverLog.messages.map(\.text), ["unread"], "what came before the hang-up is still delivered")
+        XCTAssertEqual(serverLog.shutDownsWhilePaused, 1)
     }
 
     func testPingPongAndKeepaliveRoundTrip() {
