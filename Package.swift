@@ -3,6 +3,7 @@
 //   WebSocketCore       sans-I/O RFC 6455 protocol (frames, handshake, UTF-8, close codes)
 //   WebSocketTransport  TCP and TLS (system OpenSSL) byte streams, deadlines, poll
 //   WebSocketEngine     the epoll event loop and the connection driver (either role)
+//   WebSocketExec       a child process per connection (beside the engine)
 //   WSPipeBridge        stdin/stdout <-> messages (the stdio face), exit statuses, error reports
 //   WSPipeCLI           options (one table), --help, wspipeMain
 //   wspipe              main.swift
@@ -15,6 +16,7 @@ let package = Package(
         .library(name: "WebSocketCore", targets: ["WebSocketCore"]),
         .library(name: "WebSocketTransport", targets: ["WebSocketTransport"]),
         .library(name: "WebSocketEngine", targets: ["WebSocketEngine"]),
+        .library(name: "WebSocketExec", targets: ["WebSocketExec"]),
     ],
     targets: [
         // Syscalls the Glibc module does not import (getrandom, eventfd).
@@ -59,16 +61,22 @@ let package = Package(
             // the instructions per small message (callgrind) and can never fire here.
             swiftSettings: [.unsafeFlags(["-enforce-exclusivity=unchecked", "-cross-module-optimization"], .when(configuration: .release))]
         ),
+        // A child process per connection (websocketd's core): spawn, pipes, reaping, the
+        // CGI environment, the messages <-> child bridge. Beside the engine, below the faces.
+        .target(
+            name: "WebSocketExec",
+            dependencies: ["WebSocketEngine", "WebSocketCore", "WebSocketTransport", "CWSPipeShims"]
+        ),
         .target(
             name: "WSPipeBridge",
-            dependencies: ["WebSocketCore", "WebSocketTransport", "WebSocketEngine", "CWSPipeShims"],
+            dependencies: ["WebSocketCore", "WebSocketTransport", "WebSocketEngine", "WebSocketExec", "CWSPipeShims"],
             // The engine runs on one thread: Swift's run-time exclusivity checks cost 15% of
             // the instructions per small message (callgrind) and can never fire here.
             swiftSettings: [.unsafeFlags(["-enforce-exclusivity=unchecked", "-cross-module-optimization"], .when(configuration: .release))]
         ),
         .target(
             name: "WSPipeCLI",
-            dependencies: ["WSPipeBridge", "WebSocketCore", "WebSocketTransport", "CWSPipeShims"]
+            dependencies: ["WSPipeBridge", "WebSocketCore", "WebSocketTransport", "WebSocketEngine", "CWSPipeShims"]
         ),
         .executableTarget(
             name: "wspipe",
@@ -105,6 +113,10 @@ let package = Package(
         .testTarget(
             name: "WebSocketEngineTests",
             dependencies: ["WebSocketEngine", "WebSocketTransport", "WebSocketCore", "TestSupport"]
+        ),
+        .testTarget(
+            name: "WebSocketExecTests",
+            dependencies: ["WebSocketExec", "WebSocketEngine", "WebSocketTransport", "WebSocketCore", "TestSupport"]
         ),
         .testTarget(
             name: "WSPipeBridgeTests",

@@ -1,4 +1,6 @@
 import WebSocketCore
+import WebSocketEngine
+import WebSocketExec
 import WebSocketTransport
 
 /// Everything a session needs to know, as values: the CLI fills it in, tests build it
@@ -89,6 +91,31 @@ public struct BridgeConfiguration: Sendable {
     }
     /// --stats: a one-line JSON summary on stderr at exit.
     public var stats = false
+    /// -l/--listen: serve instead of connecting (`url` is then unused).
+    public var serve: ServeConfiguration?
+
+    // Staying connected (--reconnect and friends; docs in the man page's RECONNECTION).
+    /// Retry policy and backoff; nil: one connection, failures end the run (the default).
+    public var reconnect: Reconnection?
+    /// Seconds without a received message after which the connection counts as dead.
+    public var staleTimeout: Double?
+    /// Print each keepalive ping's round trip on stderr.
+    public var printPingRTT = false
+    /// --send-file's contents: framed like stdin after every handshake, after --send.
+    public var sendFile: [UInt8]?
+    /// --bearer-file, read again before every reconnection attempt (tokens rotate).
+    public var bearerFile: String?
+
+    /// What --reconnect sets: which failures are retried, when, and the offline queue.
+    public struct Reconnection: Sendable, Equatable {
+        public var policy = RetryPolicy()
+        public var backoff = Backoff()
+        /// Offline queue bounds: whole messages, and payload bytes.
+        public var queueSize = 10_000
+        public var queueBytes = 16 << 20
+        public var queuePolicy = QueuePolicy.block
+        public init() {}
+    }
 
     /// Whether stdin EOF starts the closing handshake: not with --no-close, and not when a
     /// message count (-n, -1) decides the end.
@@ -132,3 +159,36 @@ public struct BridgeConfiguration: Sendable {
 }
 
 public let wspipeVersion = "0.1.0"
+
+/// Server mode (-l/--listen): where to listen, what to do with each client, and the
+/// engine server's policy and limits.
+public struct ServeConfiguration: Sendable {
+    /// What each connected client gets.
+    public enum Mode: Sendable, Equatable {
+        /// --echo: every message back with its type.
+        case echo
+        /// --exec/--sh: a child process per client.
+        case exec(ExecServing)
+    }
+
+    public var listen: ListenAddress
+    public var mode: Mode = .echo
+    /// Policy (--path, --allow-origin, --protocol, --require-bearer, --health,
+    /// --response-header) and limits (--max-clients, --max-message-size, pings).
+    public var server = ServerConfiguration()
+
+    public init(listen: ListenAddress) { self.listen = listen }
+}
+
+/// --exec PROGRAM [ARGS...] / --sh COMMAND and their settings.
+public struct ExecServing: Sendable, Equatable {
+    public var command: ChildCommand
+    /// --close-grace: seconds between the client's end and SIGTERM to the program's group.
+    public var closeGrace: Double = 1
+    /// --max-children: programs at once (503 beyond).
+    public var maxChildren = 1024
+    /// --passenv: variables of ours the programs also get.
+    public var passing: [String] = []
+
+    public init(command: ChildCommand) { self.command = command }
+}

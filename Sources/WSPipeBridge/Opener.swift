@@ -17,6 +17,8 @@ struct Opener {
         let headLength: Int
         /// What the server agreed to (subprotocol, extensions).
         let negotiated: ClientHandshake.Negotiated
+        /// The subprotocol the server chose.
+        var subprotocol: String? { negotiated.subprotocol }
     }
 
     /// The dial options of the configuration, with the settings kept outside `network`.

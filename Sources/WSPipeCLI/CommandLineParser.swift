@@ -35,6 +35,7 @@ public enum CommandLineParser {
         // Each option's value is checked as it comes (the first mistake is reported); what
         // it sets is applied once the URL is known.
         var setters: [Option.Setter] = []
+        var given: Set<String> = []
         var index = 0
         var onlyPositional = false
 
@@ -49,7 +50,9 @@ public enum CommandLineParser {
             switch option.action {
             case .help: return .help
             case .version: return .version
-            case .set(let handler): setters.append(try handler(value, option.longName))
+            case .set(let handler):
+                setters.append(try handler(value, option.longName))
+                given.insert(option.longName)
             }
             return nil
         }
@@ -77,6 +80,12 @@ public enum CommandLineParser {
                 if !option.takesValue && inline != nil { throw UsageError("option \(name) takes no value") }
                 let text = option.takesValue ? try value(for: name, inline: inline) : ""
                 if let command = try take(option, text) { return command }
+                if option == Option.exec {
+                    // Everything after the program is its arguments, dashes included.
+                    let rest = Array(arguments[(index + 1)...])
+                    setters.append { $0.execArguments = rest }
+                    break
+                }
             } else {
                 // One or more short flags: -vb, -H value, -Hvalue.
                 var letters = Substring(argument.dropFirst())
@@ -94,14 +103,21 @@ public enum CommandLineParser {
             index += 1
         }
 
-        guard let urlText else { throw UsageError("no URL given; usage: wspipe [options] ws://host[:port]/path") }
         let url: WebSocketURL
-        do {
-            url = try WebSocketURL(parsing: urlText)
-        } catch {
-            throw UsageError(error.description)
+        if given.contains(Option.listen.longName) {
+            // A server has no URL; the configuration's is never used.
+            if let urlText { throw UsageError("a URL ('\(Diagnostics.redactedURL(urlText))') cannot be combined with -l/--listen") }
+            url = WebSocketURL.unusedByServer
+        } else {
+            guard let urlText else { throw UsageError("no URL given; usage: wspipe [options] ws://host[:port]/path") }
+            do {
+                url = try WebSocketURL(parsing: urlText)
+            } catch {
+                throw UsageError(error.description)
+            }
         }
         var settings = Settings(config: BridgeConfiguration(url: url))
+        settings.given = given
         for set in setters { set(&settings) }
         return .run(try settings.finish(environment: environment, readFile: readFile))
     }

@@ -21,6 +21,7 @@ public func wspipeMain(arguments: [String], environment: (String) -> String?) ->
         writeLine(1, "wspipe \(wspipeVersion)")
         return 0
     case .run(let config):
+        if let serve = config.serve { return runServer(config, serve).rawValue }
         return runBridge(config).rawValue
     }
 }

@@ -1,5 +1,6 @@
 import Glibc
 import WebSocketCore
+import WebSocketEngine
 import WebSocketTransport
 import WSPipeBridge
 
@@ -13,16 +14,23 @@ extension Option {
         HelpSection(title: "Counts and time limits:",
                     options: [maxMessages, oneMessage, send, timeout, idleTimeout, receiveOnly, sendOnly, stats]),
         HelpSection(title: "Ending:", options: [noClose, linger, closeCode, closeReason, closeTimeout]),
-        HelpSection(title: "Connection:", options: [connectTimeout, maxMessageSize, pingInterval, pingTimeout]),
+        HelpSection(title: "Connection:", options: [connectTimeout, maxMessageSize, pingInterval, pingTimeout,
+                                                    staleTimeout, printPingRTT]),
         HelpSection(title: "Compression (permessage-deflate, RFC 7692; offered by default):",
                     options: [noDeflate, deflateClientWindowBits, deflateServerWindowBits,
                               deflateClientNoContextTakeover, deflateServerNoContextTakeover, decompress]),
+        HelpSection(title: "Staying connected (see RECONNECTION in the man page):",
+                    options: [reconnect, reconnectOnClose, retryDelay, retryMaxDelay, maxRetries, retryReset,
+                              queueSize, queueBytes, queuePolicy, sendFile]),
         HelpSection(title: "Network (proxies from the environment unless --proxy; see NETWORK in the man page):",
                     options: [proxy, socks5, noproxy, unixSocket, connectTo, resolve, ipv4, ipv6, location, maxRedirs]),
         HelpSection(title: "TLS:", options: [insecure, cacert, cert, key, keyPassEnv, keyPassFile, tlsMin, sni]),
         HelpSection(title: "Request:", options: [header, subprotocol, origin, userAgent, bearerFile, bearer],
                     notes: [("URL user:password@", "sends Basic authentication")]),
         HelpSection(title: "Output:", options: [verbose, quiet, help, version]),
+        HelpSection(title: "Server (-l; see SERVER in the man page):",
+                    options: [listen, echo, path, allowOrigin, requireProtocol, requireBearer, health, responseHeader,
+                              maxClients, handshakeTimeout, exec, sh, closeGrace, maxChildren, passenv]),
     ]
 
     // MARK: Modes
@@ -190,6 +198,71 @@ extension Option {
         $0.config.pingTimeout = $1
     }
 
+    static let staleTimeout = seconds("--stale-timeout", help: "no message received for SECS: the connection is dead",
+                                      "(reconnect, or exit 7 without --reconnect)") {
+        $0.config.staleTimeout = $1
+    }
+    static let printPingRTT = Option("--print-ping-rtt", help: "print each keepalive ping's round trip on stderr") {
+        $0.config.printPingRTT = true
+    }
+
+    // MARK: Staying connected
+
+    static let reconnect = Option("--reconnect", help: "reconnect after a connection is lost or refused for a while",
+                                  "(retried failures: RECONNECTION in the man page)") {
+        $0.reconnect = true
+    }
+    static let reconnectOnClose = Option("--reconnect-on-close", help: "with --reconnect: also after any Close from the server") {
+        $0.reconnectOptions.append("--reconnect-on-close")
+        $0.reconnection.policy.reconnectOnClose = true
+    }
+    static let retryDelay = seconds("--retry-delay", help: "first retry's longest wait; doubles per retry (default 0.5)") {
+        $0.reconnectOptions.append("--retry-delay")
+        $0.reconnection.backoff.baseDelay = $1
+    }
+    static let retryMaxDelay = seconds("--retry-max-delay", help: "longest wait between attempts (default 30;",
+                                       "a Retry-After is honoured up to 600)") {
+        $0.reconnectOptions.append("--retry-max-delay")
+        $0.reconnection.backoff.maxDelay = $1
+    }
+    static let maxRetries = reconnectCount("--max-retries", minimum: 0, what: "number of retries",
+                                           help: "give up after N retries in a row (default: unlimited; 0: none)") {
+        $0.backoff.maxRetries = $1
+    }
+    static let retryReset = seconds("--retry-reset", help: "a connection up this long starts the retry count afresh",
+                                    "(default 10)") {
+        $0.reconnectOptions.append("--retry-reset")
+        $0.reconnection.backoff.resetAfter = $1
+    }
+    static let queueSize = reconnectCount("--queue-size", minimum: 1, what: "positive number of messages",
+                                          help: "offline queue: at most N stdin messages while disconnected (default 10000)") {
+        $0.queueSize = $1
+    }
+    static let queueBytes = Option("--queue-bytes", value: "SIZE",
+                                   help: "offline queue: at most SIZE bytes of messages (default 16M)") { text, name throws(UsageError) in
+        let size = try parseSize(text, option: name)
+        guard size >= 1 && size <= 1 << 40 else { throw UsageError("\(name) must be between 1 byte and 1 TiB") }
+        return {
+            $0.reconnectOptions.append(name)
+            $0.reconnection.queueBytes = Int(size)
+        }
+    }
+    static let queuePolicy = Option("--queue-policy", value: "POLICY",
+                                    help: "when the queue is full: block (stop reading stdin; default),",
+                                    "drop-oldest, drop-newest (counted), fail (exit 10)") { text, name throws(UsageError) in
+        guard let policy = QueuePolicy(rawValue: text) else {
+            throw UsageError("\(name) '\(text)' is not block, drop-oldest, drop-newest or fail")
+        }
+        return {
+            $0.reconnectOptions.append(name)
+            $0.reconnection.queuePolicy = policy
+        }
+    }
+    static let sendFile = Option("--send-file", value: "FILE",
+                                 help: "send FILE's lines (JSON lines with --jsonl) after every handshake, after --send") { text, _ in
+        { $0.sendFile = text }
+    }
+
     // MARK: Network
 
     static let proxy = Option("--proxy", value: "URL",
@@ -349,6 +422,106 @@ extension Option {
     static let quiet = Option("--quiet", "q", help: "errors only on stderr") { $0.config.verbosity = -1 }
     static let help = Option("--help", "h", value: nil, help: ["this text"], action: .help)
     static let version = Option("--version", "V", value: nil, help: ["print the version"], action: .version)
+
+    // MARK: Server
+
+    static let listen = Option("--listen", "l", value: "[ADDR:]PORT",
+                               help: "serve on PORT (127.0.0.1 unless ADDR; [::1]:PORT; unix:PATH; port 0: any free);",
+                               "prints 'listening on ws://ADDR:PORT/' on stderr") { text, name throws(UsageError) in
+        do throws(ListenAddress.ParseError) {
+            let address = try ListenAddress(parsing: text)
+            return { $0.listen = address }
+        } catch {
+            throw UsageError("\(name) \(error)")
+        }
+    }
+    static let echo = Option("--echo", help: "server mode: every message back to its client, with its type") {
+        $0.serveMode = .echo
+    }
+    static let path = Option("--path", value: "PATH", help: "serve only this path (404 elsewhere)") { text, name throws(UsageError) in
+        guard text.hasPrefix("/"), !text.contains("?"), text.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) else {
+            throw UsageError("\(name) '\(text)' is not a path (it starts with /, without spaces or a query)")
+        }
+        return { $0.policy.path = text }
+    }
+    static let allowOrigin = Option("--allow-origin", value: "ORIGIN",
+                                    help: "accept only this Origin (repeatable; 403 otherwise)") { text, name throws(UsageError) in
+        try checkHeaderValue(text, option: name)
+        return { $0.policy.allowedOrigins.append(text) }
+    }
+    static let requireProtocol = Option("--require-protocol",
+                                        help: "refuse (400) a client offering none of the --protocol names") {
+        $0.policy.requiresSubprotocol = true
+    }
+    static let requireBearer = Option("--require-bearer", help: "require 'Authorization: Bearer TOKEN' (401 otherwise); the",
+                                      "token from WSPIPE_BEARER or --bearer-file") {
+        $0.requireBearer = true
+    }
+    static let health = Option("--health", value: "PATH", help: "answer a plain GET of PATH with 200 (health checks)") { text, name throws(UsageError) in
+        guard text.hasPrefix("/"), text.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) else {
+            throw UsageError("\(name) '\(text)' is not a path (it starts with /)")
+        }
+        return { $0.policy.healthPath = text }
+    }
+    static let responseHeader = Option("--response-header", value: "'Name: value'",
+                                       help: "add a header to the 101 answer (repeatable)") { text, name throws(UsageError) in
+        do {
+            let header = try HTTPHeader(parsing: text)
+            _ = try ServerHandshake.accept(ServerHandshakeProbe.request, headers: [header])
+            return { $0.policy.responseHeaders.append(header) }
+        } catch {
+            throw UsageError("\(name) '\(text.prefix(60))': \(error)")
+        }
+    }
+    static let maxClients = Option("--max-clients", value: "N",
+                                   help: "connected clients beyond which handshakes get 503 (default 10000)") { text, name throws(UsageError) in
+        guard let count = Int(text), count >= 1 else { throw UsageError("\(name) '\(text)' is not a positive number of clients") }
+        return { $0.maxClients = count }
+    }
+    static let handshakeTimeout = seconds("--handshake-timeout",
+                                          help: "drop a client whose request head has not come within SECS (default 10)") {
+        $0.handshakeTimeout = $1
+    }
+
+    // MARK: A program per connection
+
+    static let exec = Option("--exec", value: "PROGRAM", help: "server mode: run PROGRAM [ARGS...] for each client, its stdin and",
+                             "stdout as the messages; everything after it is the program's") { text, name throws(UsageError) in
+        guard !text.isEmpty else { throw UsageError("\(name) needs a program") }
+        return { $0.execProgram = text }
+    }
+    static let sh = Option("--sh", value: "COMMAND", help: "server mode: like --exec with /bin/sh -c COMMAND") { text, name throws(UsageError) in
+        guard !text.isEmpty else { throw UsageError("\(name) needs a command") }
+        return { $0.execShell = text }
+    }
+    static let closeGrace = seconds("--close-grace", help: "after a client leaves, SECS before its program's process group gets",
+                                    "SIGTERM (then SIGKILL 0.5 s later; default 1)") {
+        $0.closeGrace = $1
+    }
+    static let maxChildren = Option("--max-children", value: "N",
+                                    help: "programs at once beyond which handshakes get 503 (default 1024)") { text, name throws(UsageError) in
+        guard let count = Int(text), count >= 1 else { throw UsageError("\(name) '\(text)' is not a positive number of programs") }
+        return { $0.maxChildren = count }
+    }
+    static let passenv = Option("--passenv", value: "NAME",
+                                help: "pass this variable of ours to the programs (repeatable; PATH always)") { text, name throws(UsageError) in
+        guard !text.isEmpty, !text.contains("="), !text.utf8.contains(0) else {
+            throw UsageError("\(name) '\(text)' is not a variable name")
+        }
+        return { $0.passing.append(text) }
+    }
+
+    /// A --reconnect option whose value is a count of at least `minimum`.
+    private static func reconnectCount(_ longName: String, minimum: Int, what: String, help: String,
+                                       set: @escaping @Sendable (inout BridgeConfiguration.Reconnection, Int) -> Void) -> Option {
+        Option(longName, nil, value: "N", help: [help], action: .set { text, name throws(UsageError) in
+            guard let number = Int(text), number >= minimum else { throw UsageError("\(name) '\(text)' is not a \(what)") }
+            return {
+                $0.reconnectOptions.append(name)
+                set(&$0.reconnection, number)
+            }
+        })
+    }
 
     /// An option whose value is a positive number of seconds.
     private static func seconds(_ longName: String, help: String...,

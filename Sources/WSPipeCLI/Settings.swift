@@ -1,4 +1,5 @@
 import WebSocketCore
+import WebSocketEngine
 import WebSocketTransport
 import WSPipeBridge
 
@@ -17,6 +18,27 @@ struct Settings {
     var deflateTuning: [String] = []
     var deflateOffer = PerMessageDeflate.defaultOffer
     var noDeflate = false
+    // Server mode (-l): see ServerSettings.swift.
+    var listen: ListenAddress?
+    var serveMode: ServeConfiguration.Mode?
+    var policy = HandshakePolicy()
+    var requireBearer = false
+    var maxClients: Int?
+    var handshakeTimeout: Double?
+    // --exec/--sh and their settings.
+    var execProgram: String?
+    var execArguments: [String] = []
+    var execShell: String?
+    var closeGrace: Double?
+    var maxChildren: Int?
+    var passing: [String] = []
+    /// Long names of the options given, for the checks of server mode.
+    var given: Set<String> = []
+    /// --reconnect, and what the reconnection options set (only with it).
+    var reconnect = false
+    var reconnection = BridgeConfiguration.Reconnection()
+    var reconnectOptions: [String] = []
+    var sendFile: String?
 
     /// Adds a subprotocol (already checked) unless it is offered already.
     mutating func addSubprotocol(_ name: String) {
@@ -25,9 +47,21 @@ struct Settings {
 
     /// The configuration, after the checks that need every option. Throws `UsageError`.
     func finish(environment: (String) -> String?, readFile: (String) -> [UInt8]?) throws(UsageError) -> BridgeConfiguration {
+        if listen != nil || !given.isDisjoint(with: Option.serverOnly.map(\.longName)) { return try finishServer(environment: environment, readFile: readFile) }
         try checkCombinations()
         var config = self.config
         config.deflate = noDeflate ? nil : deflateOffer
+        if reconnect {
+            config.reconnect = reconnection
+        } else if let first = reconnectOptions.first {
+            throw UsageError("\(first) needs --reconnect")
+        }
+        if let sendFile {
+            guard let bytes = readFile(sendFile) else {
+                throw UsageError("cannot read --send-file '\(sendFile)': \(whyUnreadable(sendFile))", pointsAtHelp: false)
+            }
+            config.sendFile = bytes
+        }
         if config.oneMessage { config.maxMessages = 1 }
         try applyNetwork(to: &config, environment: environment, readFile: readFile)
 
@@ -44,6 +78,7 @@ struct Settings {
             let token = HTTPText.trimmed(String(decoding: bytes, as: UTF8.self), also: [0x0A, 0x0D])
             try checkToken(token, source: "--bearer-file '\(bearerFile)'")
             config.bearerToken = token
+            config.bearerFile = bearerFile  // read again before every reconnection attempt
         } else if let token = environment("WSPIPE_BEARER"), !token.isEmpty {
             try checkToken(token, source: "WSPIPE_BEARER")
             config.bearerToken = token

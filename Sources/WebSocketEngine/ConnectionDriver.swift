@@ -29,6 +29,10 @@ public protocol ConnectionDelegate: AnyObject {
     func connectionHasRoom(_ connection: ConnectionDriver)
     /// The connection is over; the stream is closed and the driver does nothing more.
     func connection(_ connection: ConnectionDriver, didEnd ending: ConnectionEnding)
+    /// While `pausesReading`, the peer shut down its sending side or the socket hung up:
+    /// nothing will come after what is buffered (the ending follows once reading resumes).
+    /// An owner whose output is stuck can give up on it and unpause.
+    func connectionPeerShutDownWhilePaused(_ connection: ConnectionDriver)
 }
 
 public extension ConnectionDelegate {
@@ -40,6 +44,7 @@ public extension ConnectionDelegate {
     func connectionWillReleaseReceiveBuffer(_ connection: ConnectionDriver) {}
     func connection(_ connection: ConnectionDriver, note: ConnectionNote) {}
     func connectionHasRoom(_ connection: ConnectionDriver) {}
+    func connectionPeerShutDownWhilePaused(_ connection: ConnectionDriver) {}
 }
 
 /// Where outgoing data frames go: a connection, or (later) a queue that holds messages
@@ -116,6 +121,8 @@ public final class ConnectionDriver: MessageSink {
     private var outputShutDown = false
     private var discardedAfterClose = 0
     private var serviceQueued = false
+    /// The peer's shutdown was seen (and reported) while reading was paused.
+    private var shutDownWhilePaused = false
     /// Reading stops while the owner cannot take more (its output is behind).
     public var pausesReading = false {
         didSet { if oldValue && !pausesReading { scheduleService() } }
@@ -166,10 +173,12 @@ public final class ConnectionDriver: MessageSink {
         receiveBuffer = received
         self.parsed = parsed
         pings = PingTracker(interval: options.pingInterval ?? options.pingTimeout, timeout: options.pingTimeout)
-        // Text, so that a peer logging ping payloads logs something readable.
+        // Text, so that a peer logging ping payloads logs something readable; one 64-bit
+        // draw gives the 16 hex digits (a draw each was 16 getrandom calls per connection).
         var random = SystemRandomNumberGenerator()
+        let bits = random.next()
         let digits = Array("0123456789abcdef".utf8)
-        barrierPayload = Array("wspipe:eof:".utf8) + (0..<16).map { _ in digits[Int(random.next() & 15)] }
+        barrierPayload = Array("wspipe:eof:".utf8) + (0..<16).map { digits[Int((bits >> (UInt64($0) * 4)) & 15)] }
         setUpCompression(core: core)
     }
 
@@ -349,6 +358,10 @@ public final class ConnectionDriver: MessageSink {
     }
 
     private func handle(_ events: IOEvents) {
+        if pausesReading && !shutDownWhilePaused && !events.isDisjoint(with: [.readHangUp, .error, .hangUp]) {
+            shutDownWhilePaused = true
+            delegate?.connectionPeerShutDownWhilePaused(self)
+        }
         if drained && !events.isDisjoint(with: [.readHangUp, .error, .hangUp]) { endOfStream = true }
         let error = !events.isDisjoint(with: [.error, .hangUp])
         if events.contains(IOEvents(readInterest)) || error { readReady = true }
@@ -376,6 +389,8 @@ public final class ConnectionDriver: MessageSink {
         if mayRead && !readReady { interest.insert(IOEvents(readInterest)) }
         if let blocked = writeBlocked { interest.insert(IOEvents(blocked)) }
         if drained { interest.insert(.readHangUp) }
+        // Paused, the socket is out of epoll: a peer that goes away would go unnoticed.
+        if pausesReading && !endOfStream && !shutDownWhilePaused { interest.insert(.readHangUp) }
         loop.setInterest(watch, interest)
         if (readReady || stream.hasBufferedInput) && mayRead {
             scheduleService()  // more to read: come back after a look at the other descriptors
@@ -453,6 +468,9 @@ public final class ConnectionDriver: MessageSink {
                     if inflating { try finishInflating(delegate: delegate) }
                     delegate.connectionDidEndMessage(self)
                 case .ping(let payload):
+                    // The pong goes out ahead of data the owner sends after this point (an
+                    // echo of a message the ping interrupted): peers expect it first.
+                    queueControlFrames(force: false)
                     delegate.connection(self, didReceivePing: payload)
                 case .pong(let payload):
                     if barrier != nil && payload == barrierPayload {
@@ -521,7 +539,7 @@ public final class ConnectionDriver: MessageSink {
     private func checkTimers(now: Instant) {
         // Our Close waits for the owner's output: that is progress of ours, not the peer's.
         if holdsClose && closeAfterQueue != nil { progressed(at: now) }
-        if pings.pingDue(at: now), core.state == .open, barrier == nil {
+        if pings.pingDue(at: now), core.state == .open {
             let payload = pings.nextPayload()
             core.ping(payload)
             queueControlFrames(force: true)
@@ -565,7 +583,9 @@ public final class ConnectionDriver: MessageSink {
     }
 
     private var nextDeadline: Instant? {
-        var soonest = pings.nextDeadline
+        // Keepalive pings only while open: a ping due after our Close must not keep the
+        // timer in the past.
+        var soonest = core.state == .open ? pings.nextDeadline : pings.pongDeadline
         for deadline in [hardDeadline, progressDeadline].compactMap({ $0 }) {
             soonest = soonest.map { min($0, deadline) } ?? deadline
         }

@@ -237,7 +237,11 @@ public final class EventLoop {
     private func fireTimers() {
         guard !heap.isEmpty else { return }
         let now = Instant.now()
-        while let top = heap.first, top.deadline <= now {
+        // Only timers armed before this pass: one that a firing timer re-arms for a moment
+        // already past waits for the next turn (after a look at the descriptors), so a
+        // timer can never spin inside one pass.
+        let armedBefore = timerGeneration
+        while let top = heap.first, top.deadline <= now, top.generation <= armedBefore {
             popTop()
             let timer = top.timer
             guard timer.generation == top.generation, timer.deadline != nil else { continue }

@@ -1,13 +1,13 @@
 import Glibc
 import WebSocketTransport
 
-/// Accepts TCP connections on an `EventLoop` and hands each stream to `onAccept`.
+/// Accepts connections (TCP or Unix) on an `EventLoop` and hands each stream to `onAccept`.
 ///
 /// Running out of descriptors (EMFILE) pauses accepting for `retryDelay` and then tries
 /// again: the pending connection stays in the kernel's backlog, and the loop never spins on
 /// a listening socket it cannot serve.
 public final class Listener {
-    public let socket: TCPListener
+    public let socket: any ListeningSocket
     private let loop: EventLoop
     private var watch: EventLoop.Watch?
     private var retry: EventLoop.Timer?
@@ -20,7 +20,7 @@ public final class Listener {
     public private(set) var isAccepting = false
     private var pausedByOwner = false
 
-    public init(loop: EventLoop, socket: TCPListener, onAccept: @escaping (TCPStream) -> Void) {
+    public init(loop: EventLoop, socket: any ListeningSocket, onAccept: @escaping (TCPStream) -> Void) {
         self.loop = loop
         self.socket = socket
         self.onAccept = onAccept

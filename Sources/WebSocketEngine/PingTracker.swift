@@ -61,13 +61,15 @@ struct PingTracker {
         return now.seconds(since: sent) >= timeout ? timeout : nil
     }
 
-    /// The next moment a timer needs attention.
+    /// The next moment a timer needs attention: the next ping or a pong's deadline.
     var nextDeadline: Instant? {
-        var soonest = nextPingAt
-        if let timeout, let sent = outstanding.first(where: { $0.writtenAt != nil })?.writtenAt {
-            let due = sent.adding(seconds: timeout)
-            soonest = soonest.map { min($0, due) } ?? due
-        }
-        return soonest
+        guard let due = pongDeadline else { return nextPingAt }
+        return nextPingAt.map { min($0, due) } ?? due
+    }
+
+    /// When the oldest written ping's pong is overdue (with a timeout).
+    var pongDeadline: Instant? {
+        guard let timeout, let sent = outstanding.first(where: { $0.writtenAt != nil })?.writtenAt else { return nil }
+        return sent.adding(seconds: timeout)
     }
 }

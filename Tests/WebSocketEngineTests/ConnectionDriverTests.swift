@@ -20,6 +20,7 @@ final class Recorder: ConnectionDelegate {
     var notes: [ConnectionNote] = []
     var ending: ConnectionEnding?
     var echoes = false
+    var shutDownsWhilePaused = 0
 
     func connection(_ connection: ConnectionDriver, didStartMessage kind: MessageKind) { current = Message(kind: kind, bytes: []) }
     func connection(_ connection: ConnectionDriver, didReceive bytes: UnsafeMutableRawPointer, count: Int, in buffer: ByteBuffer) {
@@ -37,6 +38,7 @@ final class Recorder: ConnectionDelegate {
     func connection(_ connection: ConnectionDriver, didFail error: ReceiveError) { failures.append(error) }
     func connection(_ connection: ConnectionDriver, note: ConnectionNote) { notes.append(note) }
     func connection(_ connection: ConnectionDriver, didEnd ending: ConnectionEnding) { self.ending = ending }
+    func connectionPeerShutDownWhilePaused(_ connection: ConnectionDriver) { shutDownsWhilePaused += 1 }
 }
 
 /// Two connected stream ends (a Unix socketpair), non-blocking.
@@ -97,6 +99,20 @@ final class ConnectionDriverTests: XCTestCase {
         XCTAssertTrue(spin { clientLog.messages.count == 2 })
         XCTAssertEqual(clientLog.messages[0].text, "back")
         XCTAssertEqual(clientLog.messages[1].bytes, big)
+    }
+
+    func testAPeerThatGoesWhileReadingIsPausedIsNoticed() {
+        let (client, _, server, serverLog) = pair()
+        server.pausesReading = true
+        client.send(.text, bytes: Array("unread".utf8))
+        spin(0.1) { false }
+        client.abandon()
+        XCTAssertTrue(spin { serverLog.shutDownsWhilePaused == 1 }, "a paused driver still sees the hang-up")
+        XCTAssertNil(serverLog.ending, "the ending waits for the owner to read again")
+        server.pausesReading = false
+        XCTAssertTrue(spin { serverLog.ending != nil })
+        XCTAssertEqual(serverLog.messages.map(\.text), ["unread"], "what came before the hang-up is still delivered")
+        XCTAssertEqual(serverLog.shutDownsWhilePaused, 1)
     }
 
     func testPingPongAndKeepaliveRoundTrip() {
@@ -271,6 +287,28 @@ final class ConnectionDriverTests: XCTestCase {
         XCTAssertTrue(spin(2) { fired.count == 2 })
         spin(0.1) { false }
         XCTAssertEqual(fired, [2, 1])
+    }
+
+    func testATimerRearmedForThePastDoesNotStarveDescriptors() {
+        // A timer that re-arms itself for a moment already past fires once per turn, so
+        // descriptors are still looked at (this once hid a peer's Pong for 5 s).
+        var fired = 0
+        var timer: EventLoop.Timer?
+        timer = loop.timer { [loop] in
+            fired += 1
+            if let timer { loop!.arm(timer, at: Instant(nanoseconds: 1)) }
+        }
+        loop.arm(timer!, at: Instant(nanoseconds: 1))
+        let (a, b) = streamPair()
+        var readable = false
+        let watch = loop.watch(a.fileDescriptor) { _ in readable = true }
+        loop.setInterest(watch, .readable)
+        var byte: UInt8 = 0x78
+        XCTAssertEqual(write(b.fileDescriptor, &byte, 1), 1)
+        XCTAssertTrue(spin(2) { readable })
+        XCTAssertGreaterThan(fired, 0)
+        loop.arm(timer!, at: nil)
+        loop.remove(watch)
     }
 
     func testWakeFromAnotherThread() {

@@ -1,0 +1,76 @@
+import WebSocketCore
+import WebSocketTransport
+
+/// A connection state change of a run that reconnects: one line on stderr with -v, and
+/// with --jsonl one JSON object on stdout in order with the messages. The man page's
+/// EVENTS section is the schema (server mode adds its own types to the same schema).
+enum ConnectionEvent: Equatable {
+    /// Why a connection ended, as the `cause` member says it.
+    enum Cause: String {
+        case closed, lost, failed, stale
+        case pingTimeout = "ping_timeout"
+        case timedOut = "timed_out"
+    }
+
+    case connecting(url: String, attempt: Int)
+    case connected(url: String, subprotocol: String?, attempt: Int)
+    case disconnected(code: UInt16?, reason: String?, cause: Cause, upSeconds: Double)
+    /// `seconds` until the next attempt; `retryAfter`: the server's Retry-After set it.
+    case retry(seconds: Double, attempt: Int, retryAfter: Bool)
+    case resubscribed(messages: Int)
+    case dropped(count: Int)
+    case givingUp(attempts: Int, exit: Int32)
+
+    /// The "type" members stdin ignores in --jsonl mode, so output replays as input.
+    static let types: Set<String> = ["connecting", "connected", "disconnected", "retry", "resubscribed", "dropped", "giving_up"]
+
+    var json: [UInt8] {
+        var out: [UInt8] = []
+        func raw(_ text: String) { out += Array(text.utf8) }
+        func string(_ text: String) {
+            let bytes = Array(text.utf8)
+            bytes.withUnsafeBytes { JSONWriter.appendString($0, to: &out) }
+        }
+        switch self {
+        case .connecting(let url, let attempt):
+            raw(#"{"type":"connecting","url":"#); string(url); raw(#","attempt":\#(attempt)}"#)
+        case .connected(let url, let subprotocol, let attempt):
+            raw(#"{"type":"connected","url":"#); string(url); raw(#","subprotocol":"#)
+            if let subprotocol { string(subprotocol) } else { raw("null") }
+            raw(#","attempt":\#(attempt)}"#)
+        case .disconnected(let code, let reason, let cause, let up):
+            raw(#"{"type":"disconnected","code":\#(code.map { String($0) } ?? "null"),"reason":"#)
+            if let reason { string(reason) } else { raw("null") }
+            raw(#","cause":"\#(cause.rawValue)","up_s":\#(Self.rounded(up))}"#)
+        case .retry(let seconds, let attempt, let retryAfter):
+            raw(#"{"type":"retry","in_s":\#(Self.rounded(seconds)),"attempt":\#(attempt),"retry_after":\#(retryAfter)}"#)
+        case .resubscribed(let messages):
+            raw(#"{"type":"resubscribed","messages":\#(messages)}"#)
+        case .dropped(let count):
+            raw(#"{"type":"dropped","count":\#(count)}"#)
+        case .givingUp(let attempts, let exit):
+            raw(#"{"type":"giving_up","attempts":\#(attempts),"exit":\#(exit)}"#)
+        }
+        return out
+    }
+
+    /// The -v line (after "wspipe: * ").
+    var text: String {
+        switch self {
+        case .connecting(let url, let attempt): return "connecting to \(url) (attempt \(attempt))"
+        case .connected(let url, let subprotocol, let attempt):
+            return "connected: \(url)" + (subprotocol.map { ", subprotocol \($0)" } ?? "") + " (attempt \(attempt))"
+        case .disconnected(let code, let reason, let cause, let up):
+            let close = code.map { " with \($0)" + (reason.map { $0.isEmpty ? "" : " '\($0)'" } ?? "") } ?? ""
+            return "disconnected (\(cause.rawValue))\(close) after \(formatSeconds(Self.rounded(up))) s"
+        case .retry(let seconds, let attempt, let retryAfter):
+            return "retry in \(formatSeconds(Self.rounded(seconds))) s (attempt \(attempt)\(retryAfter ? ", the server's Retry-After" : ""))"
+        case .resubscribed(let messages): return "resubscribed: sent \(messages) message\(messages == 1 ? "" : "s") (--send, --send-file)"
+        case .dropped(let count): return "offline queue full: dropped \(count) message\(count == 1 ? "" : "s")"
+        case .givingUp(let attempts, let exit): return "giving up after \(attempts) attempt\(attempts == 1 ? "" : "s"); exit \(exit)"
+        }
+    }
+
+    /// Milliseconds resolution, as --stats gives durations.
+    static func rounded(_ seconds: Double) -> Double { (seconds * 1000).rounded() / 1000 }
+}

@@ -1,0 +1,122 @@
+import CWSPipeShims
+import Glibc
+import WebSocketCore
+import WebSocketEngine
+import WebSocketExec
+import WebSocketTransport
+
+/// Runs wspipe as a server (-l) and returns how it ended (errors already printed).
+///
+/// Listens before anything else (an address in use fails at once, exit 3), prints the one
+/// `listening on` line (even with -q: scripts read the port from it), serves the mode until
+/// SIGINT/SIGTERM/SIGHUP, then stops accepting, closes every client with 1001 within the
+/// close timeout, and exits 0: a service asked to stop has succeeded.
+@inline(never)
+public func runServer(_ config: BridgeConfiguration, _ serve: ServeConfiguration) -> ExitStatus {
+    wsp_ignore_sigpipe()
+    let log = Diagnostics(verbosity: config.verbosity)
+    let loop: EventLoop
+    do {
+        loop = try EventLoop()
+    } catch {
+        return log.report(.local(call: "epoll_create1", errno: errno))
+    }
+    // A program that cannot run is a mistake to report now, not at the first client.
+    if case .exec(let exec) = serve.mode {
+        do throws(ChildError) {
+            _ = try exec.command.executablePath(searchPath: getenv("PATH").map { String(cString: $0) })
+        } catch {
+            if case .missingProgram(let path, let code) = error { return log.report(.missingProgram(path: path, errno: code)) }
+        }
+    }
+    let socket: any ListeningSocket
+    let url: String
+    do throws(ListenError) {
+        switch serve.listen {
+        case .tcp(let address, let port):
+            let listener = try TCPListener(address: address, port: port)
+            socket = listener
+            url = "ws://\(listener.localAddress)/"
+        case .unix(let path):
+            socket = try UnixListener(path: path)
+            url = "ws+unix://\(path)"
+        }
+    } catch {
+        return log.report(listenFailure(error, serve.listen))
+    }
+    let mode: ServerMode
+    var children: ChildPool?
+    var draining = false
+    switch serve.mode {
+    case .echo: mode = EchoMode()
+    case .exec(let exec):
+        let execMode = makeExecMode(exec, loop: loop, binary: config.mode == .binary,
+                                    maximumMessageSize: config.maxMessageSize, log: log)
+        children = execMode.pool
+        execMode.onOutcome = { _, _ in
+            // After a shutdown signal the loop runs until the last child is reaped.
+            if draining && execMode.pool.running == 0 { loop.stop() }
+        }
+        mode = execMode
+    }
+    let server = WebSocketServer(loop: loop, configuration: serve.server, mode: mode)
+    let events = config.jsonLines
+    server.onEvent = { event in
+        let shown: ClientEvent
+        switch event {
+        case .connected(let connection):
+            let info = connection.info
+            shown = ClientEvent(client: info.id, kind: .connected(remote: info.remoteAddress, path: info.request.path,
+                                                                      subprotocol: info.subprotocol))
+        case .disconnected(let connection, let ending):
+            shown = ClientEvent(client: connection.info.id, kind: .disconnected(ending))
+        case .refused(let status):
+            log.event("refused a handshake with \(status)")
+            return
+        }
+        log.event(shown.line)
+        if events { writeAll(1, shown.json) }
+    }
+    server.onDrained = {
+        draining = true
+        if (children?.running ?? 0) == 0 { loop.stop() }
+    }
+    Signals.install(wakeFD: loop.wakeFD)
+    Signals.exitAtOnce.store(false, ordering: .relaxed)
+    loop.onWake = {
+        guard let number = Signals.take() else { return }
+        log.event("signal \(number): closing \(server.clientCount) client(s) with 1001")
+        server.shutdown(ClosePayload(code: .goingAway), within: config.closeTimeout)
+    }
+    server.listen(on: socket)
+    log.always("wspipe: listening on \(url)")
+    loop.run()
+    return .success
+}
+
+/// A listener that could not be made, as the failure `report` words.
+func listenFailure(_ error: ListenError, _ address: ListenAddress) -> Failure {
+    switch error {
+    case .invalidAddress: return .usage("cannot listen on '\(address)': \(error)", pointsAtHelp: false)
+    case .system(_, let shown, let code):
+        return code == EADDRINUSE ? .addressInUse(address: shown) : .cannotListen(address: shown, errno: code)
+    }
+}
+
+/// The child-per-connection mode of `--exec`/`--sh`: this process adopts its children's
+/// orphans (so a killed grandchild is reaped here, not left to an init that may not reap),
+/// and each child's stderr lines come out on ours as `wspipe: client N: LINE`.
+func makeExecMode(_ exec: ExecServing, loop: EventLoop, binary: Bool, maximumMessageSize: UInt64,
+                  log: Diagnostics) -> ExecMode {
+    let mode = ExecMode(loop: loop, command: exec.command, pool: ChildPool(limit: exec.maxChildren, adoptsOrphans: true),
+                        serverSoftware: "wspipe/\(wspipeVersion)")
+    mode.childOptions.closeGrace = exec.closeGrace
+    mode.options.binary = binary
+    mode.options.maximumMessageSize = Int(min(maximumMessageSize, UInt64(Int.max)))
+    mode.passing = exec.passing
+    mode.stderr = { client, line in log.always("wspipe: client \(client): \(String(decoding: line, as: UTF8.self))") }
+    mode.onSpawnFailure = { client, error in
+        log.error("client \(client): \(describe(error))")
+    }
+    return mode
+}

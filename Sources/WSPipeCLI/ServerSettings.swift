@@ -1,0 +1,137 @@
+import WebSocketCore
+import WebSocketEngine
+import WebSocketTransport
+import WSPipeBridge
+import WebSocketExec
+
+extension Option {
+    /// Options that mean something only when serving.
+    static let serverOnly: [Option] = [echo, path, allowOrigin, requireProtocol, requireBearer, health, responseHeader,
+                                       maxClients, handshakeTimeout, exec, sh, closeGrace, maxChildren, passenv]
+    /// Options that mean something only with --exec/--sh.
+    static let execOnly: [Option] = [closeGrace, maxChildren, passenv]
+    /// Options of a client connection, which a server has no use for.
+    static let clientOnly: [Option] = [proxy, socks5, noproxy, unixSocket, connectTo, resolve, ipv4, ipv6, location, maxRedirs,
+                                       insecure, cacert, sni, header, origin, userAgent, bearer, connectTimeout,
+                                       reconnect, reconnectOnClose, retryDelay, retryMaxDelay, maxRetries, retryReset,
+                                       queueSize, queueBytes, queuePolicy, sendFile, staleTimeout, printPingRTT]
+    /// Options whose server meaning is not built yet (TLS accept, the stdio modes): refused
+    /// with -l rather than parsed and ignored.
+    static let notYetServing: [Option] = [cert, key, keyPassEnv, keyPassFile, tlsMin,
+                                          text, binary, null, chunkSize, timestamps, base64, wholeInput,
+                                          maxMessages, oneMessage, send, timeout, idleTimeout, receiveOnly, sendOnly, stats,
+                                          noClose, linger, closeCode, closeReason]
+}
+
+/// A valid request to try --response-header values against the 101 (`ServerHandshake.accept`
+/// refuses headers with CR/LF and those the 101 sets itself).
+enum ServerHandshakeProbe {
+    static let request: HandshakeRequest = {
+        let head = HTTPRequestHead(method: "GET", target: "/", version: "HTTP/1.1", headers: [
+            HTTPHeader(name: "Host", value: "localhost"), HTTPHeader(name: "Upgrade", value: "websocket"),
+            HTTPHeader(name: "Connection", value: "Upgrade"), HTTPHeader(name: "Sec-WebSocket-Key", value: "dGhlIHNhbXBsZSBub25jZQ=="),
+            HTTPHeader(name: "Sec-WebSocket-Version", value: "13")])
+        do throws(HandshakeRefusal) {
+            return try ServerHandshake.validate(head)
+        } catch {
+            fatalError("the probe request is valid (\(error))")
+        }
+    }()
+}
+
+extension Settings {
+    /// The configuration of server mode: -l with exactly one mode, no client-only option,
+    /// the bearer token for --require-bearer. Throws `UsageError`.
+    func finishServer(environment: (String) -> String?, readFile: (String) -> [UInt8]?) throws(UsageError) -> BridgeConfiguration {
+        guard let listen else {
+            let name = Option.serverOnly.first { given.contains($0.longName) }?.longName ?? "this option"
+            throw UsageError("\(name) is a server option: it needs -l/--listen")
+        }
+        if let option = Option.clientOnly.first(where: { given.contains($0.longName) }) {
+            throw UsageError("\(option.longName) is a client option; it cannot be used with -l/--listen")
+        }
+        let exec = try execServing()
+        // A program's output as binary messages: -b means that with --exec.
+        let serving = exec == nil ? Option.notYetServing : Option.notYetServing.filter { $0 != Option.binary }
+        if let option = serving.first(where: { given.contains($0.longName) }) {
+            throw UsageError("\(option.longName) has no meaning with -l/--listen in this version (see SERVER in the man page)")
+        }
+        let serveMode = exec.map { ServeConfiguration.Mode.exec($0) } ?? self.serveMode
+        if exec != nil && self.serveMode != nil { throw UsageError("--exec/--sh and --echo are different modes: choose one") }
+        guard let serveMode else {
+            throw UsageError("-l/--listen needs a mode: --echo (the stdio bridge per client is not in this version)")
+        }
+        if config.oneMessage || config.maxMessages != nil { throw UsageError("-n and -1 have no meaning with \(exec == nil ? "--echo" : "--exec/--sh")") }
+        if bearerFile != nil && !requireBearer { throw UsageError("--bearer-file with -l needs --require-bearer") }
+        if policy.requiresSubprotocol && config.subprotocols.isEmpty {
+            throw UsageError("--require-protocol needs the supported subprotocols (--protocol NAME)")
+        }
+
+        var serve = ServeConfiguration(listen: listen)
+        serve.mode = serveMode
+        serve.server.policy = policy
+        serve.server.policy.subprotocols = config.subprotocols
+        if let maxClients { serve.server.maximumClients = maxClients }
+        if let handshakeTimeout { serve.server.handshakeTimeout = handshakeTimeout }
+        serve.server.maximumMessageSize = config.maxMessageSize
+        serve.server.connection.closeTimeout = config.closeTimeout
+        serve.server.connection.pingInterval = config.pingInterval
+        serve.server.connection.pingTimeout = config.pingTimeout
+        // Many idle clients: 64 KiB receive buffers, let go between reads.
+        serve.server.connection.receiveBufferSize = 64 * 1024
+
+        if requireBearer {
+            var token: String?
+            if let bearerFile {
+                guard let bytes = readFile(bearerFile) else {
+                    throw UsageError("cannot read --bearer-file '\(bearerFile)': \(whyUnreadable(bearerFile))", pointsAtHelp: false)
+                }
+                guard UTF8Validator.isValid(bytes) else { throw UsageError("--bearer-file '\(bearerFile)' is not UTF-8 text", pointsAtHelp: false) }
+                token = HTTPText.trimmed(String(decoding: bytes, as: UTF8.self), also: [0x0A, 0x0D])
+            } else if let value = environment("WSPIPE_BEARER"), !value.isEmpty {
+                token = value
+            }
+            guard let token, !token.isEmpty else {
+                throw UsageError("--require-bearer needs the expected token in WSPIPE_BEARER or --bearer-file")
+            }
+            serve.server.policy.bearerToken = token
+        }
+        var config = self.config
+        config.bearerToken = nil
+        config.serve = serve
+        return config
+    }
+}
+
+extension Settings {
+    /// --exec or --sh with their settings; nil without either. Throws `UsageError`.
+    func execServing() throws(UsageError) -> ExecServing? {
+        let command: ChildCommand
+        switch (execProgram, execShell) {
+        case (let program?, nil): command = ChildCommand(program: program, arguments: execArguments)
+        case (nil, let shell?): command = .shell(shell)
+        case (nil, nil):
+            if let option = Option.execOnly.first(where: { given.contains($0.longName) }) {
+                throw UsageError("\(option.longName) needs --exec or --sh")
+            }
+            return nil
+        default: throw UsageError("--exec and --sh cannot be combined: give one program")
+        }
+        var exec = ExecServing(command: command)
+        if let closeGrace { exec.closeGrace = closeGrace }
+        if let maxChildren { exec.maxChildren = maxChildren }
+        exec.passing = passing
+        return exec
+    }
+}
+
+extension WebSocketURL {
+    /// The configuration's URL in server mode, where nothing reads it.
+    static let unusedByServer: WebSocketURL = {
+        do throws(URLError) {
+            return try WebSocketURL(parsing: "ws://localhost/")
+        } catch {
+            fatalError("a literal URL parses (\(error))")
+        }
+    }()
+}

@@ -1,0 +1,57 @@
+/// Where a server listens: `[ADDR:]PORT`, `[IPv6]:PORT` or `unix:PATH`.
+public enum ListenAddress: Sendable, Equatable, CustomStringConvertible {
+    /// An IP literal (127.0.0.1 when none is given) and a port (0: any free port).
+    case tcp(address: String, port: UInt16)
+    /// A Unix domain socket at `path`.
+    case unix(path: String)
+
+    /// Why a listen address is not one.
+    public enum ParseError: Error, Equatable, Sendable, CustomStringConvertible {
+        case badPort(String)
+        case badAddress(String)
+        case emptyPath
+
+        public var description: String {
+            switch self {
+            case .badPort(let text): return "'\(text)' is not a port (0-65535)"
+            case .badAddress(let text): return "'\(text)' is not an IP address (listeners bind to addresses, not names)"
+            case .emptyPath: return "unix: needs a socket path"
+            }
+        }
+    }
+
+    /// Parses `8080`, `0.0.0.0:8080`, `[::1]:8080`, `unix:/run/x.sock`.
+    public init(parsing text: String) throws(ParseError) {
+        if text.hasPrefix("unix:") {
+            let path = String(text.dropFirst(5))
+            guard !path.isEmpty else { throw .emptyPath }
+            self = .unix(path: path)
+            return
+        }
+        var address = "127.0.0.1"
+        var portText = Substring(text)
+        if text.hasPrefix("[") {
+            guard let close = text.firstIndex(of: "]"), text[text.index(after: close)...].hasPrefix(":") else {
+                throw .badAddress(text)
+            }
+            address = String(text[text.index(after: text.startIndex)..<close])
+            portText = text[text.index(close, offsetBy: 2)...]
+            guard let ip = IPAddress(address), ip.isIPv6 else { throw .badAddress(address) }
+        } else if let colon = text.lastIndex(of: ":") {
+            address = String(text[..<colon])
+            portText = text[text.index(after: colon)...]
+            guard let ip = IPAddress(address), !ip.isIPv6 else { throw .badAddress(address) }
+        }
+        guard !portText.isEmpty, portText.allSatisfy({ $0.isASCII && $0.isNumber }), let port = UInt16(portText) else {
+            throw .badPort(String(portText))
+        }
+        self = .tcp(address: address, port: port)
+    }
+
+    public var description: String {
+        switch self {
+        case .tcp(let address, let port): return address.contains(":") ? "[\(address)]:\(port)" : "\(address):\(port)"
+        case .unix(let path): return "unix:\(path)"
+        }
+    }
+}

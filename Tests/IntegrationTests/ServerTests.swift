@@ -1,0 +1,194 @@
+// wspipe -l: independent clients (Python websockets, websocat, raw sockets, our own client)
+// drive the server; every refusal by its status; shutdown, slowloris, many connections.
+import Foundation
+import Glibc
+import TestSupport
+import XCTest
+
+final class ServerTests: IntegrationTestCase {
+    /// Starts `wspipe -l 0 ...` and reads the port from its `listening on` line.
+    func startServer(_ arguments: [String], environment: [String: String] = [:],
+                     file: StaticString = #filePath, line: UInt = #line) throws -> (ChildProcess, Int) {
+        let child = try spawnWspipe(["-l", "0"] + arguments, stdin: .null, environment: environment)
+        guard let text = child.stderr.waitForLine(startingWith: "wspipe: listening on ws://127.0.0.1:", timeout: 15),
+              let port = Int(text.split(separator: ":").last?.split(separator: "/").first ?? "") else {
+            XCTFail("no listening line; stderr: \(child.stderr.text)", file: file, line: line)
+            throw HarnessError("server did not start")
+        }
+        return (child, port)
+    }
+
+    func python(_ arguments: [String], timeout: Double = 30) throws -> RunResult {
+        let child = try ChildProcess(executable: Locations.python, arguments: ["\(Locations.peers)/server_client.py"] + arguments,
+                                     environment: Locations.baseEnvironment, stdin: .null)
+        return finish(child, timeout: timeout)
+    }
+
+    /// The answer to a raw request (`status N`, header lines, `body ...`).
+    func answer(_ port: Int, _ request: String) throws -> String {
+        let file = path("request-\(UUID().uuidString)")
+        try Data(request.utf8).write(to: URL(fileURLWithPath: file))
+        return try python(["request", String(port), file]).stdoutText
+    }
+
+    func upgrade(_ path: String = "/", _ extra: String = "", version: String = "13") -> String {
+        "GET \(path) HTTP/1.1\r\nHost: localhost\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+            + "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: \(version)\r\n\(extra)\r\n"
+    }
+
+    func testEchoToPythonWebsockets() throws {
+        let (server, port) = try startServer(["--echo"])
+        let result = try python(["echo", "ws://127.0.0.1:\(port)/any"])
+        XCTAssertEqual(result.stdoutText, "text:hello\nbinary:3:same\ntext:\ntext:1000 chars\nbinary:300000:same\nclosed 1000\n", "\(result)")
+        server.signal(SIGTERM)
+        assertExit(finish(server), 0)
+    }
+
+    func testEchoToWebsocatAndOurClient() throws {
+        let (server, port) = try startServer(["--echo"])
+        let websocat = try ChildProcess(executable: Locations.websocat, arguments: ["-t", "ws://127.0.0.1:\(port)/"],
+                                        environment: Locations.baseEnvironment, stdin: .bytes(Array("one\ntwo\n".utf8)))
+        XCTAssertEqual(finish(websocat).stdoutText, "one\ntwo\n")
+        let ours = try runWspipe(["--jsonl", "ws://127.0.0.1:\(port)/"],
+                                 stdin: .bytes(Array(#"{"type":"text","data":"a"}"# .utf8) + [10] + Array(#"{"type":"binary","base64":"AAE="}"#.utf8) + [10]))
+        assertExit(ours, 0)
+        XCTAssertEqual(ours.stdoutText, #"{"type":"text","data":"a"}"# + "\n" + #"{"type":"binary","base64":"AAE="}"# + "\n" + #"{"type":"close","code":1000,"reason":""}"# + "\n")
+        server.signal(SIGINT)
+        assertExit(finish(server), 0)
+    }
+
+    func testUnixSocket() throws {
+        let socketPath = path("s.sock")
+        // A stale socket file (nobody listening) is replaced; a regular file never is.
+        let stale = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        withUnsafeMutableBytes(of: &address.sun_path) { $0.copyBytes(from: Array(socketPath.utf8)) }
+        _ = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(stale, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) } }
+        close(stale)
+        let server = try spawnWspipe(["-l", "unix:\(socketPath)", "--echo"], stdin: .null)
+        XCTAssertEqual(server.stderr.waitForLine(startingWith: "wspipe: listening on", timeout: 15), "wspipe: listening on ws+unix://\(socketPath)")
+        let ours = try runWspipe(["ws+unix://\(socketPath)"], stdin: .bytes(Array("over unix\n".utf8)))
+        assertStdout(ours, "over unix\n")
+        server.signal(SIGTERM)
+        assertExit(finish(server), 0)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: socketPath), "the socket file is removed at the end")
+
+        let regular = path("regular")
+        try Data("keep".utf8).write(to: URL(fileURLWithPath: regular))
+        let refused = try runWspipe(["-l", "unix:\(regular)", "--echo"])
+        assertExit(refused, 3)
+        XCTAssertEqual(try String(contentsOfFile: regular, encoding: .utf8), "keep")
+    }
+
+    func testRefusalsByStatus() throws {
+        let (server, port) = try startServer(["--echo", "--path", "/ws", "--allow-origin", "https://app.example",
+                                              "--protocol", "chat", "--require-protocol", "--require-bearer",
+                                              "--health", "/healthz", "--response-header", "X-Served-By: wspipe"],
+                                             environment: ["WSPIPE_BEARER": "s3cret"])
+        let good = "Origin: https://app.example\r\nAuthorization: Bearer s3cret\r\nSec-WebSocket-Protocol: other, chat\r\n"
+        let accepted = try answer(port, upgrade("/ws", good))
+        XCTAssertTrue(accepted.hasPrefix("status 101\n"), accepted)
+        XCTAssertTrue(accepted.contains("Sec-WebSocket-Protocol: chat\n"), accepted)
+        XCTAssertTrue(accepted.contains("X-Served-By: wspipe\n"), accepted)
+        XCTAssertTrue(accepted.contains("Sec-WebSocket-Accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo=\n"), accepted)
+
+        XCTAssertTrue(try answer(port, upgrade("/other", good)).hasPrefix("status 404\n"))
+        let unauthorized = try answer(port, upgrade("/ws", good.replacingOccurrences(of: "s3cret", with: "guess!")))
+        XCTAssertTrue(unauthorized.hasPrefix("status 401\n") && unauthorized.contains("WWW-Authenticate: Bearer"), unauthorized)
+        let noToken = try answer(port, upgrade("/ws", "Origin: https://app.example\r\nSec-WebSocket-Protocol: chat\r\n"))
+        XCTAssertTrue(noToken.hasPrefix("status 401\n"), noToken)
+        XCTAssertTrue(try answer(port, upgrade("/ws", good.replacingOccurrences(of: "app.example", with: "evil.example"))).hasPrefix("status 403\n"))
+        XCTAssertTrue(try answer(port, upgrade("/ws", good.replacingOccurrences(of: "other, chat", with: "other"))).hasPrefix("status 400\n"))
+        let version = try answer(port, upgrade("/ws", good, version: "8"))
+        XCTAssertTrue(version.hasPrefix("status 426\n") && version.contains("Sec-WebSocket-Version: 13\n"), version)
+        let plain = try answer(port, "GET /ws HTTP/1.1\r\nHost: x\r\n\r\n")
+        XCTAssertTrue(plain.hasPrefix("status 426\n") && plain.contains("body not a WebSocket handshake"), plain)
+        let health = try answer(port, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        XCTAssertTrue(health.hasPrefix("status 200\n") && health.hasSuffix("body ok\n"), health)
+        XCTAssertTrue(try answer(port, "POST /ws HTTP/1.1\r\nHost: x\r\n\r\n").hasPrefix("status 405\n"))
+        let huge = "GET /ws HTTP/1.1\r\nHost: x\r\nX-Big: " + String(repeating: "a", count: 20_000) + "\r\n\r\n"
+        XCTAssertTrue(try answer(port, huge).hasPrefix("status 431\n"))
+        server.signal(SIGTERM)
+        let result = finish(server)
+        assertExit(result, 0)
+        XCTAssertFalse(result.stderr.contains("s3cret"), "the token is never printed")
+    }
+
+    func testMaxClientsAnswers503() throws {
+        let (server, port) = try startServer(["--echo", "--max-clients", "1"])
+        let holder = try spawnWspipe(["--receive-only", "ws://127.0.0.1:\(port)/"], stdin: .null)
+        // The first client holds the only place; wait until it is connected.
+        var busy = ""
+        for _ in 0..<100 {
+            busy = try answer(port, upgrade())
+            if busy.hasPrefix("status 503\n") { break }
+            usleep(50_000)
+        }
+        XCTAssertTrue(busy.hasPrefix("status 503\n") && busy.contains("Retry-After: 1\n"), busy)
+        server.signal(SIGTERM)
+        assertExit(finish(server), 0)
+        assertExit(finish(holder), 8)  // the server's Close 1001
+    }
+
+    func testSlowlorisIsDropped() throws {
+        let (server, port) = try startServer(["--echo", "--handshake-timeout", "0.5"])
+        let result = try python(["slowloris", String(port), "10"])
+        XCTAssertTrue(result.stdoutText.hasPrefix("closed after"), "\(result)")
+        server.signal(SIGTERM)
+        assertExit(finish(server), 0)
+    }
+
+    /// 1,000 clients at once on one loop: every handshake answered, one descriptor each, and
+    /// SIGTERM closes every one with 1001 before exiting 0.
+    func testThousandConnectionsAndShutdown() throws {
+        let (server, port) = try startServer(["--echo"])
+        let clients = try ChildProcess(executable: Locations.python,
+                                       arguments: ["\(Locations.peers)/server_client.py", "hold", "ws://127.0.0.1:\(port)/", "1000"],
+                                       environment: Locations.baseEnvironment, stdin: .null)
+        XCTAssertEqual(clients.stdout.waitForLine(startingWith: "open", timeout: 60), "open 1000", clients.stderr.text)
+        let descriptors = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(server.pid)/fd").count) ?? 0
+        XCTAssertGreaterThanOrEqual(descriptors, 1000)
+        XCTAssertLessThan(descriptors, 1000 + 32, "one descriptor per client plus a few")
+        server.signal(SIGTERM)
+        let result = finish(server, timeout: 30)
+        assertExit(result, 0)
+        XCTAssertEqual(finish(clients, timeout: 30).stdoutText, "open 1000\ncloses 1001=1000\n")
+    }
+
+    func testUsageErrorsAndListenFailures() throws {
+        for (arguments, text) in [(["-l", "0", "--echo", "--proxy", "http://p:1"], "--proxy is a client option"),
+                                  (["--echo", "ws://127.0.0.1:1/"], "--echo is a server option"),
+                                  (["-l", "0", "--echo", "ws://127.0.0.1:1/"], "cannot be combined with -l"),
+                                  (["-l", "0"], "-l/--listen needs a mode"),
+                                  (["-l", "localhost:80", "--echo"], "is not an IP address"),
+                                  (["-l", "0", "--echo", "--require-bearer"], "WSPIPE_BEARER"),
+                                  (["-l", "0", "--echo", "--response-header", "Upgrade: x"], "--response-header")] {
+            let result = try runWspipe(arguments)
+            assertExit(result, 2)
+            assertStderr(result, contains: text)
+        }
+        let (server, port) = try startServer(["--echo"])
+        let inUse = try runWspipe(["-l", String(port), "--echo"])
+        assertExit(inUse, 3)
+        assertStderr(inUse, contains: "cannot listen on 127.0.0.1:\(port): the address is already in use")
+        if getuid() != 0 {
+            assertExit(try runWspipe(["-l", "80", "--echo"]), 3)
+        }
+        server.signal(SIGTERM)
+        assertExit(finish(server), 0)
+    }
+
+    func testJSONLinesEvents() throws {
+        let (server, port) = try startServer(["--echo", "--jsonl", "-q"])
+        assertExit(try runWspipe(["ws://127.0.0.1:\(port)/feed?x=1"], stdin: .bytes(Array("hi\n".utf8))), 0)
+        XCTAssertTrue(server.stdout.wait(timeout: 10) { String(decoding: $0, as: UTF8.self).contains("disconnected") })
+        let lines = server.stdout.text.split(separator: "\n").map(String.init)
+        XCTAssertEqual(lines.count, 2, server.stdout.text)
+        XCTAssertTrue(lines[0].hasPrefix(#"{"type":"connected","client":1,"remote":"127.0.0.1:"#), lines[0])
+        XCTAssertTrue(lines[0].hasSuffix(#","path":"/feed","subprotocol":null}"#), lines[0])
+        XCTAssertEqual(lines.last, #"{"type":"disconnected","client":1,"code":1000,"reason":"","cause":"closed"}"#)
+        server.signal(SIGTERM)
+        assertExit(finish(server), 0)
+    }
+}

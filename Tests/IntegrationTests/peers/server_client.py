@@ -1,0 +1,126 @@
+"""Clients that drive `wspipe -l` in the server tests (Python `websockets` and raw sockets).
+
+    server_client.py echo URL                 messages of both types through a websockets client;
+                                              prints "text:..." / "binary:HEX" per answer, then "closed CODE"
+    server_client.py request PORT FILE        sends FILE's bytes as the request; prints the answer's head and
+                                              body (up to the close), "status N" first
+    server_client.py hold URL N               opens N connections (raw handshakes on one loop); prints
+                                              "open N", then, once all are closed, "closes CODE=COUNT ..."
+    server_client.py slowloris PORT SECS      sends half a request head and waits; prints "closed after S"
+                                              when the server drops it (or "still open" after SECS)
+"""
+import asyncio
+import base64
+import collections
+import os
+import socket
+import struct
+import sys
+import time
+
+
+async def echo(url):
+    from websockets.asyncio.client import connect
+    async with connect(url, compression=None, ping_interval=None) as ws:
+        for message in ["hello", b"\x00\x01\xff", "", "é" * 1000, os.urandom(300_000)]:
+            await ws.send(message)
+            answer = await ws.recv()
+            if isinstance(answer, str):
+                shown = answer if len(answer) < 50 else f"{len(answer)} chars"
+                print(f"text:{shown}", flush=True)
+            else:
+                ok = "same" if answer == message else "DIFFERENT"
+                print(f"binary:{len(answer)}:{ok}", flush=True)
+    print(f"closed {ws.close_code}", flush=True)
+
+
+def request(port, path):
+    with open(path, "rb") as f:
+        data = f.read()
+    s = socket.create_connection(("127.0.0.1", int(port)), timeout=10)
+    s.sendall(data)
+    answer = b""
+    while True:
+        try:
+            chunk = s.recv(65536)
+        except ConnectionResetError:
+            break
+        if not chunk:
+            break
+        answer += chunk
+        if b"\r\n\r\n" in answer and answer.startswith(b"HTTP/1.1 101"):
+            break
+    head, _, body = answer.partition(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    print("status", lines[0].split(" ")[1] if lines and " " in lines[0] else "none")
+    for line in lines[1:]:
+        print(line)
+    print("body", body.decode("utf-8", "replace").rstrip("\n"))
+
+
+def handshake(host, port, path):
+    key = base64.b64encode(os.urandom(16)).decode()
+    return (f"GET {path} HTTP/1.1\r\nHost: {host}:{port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+            f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n").encode()
+
+
+async def hold(url, count):
+    rest = url.split("://", 1)[1]
+    hostport, _, path = rest.partition("/")
+    host, port = hostport.rsplit(":", 1)
+    closes = collections.Counter()
+
+    async def one(i):
+        # Source addresses spread over 127.0.0.x, so TIME_WAIT does not use up ports.
+        reader, writer = await asyncio.open_connection(host, int(port), local_addr=(f"127.0.0.{1 + i % 200}", 0))
+        writer.write(handshake(host, port, "/" + path))
+        head = await reader.readuntil(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 101"), head[:40]
+        return reader, writer
+
+    async def watch(reader, writer):
+        try:
+            b0, b1 = await reader.readexactly(2)
+            length = b1 & 0x7F
+            payload = await reader.readexactly(length)
+            code = struct.unpack("!H", payload[:2])[0] if (b0 & 0x0F) == 8 and length >= 2 else None
+            # Echo the Close (masked, empty key) and let the server close TCP.
+            writer.write(bytes([0x88, 0x80 | len(payload[:2])]) + b"\0\0\0\0" + payload[:2])
+            await writer.drain()
+            await reader.read()
+            closes[code] += 1
+        except (asyncio.IncompleteReadError, ConnectionError):
+            closes["lost"] += 1
+        writer.close()
+
+    pairs = []
+    for start in range(0, count, 200):
+        pairs += await asyncio.gather(*(one(i) for i in range(start, min(count, start + 200))))
+    print(f"open {len(pairs)}", flush=True)
+    await asyncio.gather(*(watch(r, w) for r, w in pairs))
+    print("closes " + " ".join(f"{k}={v}" for k, v in sorted(closes.items(), key=str)), flush=True)
+
+
+def slowloris(port, seconds):
+    s = socket.create_connection(("127.0.0.1", int(port)), timeout=float(seconds))
+    s.sendall(b"GET / HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\n")
+    start = time.monotonic()
+    try:
+        data = s.recv(100)
+        print(f"closed after {time.monotonic() - start:.1f}" if not data else f"answered {data[:20]!r}", flush=True)
+    except socket.timeout:
+        print("still open", flush=True)
+    except ConnectionResetError:
+        print(f"closed after {time.monotonic() - start:.1f}", flush=True)
+
+
+if __name__ == "__main__":
+    command, args = sys.argv[1], sys.argv[2:]
+    if command == "echo":
+        asyncio.run(echo(args[0]))
+    elif command == "request":
+        request(args[0], args[1])
+    elif command == "hold":
+        asyncio.run(hold(args[0], int(args[1])))
+    elif command == "slowloris":
+        slowloris(args[0], args[1])
