@@ -295,6 +295,37 @@ final class ConnectionDriverTests: XCTestCase {
         loop.remove(watch)
     }
 
+    func testAWatchRemovedDuringDispatchNeverGetsItsEventsForANewWatchInItsSlot() {
+        // Both pipes are readable, so one epoll_wait reports both. Whichever handler runs
+        // first removes the other watch and makes a new one, which takes the freed slot:
+        // the removed watch's event, still in this turn's batch, must not reach it.
+        var p1: [Int32] = [0, 0], p2: [Int32] = [0, 0], p3: [Int32] = [0, 0]
+        XCTAssertEqual(pipe(&p1), 0); XCTAssertEqual(pipe(&p2), 0); XCTAssertEqual(pipe(&p3), 0)
+        defer { for fd in p1 + p2 + p3 { close(fd) } }
+        var byte: UInt8 = 0x78
+        XCTAssertEqual(write(p1[1], &byte, 1), 1)
+        XCTAssertEqual(write(p2[1], &byte, 1), 1)
+        let loop = self.loop!
+        var a: EventLoop.Watch?, b: EventLoop.Watch?, c: EventLoop.Watch?
+        var dispatched = 0
+        var wrongDispatches = 0
+        func first(removing other: EventLoop.Watch?) {
+            dispatched += 1
+            guard c == nil, let other else { return }
+            loop.remove(other)
+            c = loop.watch(p3[0]) { _ in wrongDispatches += 1 }  // p3 is empty: never readable
+            loop.setInterest(c!, .readable)
+        }
+        a = loop.watch(p1[0]) { _ in first(removing: b) }
+        b = loop.watch(p2[0]) { _ in first(removing: a) }
+        loop.setInterest(a!, .readable)
+        loop.setInterest(b!, .readable)
+        XCTAssertTrue(spin(2) { dispatched > 0 })
+        spin(0.05) { false }
+        XCTAssertEqual(wrongDispatches, 0, "a removed watch's event went to the watch that took its slot")
+        for watch in [a, b, c].compactMap({ $0 }) { loop.remove(watch) }
+    }
+
     func testWakeFromAnotherThread() {
         var woken = 0
         loop.onWake = { woken += 1 }
