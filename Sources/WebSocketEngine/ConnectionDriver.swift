@@ -496,8 +496,10 @@ public final class ConnectionDriver: MessageSink {
     }
 
     private func checkTimers(now: Instant) {
-        // Our Close waits for the owner's output: that is progress of ours, not the peer's.
-        if holdsClose && closeAfterQueue != nil { progressed(at: now) }
+        // Our Close waits for the owner's output, or reading waits for it (the peer's answer
+        // may be behind what we have not read yet): that is progress of ours, not silence
+        // of the peer's.
+        if pausesReading || (holdsClose && closeAfterQueue != nil) { progressed(at: now) }
         if pings.pingDue(at: now), core.state == .open {
             let payload = pings.nextPayload()
             core.ping(payload)
