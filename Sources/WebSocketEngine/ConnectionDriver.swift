@@ -102,8 +102,14 @@ public final class ConnectionDriver: MessageSink {
     private var discardedAfterClose = 0
     private var serviceQueued = false
     /// Reading stops while the owner cannot take more (its output is behind).
+    /// The time it lasts counts toward neither the close timeout nor a ping's timeout: the
+    /// peer's answer may be waiting behind what we have not read.
     public var pausesReading = false {
-        didSet { if oldValue && !pausesReading { scheduleService() } }
+        didSet {
+            guard oldValue != pausesReading else { return }
+            readingWaited(at: .now())
+            if !pausesReading { scheduleService() }
+        }
     }
     /// Our Close waits while this is true (the owner is still delivering what came before
     /// it, and may yet replace it with another code through `close`).
@@ -312,6 +318,13 @@ public final class ConnectionDriver: MessageSink {
         progressDeadline = now.adding(seconds: options.closeTimeout)
     }
 
+    /// Reading is paused for the owner, or has just resumed: the timeouts that wait for
+    /// the peer's answers start over.
+    private func readingWaited(at now: Instant) {
+        progressed(at: now)
+        pings.readingWaited(at: now)
+    }
+
     private func progressed(at now: Instant) {
         guard progressDeadline != nil else { return }
         progressDeadline = now.adding(seconds: options.closeTimeout)
@@ -499,7 +512,8 @@ public final class ConnectionDriver: MessageSink {
         // Our Close waits for the owner's output, or reading waits for it (the peer's answer
         // may be behind what we have not read yet): that is progress of ours, not silence
         // of the peer's.
-        if pausesReading || (holdsClose && closeAfterQueue != nil) { progressed(at: now) }
+        if holdsClose && closeAfterQueue != nil { progressed(at: now) }
+        if pausesReading { readingWaited(at: now) }
         if pings.pingDue(at: now), core.state == .open {
             let payload = pings.nextPayload()
             core.ping(payload)
