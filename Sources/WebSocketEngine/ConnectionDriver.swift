@@ -521,7 +521,7 @@ public final class ConnectionDriver: MessageSink {
             pings.queued(payload, endingAt: outbound.totalQueued, at: now)
             delegate?.connection(self, note: .pingQueued(payload.count))
         }
-        if let overdue = pings.overdue(at: now), loss == nil, core.state != .closed {
+        if pongTimeoutCounts, let overdue = pings.overdue(at: now), loss == nil {
             loss = .pingTimeout(seconds: overdue)
         }
         if barrier != nil, let deadline = progressDeadline, now >= deadline {
@@ -557,10 +557,14 @@ public final class ConnectionDriver: MessageSink {
         return false
     }
 
+    /// A missing Pong ends the connection only until both Close frames are exchanged (or we
+    /// failed it): after that, only the wait for the peer to close TCP is left.
+    private var pongTimeoutCounts: Bool { core.state != .closed }
+
     private var nextDeadline: Instant? {
-        // Keepalive pings only while open: a ping due after our Close must not keep the
-        // timer in the past.
-        var soonest = core.state == .open ? pings.nextDeadline : pings.pongDeadline
+        // Keepalive pings only while open, pong deadlines only while they count: a deadline
+        // that passes without being acted on must not keep the timer in the past.
+        var soonest = core.state == .open ? pings.nextDeadline : pongTimeoutCounts ? pings.pongDeadline : nil
         for deadline in [hardDeadline, progressDeadline].compactMap({ $0 }) {
             soonest = soonest.map { min($0, deadline) } ?? deadline
         }

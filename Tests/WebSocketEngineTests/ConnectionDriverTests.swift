@@ -227,6 +227,35 @@ final class ConnectionDriverTests: XCTestCase {
         _ = b
     }
 
+    func testAnUnansweredPingAfterBothClosesDoesNotSpinTheLoop() {
+        // Keepalive pings go unanswered; the peer's Close comes before the ping timeout and
+        // the client echoes it, then waits (1 s) for the peer to close TCP. The ping's
+        // deadline passes during that wait, when it no longer counts: it must not keep the
+        // driver's timer in the past (a turn without waiting, thousands of times a second).
+        let (a, b) = streamPair()
+        var options = ConnectionOptions()
+        options.pingInterval = 0.1
+        options.pingTimeout = 0.4
+        let log = Recorder()
+        let client = ConnectionDriver(loop: loop, stream: a, core: WebSocketConnection(role: .client), options: options, delegate: log)
+        client.start()
+        spin(0.25) { false }
+        var close: [UInt8] = [0x88, 0x02, 0x03, 0xE8]
+        XCTAssertEqual(write(b.fileDescriptor, &close, close.count), 4)
+        let deadline = Instant.now().adding(seconds: 3)
+        var turns = 0
+        let stopper = loop.timer {}
+        while log.ending == nil && Instant.now() < deadline {
+            loop.arm(stopper, at: Instant.now().adding(seconds: 0.05))
+            loop.turn()
+            turns += 1
+        }
+        guard case .closed(let handshake)? = log.ending else { return XCTFail("\(String(describing: log.ending))") }
+        XCTAssertTrue(handshake.isNormal)
+        XCTAssertLessThan(turns, 200, "the loop spun while waiting for the peer to close TCP")
+        _ = b
+    }
+
     func testManyConnectionsOnOneLoopOverTCP() throws {
         let socket = try TCPListener(address: "127.0.0.1", port: 0)
         var servers: [ConnectionDriver] = []
