@@ -373,7 +373,10 @@ public final class ConnectionDriver: MessageSink {
         if let blocked = writeBlocked { interest.insert(IOEvents(blocked)) }
         if drained { interest.insert(.readHangUp) }
         loop.setInterest(watch, interest)
-        if (readReady || stream.hasBufferedInput) && mayRead {
+        // readReady stays set while a read may find more (bytes the stream holds count: a
+        // read goes on past a short one then). Buffered input after a read met EAGAIN is a
+        // TLS record not complete yet: it waits for the socket like everything else.
+        if readReady && mayRead {
             scheduleService()  // more to read: come back after a look at the other descriptors
         } else if mayRead && !options.keepsBuffersWhenIdle {
             releaseIdleBuffers()

@@ -256,6 +256,43 @@ final class ConnectionDriverTests: XCTestCase {
         _ = b
     }
 
+    func testBufferedInputThatCannotBeReadYetDoesNotSpinTheLoop() {
+        // TLS holds the first bytes of a record that has not fully arrived: the stream has
+        // buffered input (SSL_has_pending), yet a read would block until the rest comes.
+        // The driver must wait for the socket, not come back every turn.
+        final class PartialRecordStream: ByteStream {
+            let inner: TCPStream
+            init(_ inner: TCPStream) { self.inner = inner }
+            var fileDescriptor: Int32 { inner.fileDescriptor }
+            func read(into buffer: UnsafeMutableRawPointer, count: Int) -> IOResult { inner.read(into: buffer, count: count) }
+            func write(_ vectors: UnsafePointer<iovec>, count: Int) -> IOResult { inner.write(vectors, count: count) }
+            var hasBufferedInput: Bool { true }
+            var hasPendingOutput: Bool { inner.hasPendingOutput }
+            func flush() -> IOResult { inner.flush() }
+            func shutdownOutput() { inner.shutdownOutput() }
+            func close() { inner.close() }
+        }
+        let (a, b) = streamPair()
+        let log = Recorder()
+        let client = ConnectionDriver(loop: loop, stream: PartialRecordStream(a), core: WebSocketConnection(role: .client), delegate: log)
+        client.start()
+        let deadline = Instant.now().adding(seconds: 0.5)
+        var turns = 0
+        let stopper = loop.timer {}
+        while Instant.now() < deadline {
+            loop.arm(stopper, at: Instant.now().adding(seconds: 0.05))
+            loop.turn()
+            turns += 1
+        }
+        XCTAssertLessThan(turns, 100, "the driver came back every turn for input it could not read")
+        // The rest of the record arrives: it is read.
+        var text: [UInt8] = [0x81, 0x02, 0x68, 0x69]
+        XCTAssertEqual(write(b.fileDescriptor, &text, text.count), 4)
+        XCTAssertTrue(spin(2) { log.messages.count == 1 })
+        XCTAssertEqual(log.messages.first?.text, "hi")
+        client.abandon()
+    }
+
     func testManyConnectionsOnOneLoopOverTCP() throws {
         let socket = try TCPListener(address: "127.0.0.1", port: 0)
         var servers: [ConnectionDriver] = []
