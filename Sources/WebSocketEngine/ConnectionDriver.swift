@@ -124,8 +124,14 @@ public final class ConnectionDriver: MessageSink {
     /// The peer's shutdown was seen (and reported) while reading was paused.
     private var shutDownWhilePaused = false
     /// Reading stops while the owner cannot take more (its output is behind).
+    /// The time it lasts counts toward neither the close timeout nor a ping's timeout: the
+    /// peer's answer may be waiting behind what we have not read.
     public var pausesReading = false {
-        didSet { if oldValue && !pausesReading { scheduleService() } }
+        didSet {
+            guard oldValue != pausesReading else { return }
+            readingWaited(at: .now())
+            if !pausesReading { scheduleService() }
+        }
     }
     /// Our Close waits while this is true (the owner is still delivering what came before
     /// it, and may yet replace it with another code through `close`).
@@ -338,6 +344,13 @@ public final class ConnectionDriver: MessageSink {
         progressDeadline = now.adding(seconds: options.closeTimeout)
     }
 
+    /// Reading is paused for the owner, or has just resumed: the timeouts that wait for
+    /// the peer's answers start over.
+    private func readingWaited(at now: Instant) {
+        progressed(at: now)
+        pings.readingWaited(at: now)
+    }
+
     private func progressed(at now: Instant) {
         guard progressDeadline != nil else { return }
         progressDeadline = now.adding(seconds: options.closeTimeout)
@@ -392,7 +405,10 @@ public final class ConnectionDriver: MessageSink {
         // Paused, the socket is out of epoll: a peer that goes away would go unnoticed.
         if pausesReading && !endOfStream && !shutDownWhilePaused { interest.insert(.readHangUp) }
         loop.setInterest(watch, interest)
-        if (readReady || stream.hasBufferedInput) && mayRead {
+        // readReady stays set while a read may find more (bytes the stream holds count: a
+        // read goes on past a short one then). Buffered input after a read met EAGAIN is a
+        // TLS record not complete yet: it waits for the socket like everything else.
+        if readReady && mayRead {
             scheduleService()  // more to read: come back after a look at the other descriptors
         } else if mayRead && !options.keepsBuffersWhenIdle {
             releaseIdleBuffers()
@@ -537,8 +553,11 @@ public final class ConnectionDriver: MessageSink {
     }
 
     private func checkTimers(now: Instant) {
-        // Our Close waits for the owner's output: that is progress of ours, not the peer's.
+        // Our Close waits for the owner's output, or reading waits for it (the peer's answer
+        // may be behind what we have not read yet): that is progress of ours, not silence
+        // of the peer's.
         if holdsClose && closeAfterQueue != nil { progressed(at: now) }
+        if pausesReading { readingWaited(at: now) }
         if pings.pingDue(at: now), core.state == .open {
             let payload = pings.nextPayload()
             core.ping(payload)
@@ -546,7 +565,7 @@ public final class ConnectionDriver: MessageSink {
             pings.queued(payload, endingAt: outbound.totalQueued, at: now)
             delegate?.connection(self, note: .pingQueued(payload.count))
         }
-        if let overdue = pings.overdue(at: now), loss == nil, core.state != .closed {
+        if pongTimeoutCounts, let overdue = pings.overdue(at: now), loss == nil {
             loss = .pingTimeout(seconds: overdue)
         }
         if barrier != nil, let deadline = progressDeadline, now >= deadline {
@@ -582,10 +601,14 @@ public final class ConnectionDriver: MessageSink {
         return false
     }
 
+    /// A missing Pong ends the connection only until both Close frames are exchanged (or we
+    /// failed it): after that, only the wait for the peer to close TCP is left.
+    private var pongTimeoutCounts: Bool { core.state != .closed }
+
     private var nextDeadline: Instant? {
-        // Keepalive pings only while open: a ping due after our Close must not keep the
-        // timer in the past.
-        var soonest = core.state == .open ? pings.nextDeadline : pings.pongDeadline
+        // Keepalive pings only while open, pong deadlines only while they count: a deadline
+        // that passes without being acted on must not keep the timer in the past.
+        var soonest = core.state == .open ? pings.nextDeadline : pongTimeoutCounts ? pings.pongDeadline : nil
         for deadline in [hardDeadline, progressDeadline].compactMap({ $0 }) {
             soonest = soonest.map { min($0, deadline) } ?? deadline
         }
