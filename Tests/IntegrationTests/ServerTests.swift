@@ -156,6 +156,38 @@ final class ServerTests: IntegrationTestCase {
         XCTAssertEqual(finish(clients, timeout: 30).stdoutText, "open 1000\ncloses 1001=1000\n")
     }
 
+    /// Out of descriptors (EMFILE): accepting pauses instead of spinning, and once clients
+    /// leave, waiting and new clients are served.
+    func testRecoversFromDescriptorExhaustion() throws {
+        let server = try ChildProcess(executable: "/bin/sh", arguments: ["-c", "ulimit -n 32; exec \(Locations.wspipe) -l 0 --echo -v"],
+                                      environment: Locations.baseEnvironment, stdin: .null)
+        defer { server.kill() }
+        guard let text = server.stderr.waitForLine(startingWith: "wspipe: listening on ws://127.0.0.1:", timeout: 15),
+              let port = UInt16(text.split(separator: ":").last?.split(separator: "/").first ?? "") else {
+            return XCTFail("no listening line: \(server.stderr.text)")
+        }
+        // 40 idle TCP connections: more than the server has descriptors for.
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = port.bigEndian
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var held: [Int32] = []
+        for _ in 0..<40 {
+            let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            let connected = withUnsafePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            }
+            XCTAssertEqual(connected, 0, "the backlog takes the connection")
+            held.append(fd)
+        }
+        usleep(300_000)
+        for fd in held { close(fd) }
+        let ours = try runWspipe(["ws://127.0.0.1:\(port)/"], stdin: .bytes(Array("after exhaustion\n".utf8)))
+        assertStdout(ours, "after exhaustion\n")
+        server.signal(SIGTERM)
+        assertExit(finish(server), 0)
+    }
+
     func testUsageErrorsAndListenFailures() throws {
         for (arguments, text) in [(["-l", "0", "--echo", "--proxy", "http://p:1"], "--proxy is a client option"),
                                   (["--echo", "ws://127.0.0.1:1/"], "--echo is a server option"),
