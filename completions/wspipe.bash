@@ -12,7 +12,7 @@ _wspipe() {
     local flags="-t --text -b --binary -0 --null --jsonl --timestamps --base64 --whole-input
         -1 --one-message --receive-only --send-only --stats --no-close -k --insecure
         -4 --ipv4 -6 --ipv6 -L --location -v --verbose -q --quiet -h --help -V --version
-        --echo --require-protocol --require-bearer"
+        --echo --broadcast --require-protocol --require-bearer"
     local valued="--chunk-size --close-code --close-reason --close-timeout --connect-timeout
         --max-message-size --ping-interval --ping-timeout -H --header --protocol --origin
         --user-agent --bearer --bearer-file --cacert -n --max-messages --send --timeout

@@ -133,6 +133,8 @@ public struct ServeConfiguration: Sendable {
     public enum Mode: Sendable, Equatable {
         /// --echo: every message back with its type.
         case echo
+        /// --broadcast: stdin messages to every client, client messages to stdout.
+        case broadcast
     }
 
     public var listen: ListenAddress

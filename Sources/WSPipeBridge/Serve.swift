@@ -36,10 +36,13 @@ public func runServer(_ config: BridgeConfiguration, _ serve: ServeConfiguration
         return log.report(listenFailure(error, serve.listen))
     }
     let mode: ServerMode
+    let broadcast = serve.mode == .broadcast ? BroadcastMode() : nil
     switch serve.mode {
     case .echo: mode = EchoMode()
+    case .broadcast: mode = broadcast ?? BroadcastMode()
     }
     let server = WebSocketServer(loop: loop, configuration: serve.server, mode: mode)
+    let face = broadcast.map { BroadcastBridge(loop: loop, server: server, mode: $0, config: config, log: log) }
     let events = config.jsonLines
     server.onEvent = { event in
         let shown: ConnectionEvent
@@ -67,7 +70,12 @@ public func runServer(_ config: BridgeConfiguration, _ serve: ServeConfiguration
     }
     server.listen(on: socket)
     log.always("wspipe: listening on \(url)")
+    face?.start()
     loop.run()
+    if let broadcast, broadcast.droppedSlowClients > 0 {
+        log.warning("closed \(broadcast.droppedSlowClients) slow client(s) with 1013")
+    }
+    if let failure = face?.failure { return log.report(failure) }
     return .success
 }
 

@@ -5,17 +5,18 @@ import WSPipeBridge
 
 extension Option {
     /// Options that mean something only when serving.
-    static let serverOnly: [Option] = [echo, path, allowOrigin, requireProtocol, requireBearer, health, responseHeader,
+    static let serverOnly: [Option] = [echo, broadcast, path, allowOrigin, requireProtocol, requireBearer, health, responseHeader,
                                        maxClients, handshakeTimeout]
     /// Options of a client connection, which a server has no use for.
     static let clientOnly: [Option] = [proxy, socks5, noproxy, unixSocket, connectTo, resolve, ipv4, ipv6, location, maxRedirs,
                                        insecure, cacert, sni, header, origin, userAgent, bearer, connectTimeout]
     /// Options whose server meaning is not built yet (TLS accept, the stdio modes): refused
     /// with -l rather than parsed and ignored.
-    static let notYetServing: [Option] = [cert, key, keyPassEnv, keyPassFile, tlsMin,
-                                          text, binary, null, chunkSize, timestamps, base64, wholeInput,
+    static let notYetServing: [Option] = [cert, key, keyPassEnv, keyPassFile, tlsMin, timestamps, base64, wholeInput,
                                           maxMessages, oneMessage, send, timeout, idleTimeout, receiveOnly, sendOnly, stats,
                                           noClose, linger, closeCode, closeReason]
+    /// The stdin and stdout formats: --broadcast reads and writes them; --echo has no use.
+    static let formats: [Option] = [text, binary, null, chunkSize]
 }
 
 /// A valid request to try --response-header values against the 101 (`ServerHandshake.accept`
@@ -49,8 +50,16 @@ extension Settings {
             throw UsageError("\(option.longName) has no meaning with -l/--listen in this version (see SERVER in the man page)")
         }
         guard let serveMode else {
-            throw UsageError("-l/--listen needs a mode: --echo (the stdio bridge per client is not in this version)")
+            throw UsageError("-l/--listen needs a mode: --echo or --broadcast (the stdio bridge per client is not in this version)")
         }
+        if given.contains(Option.echo.longName) && given.contains(Option.broadcast.longName) {
+            throw UsageError("--echo cannot be combined with --broadcast: choose one mode")
+        }
+        if serveMode == .echo, let option = Option.formats.first(where: { given.contains($0.longName) }) {
+            throw UsageError("\(option.longName) has no meaning with --echo: messages go back with their own type")
+        }
+        if config.jsonLines && config.mode == .binary { throw UsageError("--jsonl cannot be combined with --binary: --jsonl carries both message types") }
+        if config.jsonLines && config.separator == 0 { throw UsageError("--jsonl cannot be combined with -0/--null: JSON Lines are newline-separated") }
         if config.oneMessage || config.maxMessages != nil { throw UsageError("-n and -1 have no meaning with --echo") }
         if bearerFile != nil && !requireBearer { throw UsageError("--bearer-file with -l needs --require-bearer") }
         if policy.requiresSubprotocol && config.subprotocols.isEmpty {

@@ -35,6 +35,12 @@ public protocol ServerMode: AnyObject {
     /// `connection` completed its handshake; its driver is about to start. Return the
     /// delegate for its events (one object per connection, or one shared by all).
     func handler(for connection: ServerConnection) -> ConnectionDelegate
+    /// The connection's driver has started (`connection.driver` is set).
+    func connectionDidStart(_ connection: ServerConnection)
+}
+
+public extension ServerMode {
+    func connectionDidStart(_ connection: ServerConnection) {}
 }
 
 /// A WebSocket server on one `EventLoop`: listeners, the opening handshake of each accepted
@@ -115,6 +121,7 @@ public final class WebSocketServer {
                                       received: received, parsed: parsed, delegate: connection)
         onEvent?(.connected(connection))
         connection.start(driver)
+        mode.connectionDidStart(connection)
     }
 
     func connectionEnded(_ connection: ServerConnection, _ ending: ConnectionEnding) {
@@ -133,7 +140,11 @@ public final class WebSocketServer {
         listeners.removeAll()
         for exchange in Array(exchanges.values) { exchange.end() }
         if connections.isEmpty { return drained() }
-        for connection in Array(connections.values) { connection.driver?.close(payload, within: limit) }
+        // A client already closing (a mode closed it: 1013) keeps its own Close, and its
+        // close timeout bounds it.
+        for connection in Array(connections.values) where connection.driver?.canSendData == true {
+            connection.driver?.close(payload, within: limit)
+        }
     }
 
     private var drainedOnce = false
