@@ -169,6 +169,8 @@ public struct ServeConfiguration: Sendable {
         case echo
         /// --exec/--sh: a child process per client.
         case exec(ExecServing)
+        /// --broadcast: stdin messages to every client, client messages to stdout.
+        case broadcast
     }
 
     public var listen: ListenAddress

@@ -47,8 +47,13 @@ public func runServer(_ config: BridgeConfiguration, _ serve: ServeConfiguration
     let mode: ServerMode
     var children: ChildPool?
     var draining = false
+    var broadcast: BroadcastMode?
     switch serve.mode {
     case .echo: mode = EchoMode()
+    case .broadcast:
+        let shared = BroadcastMode()
+        broadcast = shared
+        mode = shared
     case .exec(let exec):
         let execMode = makeExecMode(exec, loop: loop, binary: config.mode == .binary,
                                     maximumMessageSize: config.maxMessageSize, log: log)
@@ -60,6 +65,7 @@ public func runServer(_ config: BridgeConfiguration, _ serve: ServeConfiguration
         mode = execMode
     }
     let server = WebSocketServer(loop: loop, configuration: serve.server, mode: mode)
+    let face = broadcast.map { BroadcastBridge(loop: loop, server: server, mode: $0, config: config, log: log) }
     let events = config.jsonLines
     server.onEvent = { event in
         let shown: ClientEvent
@@ -90,7 +96,12 @@ public func runServer(_ config: BridgeConfiguration, _ serve: ServeConfiguration
     }
     server.listen(on: socket)
     log.always("wspipe: listening on \(url)")
+    face?.start()
     loop.run()
+    if let broadcast, broadcast.droppedSlowClients > 0 {
+        log.warning("closed \(broadcast.droppedSlowClients) slow client(s) with 1013")
+    }
+    if let failure = face?.failure { return log.report(failure) }
     return .success
 }
 

@@ -29,7 +29,7 @@ extension Option {
                     notes: [("URL user:password@", "sends Basic authentication")]),
         HelpSection(title: "Output:", options: [verbose, quiet, help, version]),
         HelpSection(title: "Server (-l; see SERVER in the man page):",
-                    options: [listen, echo, path, allowOrigin, requireProtocol, requireBearer, health, responseHeader,
+                    options: [listen, echo, broadcast, path, allowOrigin, requireProtocol, requireBearer, health, responseHeader,
                               maxClients, handshakeTimeout, exec, sh, closeGrace, maxChildren, passenv]),
     ]
 
@@ -437,6 +437,10 @@ extension Option {
     }
     static let echo = Option("--echo", help: "server mode: every message back to its client, with its type") {
         $0.serveMode = .echo
+    }
+    static let broadcast = Option("--broadcast", help: "server mode: every stdin message to every client; client messages to",
+                                  "stdout (--jsonl: with \"client\"); a client that falls behind gets 1013") {
+        $0.serveMode = .broadcast
     }
     static let path = Option("--path", value: "PATH", help: "serve only this path (404 elsewhere)") { text, name throws(UsageError) in
         guard text.hasPrefix("/"), !text.contains("?"), text.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) else {

@@ -37,6 +37,8 @@ public protocol ServerMode: AnyObject {
     func handler(for connection: ServerConnection) -> ConnectionDelegate
     /// See the extension: nil accepts.
     func refusal(for request: HandshakeRequest) -> ModeRefusal?
+    /// The connection's driver has started (`connection.driver` is set).
+    func connectionDidStart(_ connection: ServerConnection)
 }
 
 /// A mode's refusal of a handshake the policy accepted (a full pool of child processes).
@@ -57,6 +59,8 @@ public extension ServerMode {
     /// Whether to refuse this handshake (checked after the policy accepted it, before the
     /// 101): nil accepts. By default every mode accepts.
     func refusal(for request: HandshakeRequest) -> ModeRefusal? { nil }
+
+    func connectionDidStart(_ connection: ServerConnection) {}
 }
 
 /// A WebSocket server on one `EventLoop`: listeners, the opening handshake of each accepted
@@ -137,6 +141,7 @@ public final class WebSocketServer {
                                       received: received, parsed: parsed, delegate: connection)
         onEvent?(.connected(connection))
         connection.start(driver)
+        mode.connectionDidStart(connection)
     }
 
     func connectionEnded(_ connection: ServerConnection, _ ending: ConnectionEnding) {
@@ -155,7 +160,11 @@ public final class WebSocketServer {
         listeners.removeAll()
         for exchange in Array(exchanges.values) { exchange.end() }
         if connections.isEmpty { return drained() }
-        for connection in Array(connections.values) { connection.driver?.close(payload, within: limit) }
+        // A client already closing (a mode closed it: 1013) keeps its own Close, and its
+        // close timeout bounds it.
+        for connection in Array(connections.values) where connection.driver?.canSendData == true {
+            connection.driver?.close(payload, within: limit)
+        }
     }
 
     private var drainedOnce = false
