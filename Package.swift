@@ -3,6 +3,7 @@
 //   WebSocketCore       sans-I/O RFC 6455 protocol (frames, handshake, UTF-8, close codes)
 //   WebSocketTransport  TCP and TLS (system OpenSSL) byte streams, deadlines, poll
 //   WebSocketEngine     the epoll event loop and the connection driver (either role)
+//   WebSocketExec       a child process per connection (beside the engine)
 //   WSPipeBridge        stdin/stdout <-> messages (the stdio face), exit statuses, error reports
 //   WSPipeCLI           options (one table), --help, wspipeMain
 //   wspipe              main.swift
@@ -19,6 +20,7 @@ let package = Package(
         .library(name: "WSKit", targets: ["WSKit"]),
         // Opt-in: the URLSessionWebSocketTask shape (Foundation's URL, Data, URLRequest).
         .library(name: "WSKitFoundation", targets: ["WSKitFoundation"]),
+        .library(name: "WebSocketExec", targets: ["WebSocketExec"]),
     ],
     targets: [
         // Syscalls the Glibc module does not import (getrandom, eventfd).
@@ -38,6 +40,13 @@ let package = Package(
             path: "Sources/CTLSShims",
             linkerSettings: [.linkedLibrary("dl")]
         ),
+        // zlib (zlib1g-dev headers) for permessage-deflate and --decompress, loaded with
+        // dlopen on first use: a session that compresses nothing never maps libz.
+        .target(
+            name: "CZlibShims",
+            path: "Sources/CZlibShims",
+            linkerSettings: [.linkedLibrary("dl")]
+        ),
         .target(
             name: "WebSocketCore",
             dependencies: ["CWSPipeShims"],
@@ -51,14 +60,20 @@ let package = Package(
         ),
         .target(
             name: "WebSocketEngine",
-            dependencies: ["WebSocketCore", "WebSocketTransport", "CWSPipeShims"],
+            dependencies: ["WebSocketCore", "WebSocketTransport", "CWSPipeShims", "CZlibShims"],
             // The engine runs on one thread: Swift's run-time exclusivity checks cost 15% of
             // the instructions per small message (callgrind) and can never fire here.
             swiftSettings: [.unsafeFlags(["-enforce-exclusivity=unchecked", "-cross-module-optimization"], .when(configuration: .release))]
         ),
+        // A child process per connection (websocketd's core): spawn, pipes, reaping, the
+        // CGI environment, the messages <-> child bridge. Beside the engine, below the faces.
+        .target(
+            name: "WebSocketExec",
+            dependencies: ["WebSocketEngine", "WebSocketCore", "WebSocketTransport", "CWSPipeShims"]
+        ),
         .target(
             name: "WSPipeBridge",
-            dependencies: ["WebSocketCore", "WebSocketTransport", "WebSocketEngine", "CWSPipeShims"],
+            dependencies: ["WebSocketCore", "WebSocketTransport", "WebSocketEngine", "WebSocketExec", "CWSPipeShims"],
             // The engine runs on one thread: Swift's run-time exclusivity checks cost 15% of
             // the instructions per small message (callgrind) and can never fire here.
             swiftSettings: [.unsafeFlags(["-enforce-exclusivity=unchecked", "-cross-module-optimization"], .when(configuration: .release))]
@@ -118,6 +133,10 @@ let package = Package(
         .testTarget(
             name: "WebSocketEngineTests",
             dependencies: ["WebSocketEngine", "WebSocketTransport", "WebSocketCore", "TestSupport"]
+        ),
+        .testTarget(
+            name: "WebSocketExecTests",
+            dependencies: ["WebSocketExec", "WebSocketEngine", "WebSocketTransport", "WebSocketCore", "TestSupport"]
         ),
         .testTarget(
             name: "WSPipeBridgeTests",

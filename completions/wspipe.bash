@@ -12,13 +12,19 @@ _wspipe() {
     local flags="-t --text -b --binary -0 --null --jsonl --timestamps --base64 --whole-input
         -1 --one-message --receive-only --send-only --stats --no-close -k --insecure
         -4 --ipv4 -6 --ipv6 -L --location -v --verbose -q --quiet -h --help -V --version
-        --echo --require-protocol --require-bearer"
+        --echo --broadcast --require-protocol --require-bearer
+        --print-ping-rtt --reconnect --reconnect-on-close
+        --no-deflate --deflate-client-no-context-takeover --deflate-server-no-context-takeover"
     local valued="--chunk-size --close-code --close-reason --close-timeout --connect-timeout
         --max-message-size --ping-interval --ping-timeout -H --header --protocol --origin
         --user-agent --bearer --bearer-file --cacert -n --max-messages --send --timeout
         --idle-timeout --linger --proxy --noproxy --socks5 --cert --key --key-pass-env
         --key-pass-file --tls-min --connect-to --sni --unix-socket --resolve --max-redirs
-        -l --listen --path --allow-origin --health --response-header --max-clients --handshake-timeout"
+        -l --listen --path --allow-origin --health --response-header --max-clients --handshake-timeout
+        --stale-timeout --retry-delay --retry-max-delay --max-retries --retry-reset
+        --queue-size --queue-bytes --queue-policy --send-file
+        --exec --sh --close-grace --max-children --passenv
+        --deflate-client-window-bits --deflate-server-window-bits --decompress"
 
     # A value given as --OPTION=value: complete the part after "=" as the value.
     local option=$prev
@@ -35,12 +41,16 @@ _wspipe() {
             compopt -o filenames 2>/dev/null
             COMPREPLY=($(compgen -f -- "$cur"))
             return ;;
-        --bearer-file|--cert|--key|--key-pass-file|--unix-socket)
+        --bearer-file|--cert|--key|--key-pass-file|--unix-socket|--send-file)
             compopt -o filenames 2>/dev/null
             COMPREPLY=($(compgen -f -- "$cur"))
             return ;;
-        --key-pass-env)
+        --key-pass-env|--passenv)
             COMPREPLY=($(compgen -v -- "$cur"))
+            return ;;
+        --exec)
+            compopt -o filenames 2>/dev/null
+            COMPREPLY=($(compgen -c -- "$cur"))
             return ;;
         --proxy)
             COMPREPLY=($(compgen -W "http:// https:// socks5:// socks5h://" -- "$cur"))
@@ -58,10 +68,25 @@ _wspipe() {
         --chunk-size|--max-message-size)
             COMPREPLY=($(compgen -W "4K 16K 64K 256K 1M 16M 64M 1G" -- "$cur"))
             return ;;
+        --decompress)
+            COMPREPLY=($(compgen -W "gzip zlib deflate" -- "$cur"))
+            return ;;
+        --deflate-client-window-bits|--deflate-server-window-bits)
+            COMPREPLY=($(compgen -W "9 10 11 12 13 14 15" -- "$cur"))
+            return ;;
         --close-code)
             COMPREPLY=($(compgen -W "1000 1001 1002 1003 1007 1008 1009 1010 1011 4000" -- "$cur"))
             return ;;
-        --close-timeout|--connect-timeout|--ping-interval|--ping-timeout|--timeout|--idle-timeout|--linger)
+        --queue-policy)
+            COMPREPLY=($(compgen -W "block drop-oldest drop-newest fail" -- "$cur"))
+            return ;;
+        --max-retries|--queue-size)
+            COMPREPLY=($(compgen -W "0 1 3 10 100 1000 10000" -- "$cur"))
+            return ;;
+        --queue-bytes)
+            COMPREPLY=($(compgen -W "64K 1M 16M 256M" -- "$cur"))
+            return ;;
+        --close-timeout|--connect-timeout|--ping-interval|--ping-timeout|--timeout|--idle-timeout|--linger|--stale-timeout|--retry-delay|--retry-max-delay|--retry-reset)
             COMPREPLY=($(compgen -W "0.5 1 5 10 30 60 300" -- "$cur"))
             return ;;
         -n|--max-messages)

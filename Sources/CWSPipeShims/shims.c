@@ -5,11 +5,17 @@
 #include <signal.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <pthread.h>
+#include <time.h>
+#include <sys/prctl.h>
 #include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
+#include <spawn.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
 
 int wsp_getrandom(void *buffer, size_t length) {
     unsigned char *p = buffer;
@@ -85,4 +91,110 @@ int wsp_accept4(int fd, void *address, unsigned int *length) {
 int wsp_set_nonblocking(int fd) {
     int flags = fcntl(fd, F_GETFL);
     return flags < 0 ? -1 : fcntl(fd, F_SETFL, flags | O_NONBLOCK);
+}
+
+int wsp_spawn(const char *path, char *const argv[], char *const envp[], int in, int out, int err, pid_t *pid) {
+    posix_spawn_file_actions_t actions;
+    posix_spawnattr_t attributes;
+    int result = posix_spawn_file_actions_init(&actions);
+    if (result != 0) return result;
+    result = posix_spawnattr_init(&attributes);
+    if (result != 0) {
+        posix_spawn_file_actions_destroy(&actions);
+        return result;
+    }
+    sigset_t all, none;
+    sigfillset(&all);
+    sigemptyset(&none);
+    // A new group led by the child (pgid 0 = its pid): the whole group can be signalled.
+    // Default dispositions: the parent ignores SIGPIPE, which the child must not inherit.
+    if ((result = posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF)) == 0
+        && (result = posix_spawnattr_setpgroup(&attributes, 0)) == 0
+        && (result = posix_spawnattr_setsigmask(&attributes, &none)) == 0
+        && (result = posix_spawnattr_setsigdefault(&attributes, &all)) == 0
+        && (result = posix_spawn_file_actions_adddup2(&actions, in, 0)) == 0
+        && (result = posix_spawn_file_actions_adddup2(&actions, out, 1)) == 0
+        && (result = posix_spawn_file_actions_adddup2(&actions, err, 2)) == 0
+        // Descriptors the process inherited without close-on-exec stay out of the child too.
+        && (result = posix_spawn_file_actions_addclosefrom_np(&actions, 3)) == 0) {
+        result = posix_spawn(pid, path, &actions, &attributes, argv, envp);
+    }
+    posix_spawnattr_destroy(&attributes);
+    posix_spawn_file_actions_destroy(&actions);
+    return result;
+}
+
+int wsp_pidfd_open(pid_t pid) {
+#ifdef SYS_pidfd_open
+    return (int)syscall(SYS_pidfd_open, pid, 0);
+#else
+    errno = ENOSYS;
+    return -1;
+#endif
+}
+
+int wsp_child_peek(pid_t pid, int *exited_code, int *signal_number) {
+    siginfo_t info;
+    memset(&info, 0, sizeof info);
+    for (;;) {
+        if (waitid(P_PID, (id_t)pid, &info, WEXITED | WNOHANG | WNOWAIT) == 0) break;
+        if (errno != EINTR) return -1;
+    }
+    if (info.si_pid == 0) return 0;
+    *exited_code = -1;
+    *signal_number = 0;
+    if (info.si_code == CLD_EXITED) *exited_code = info.si_status;
+    else *signal_number = info.si_status;
+    return 1;
+}
+
+int wsp_child_reap(pid_t pid) {
+    siginfo_t info;
+    for (;;) {
+        if (waitid(P_PID, (id_t)pid, &info, WEXITED | WNOHANG) == 0) return 0;
+        if (errno != EINTR) return -1;
+    }
+}
+
+int wsp_child_pipe(int fds[2], int nonblocking_index) {
+    if (pipe2(fds, O_CLOEXEC) != 0) return -1;
+    int fd = fds[nonblocking_index & 1];
+    int flags = fcntl(fd, F_GETFL);
+    if (flags < 0 || fcntl(fd, F_SETFL, flags | O_NONBLOCK) != 0) {
+        int saved = errno;
+        close(fds[0]);
+        close(fds[1]);
+        errno = saved;
+        return -1;
+    }
+    return 0;
+}
+
+int wsp_become_subreaper(void) { return prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); }
+
+int wsp_reap_group_member(pid_t group) {
+    siginfo_t info;
+    memset(&info, 0, sizeof info);
+    for (;;) {
+        if (waitid(P_PGID, (id_t)group, &info, WEXITED | WNOHANG) == 0) return info.si_pid != 0 ? 1 : 0;
+        if (errno != EINTR) return -1;
+    }
+}
+
+ssize_t wsp_writev_nosigpipe(int fd, const struct iovec *vectors, int count) {
+    sigset_t pipe_only, old, pending;
+    sigemptyset(&pipe_only);
+    sigaddset(&pipe_only, SIGPIPE);
+    sigpending(&pending);
+    int was_pending = sigismember(&pending, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &pipe_only, &old);
+    ssize_t n = writev(fd, vectors, count);
+    int saved = errno;
+    if (n < 0 && saved == EPIPE && !was_pending) {
+        struct timespec zero = {0, 0};
+        while (sigtimedwait(&pipe_only, NULL, &zero) < 0 && errno == EINTR) {}
+    }
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    errno = saved;
+    return n;
 }

@@ -1,5 +1,6 @@
 import WebSocketCore
 import WebSocketEngine
+import WebSocketExec
 import WebSocketTransport
 
 /// Everything a session needs to know, as values: the CLI fills it in, tests build it
@@ -78,10 +79,43 @@ public struct BridgeConfiguration: Sendable {
     /// --receive-only: never read stdin. --send-only: never write stdout.
     public var receiveOnly = false
     public var sendOnly = false
+    /// permessage-deflate (RFC 7692): the client's offer, nil with --no-deflate (nothing
+    /// offered). Offered by default as `permessage-deflate; client_max_window_bits` (see
+    /// `PerMessageDeflate.defaultOffer`).
+    public var deflate: DeflateParameters? = PerMessageDeflate.defaultOffer
+    /// --decompress: binary payloads are inflated from this format before stdout.
+    public var decompress: CompressionFormat?
+    /// The extensions the handshake offers.
+    public var offeredExtensions: [any WebSocketExtension] {
+        deflate.map { [PerMessageDeflate.client($0)] } ?? []
+    }
     /// --stats: a one-line JSON summary on stderr at exit.
     public var stats = false
     /// -l/--listen: serve instead of connecting (`url` is then unused).
     public var serve: ServeConfiguration?
+
+    // Staying connected (--reconnect and friends; docs in the man page's RECONNECTION).
+    /// Retry policy and backoff; nil: one connection, failures end the run (the default).
+    public var reconnect: Reconnection?
+    /// Seconds without a received message after which the connection counts as dead.
+    public var staleTimeout: Double?
+    /// Print each keepalive ping's round trip on stderr.
+    public var printPingRTT = false
+    /// --send-file's contents: framed like stdin after every handshake, after --send.
+    public var sendFile: [UInt8]?
+    /// --bearer-file, read again before every reconnection attempt (tokens rotate).
+    public var bearerFile: String?
+
+    /// What --reconnect sets: which failures are retried, when, and the offline queue.
+    public struct Reconnection: Sendable, Equatable {
+        public var policy = RetryPolicy()
+        public var backoff = Backoff()
+        /// Offline queue bounds: whole messages, and payload bytes.
+        public var queueSize = 10_000
+        public var queueBytes = 16 << 20
+        public var queuePolicy = QueuePolicy.block
+        public init() {}
+    }
 
     /// Whether stdin EOF starts the closing handshake: not with --no-close, and not when a
     /// message count (-n, -1) decides the end.
@@ -133,6 +167,10 @@ public struct ServeConfiguration: Sendable {
     public enum Mode: Sendable, Equatable {
         /// --echo: every message back with its type.
         case echo
+        /// --exec/--sh: a child process per client.
+        case exec(ExecServing)
+        /// --broadcast: stdin messages to every client, client messages to stdout.
+        case broadcast
     }
 
     public var listen: ListenAddress
@@ -142,4 +180,17 @@ public struct ServeConfiguration: Sendable {
     public var server = ServerConfiguration()
 
     public init(listen: ListenAddress) { self.listen = listen }
+}
+
+/// --exec PROGRAM [ARGS...] / --sh COMMAND and their settings.
+public struct ExecServing: Sendable, Equatable {
+    public var command: ChildCommand
+    /// --close-grace: seconds between the client's end and SIGTERM to the program's group.
+    public var closeGrace: Double = 1
+    /// --max-children: programs at once (503 beyond).
+    public var maxChildren = 1024
+    /// --passenv: variables of ours the programs also get.
+    public var passing: [String] = []
+
+    public init(command: ChildCommand) { self.command = command }
 }

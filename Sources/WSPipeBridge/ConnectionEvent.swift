@@ -1,84 +1,76 @@
 import WebSocketCore
-import WebSocketEngine
+import WebSocketTransport
 
-/// A client coming or going, as the faces show it: a `-v` line on stderr, or a `--jsonl`
-/// object on stdout. One schema for the server's clients and (later) the client's
-/// reconnections: {"type":"connected",...} and {"type":"disconnected",...}.
-struct ConnectionEvent {
-    /// The "type" values of event objects; stdin skips objects with these, so output
-    /// replays as input.
-    static let types: Set<String> = ["connected", "disconnected"]
-
-    enum Kind {
-        case connected(remote: String, path: String, subprotocol: String?)
-        case disconnected(ConnectionEnding)
+/// A connection state change of a run that reconnects: one line on stderr with -v, and
+/// with --jsonl one JSON object on stdout in order with the messages. The man page's
+/// EVENTS section is the schema (server mode adds its own types to the same schema).
+enum ConnectionEvent: Equatable {
+    /// Why a connection ended, as the `cause` member says it.
+    enum Cause: String {
+        case closed, lost, failed, stale
+        case pingTimeout = "ping_timeout"
+        case timedOut = "timed_out"
     }
 
-    let client: Int
-    let kind: Kind
+    case connecting(url: String, attempt: Int)
+    case connected(url: String, subprotocol: String?, attempt: Int)
+    case disconnected(code: UInt16?, reason: String?, cause: Cause, upSeconds: Double)
+    /// `seconds` until the next attempt; `retryAfter`: the server's Retry-After set it.
+    case retry(seconds: Double, attempt: Int, retryAfter: Bool)
+    case resubscribed(messages: Int)
+    case dropped(count: Int)
+    case givingUp(attempts: Int, exit: Int32)
 
-    /// How a connection ended, in one word: the closing handshake completed, we failed it
-    /// (protocol error), it was lost without a Close, or a timeout (ping, close) gave up.
-    static func cause(_ ending: ConnectionEnding) -> String {
-        switch ending {
-        case .closed: return "closed"
-        case .failed: return "failed"
-        case .lost(.pingTimeout): return "timed_out"
-        case .lost: return "lost"
-        case .timedOut: return "timed_out"
-        }
-    }
+    /// The "type" members stdin ignores in --jsonl mode, so output replays as input.
+    static let types: Set<String> = ["connecting", "connected", "disconnected", "retry", "resubscribed", "dropped", "giving_up"]
 
-    /// The Close that decided it: the peer's (closed), ours (failed), none otherwise.
-    static func close(_ ending: ConnectionEnding) -> ClosePayload? {
-        switch ending {
-        case .closed(let handshake): return handshake.received
-        case .failed(let error): return ClosePayload(code: error.closeCode)
-        case .lost, .timedOut: return nil
-        }
-    }
-
-    /// The -v line (without "wspipe: * ").
-    var line: String {
-        switch kind {
-        case .connected(let remote, let path, let subprotocol):
-            return "client \(client) connected from \(remote) to \(path)" + (subprotocol.map { " (subprotocol \($0))" } ?? "")
-        case .disconnected(let ending):
-            var close = ""
-            if let payload = ConnectionEvent.close(ending), let code = payload.code {
-                close = " with \(code)" + (payload.reason.isEmpty ? "" : ": \(payload.reasonText)")
-            }
-            var detail = ""
-            if case .lost(let loss) = ending { detail = ": \(loss)" }
-            return "client \(client) disconnected (\(ConnectionEvent.cause(ending))\(detail))\(close)"
-        }
-    }
-
-    /// The JSON object, one line with its newline.
     var json: [UInt8] {
-        var out = Array("{\"type\":".utf8)
+        var out: [UInt8] = []
+        func raw(_ text: String) { out += Array(text.utf8) }
         func string(_ text: String) {
-            var copy = text
-            copy.withUTF8 { JSONWriter.appendString(UnsafeRawBufferPointer($0), to: &out) }
+            let bytes = Array(text.utf8)
+            bytes.withUnsafeBytes { JSONWriter.appendString($0, to: &out) }
         }
-        switch kind {
-        case .connected(let remote, let path, let subprotocol):
-            out += Array("\"connected\",\"client\":\(client),\"remote\":".utf8)
-            string(remote)
-            out += Array(",\"path\":".utf8)
-            string(path)
-            out += Array(",\"subprotocol\":".utf8)
-            if let subprotocol { string(subprotocol) } else { out += Array("null".utf8) }
-        case .disconnected(let ending):
-            out += Array("\"disconnected\",\"client\":\(client),\"code\":".utf8)
-            let close = ConnectionEvent.close(ending)
-            out += Array((close?.code.map { String($0.rawValue) } ?? "null").utf8)
-            out += Array(",\"reason\":".utf8)
-            if let close, close.code != nil { string(close.reasonText) } else { out += Array("null".utf8) }
-            out += Array(",\"cause\":".utf8)
-            string(ConnectionEvent.cause(ending))
+        switch self {
+        case .connecting(let url, let attempt):
+            raw(#"{"type":"connecting","url":"#); string(url); raw(#","attempt":\#(attempt)}"#)
+        case .connected(let url, let subprotocol, let attempt):
+            raw(#"{"type":"connected","url":"#); string(url); raw(#","subprotocol":"#)
+            if let subprotocol { string(subprotocol) } else { raw("null") }
+            raw(#","attempt":\#(attempt)}"#)
+        case .disconnected(let code, let reason, let cause, let up):
+            raw(#"{"type":"disconnected","code":\#(code.map { String($0) } ?? "null"),"reason":"#)
+            if let reason { string(reason) } else { raw("null") }
+            raw(#","cause":"\#(cause.rawValue)","up_s":\#(Self.rounded(up))}"#)
+        case .retry(let seconds, let attempt, let retryAfter):
+            raw(#"{"type":"retry","in_s":\#(Self.rounded(seconds)),"attempt":\#(attempt),"retry_after":\#(retryAfter)}"#)
+        case .resubscribed(let messages):
+            raw(#"{"type":"resubscribed","messages":\#(messages)}"#)
+        case .dropped(let count):
+            raw(#"{"type":"dropped","count":\#(count)}"#)
+        case .givingUp(let attempts, let exit):
+            raw(#"{"type":"giving_up","attempts":\#(attempts),"exit":\#(exit)}"#)
         }
-        out += Array("}\n".utf8)
         return out
     }
+
+    /// The -v line (after "wspipe: * ").
+    var text: String {
+        switch self {
+        case .connecting(let url, let attempt): return "connecting to \(url) (attempt \(attempt))"
+        case .connected(let url, let subprotocol, let attempt):
+            return "connected: \(url)" + (subprotocol.map { ", subprotocol \($0)" } ?? "") + " (attempt \(attempt))"
+        case .disconnected(let code, let reason, let cause, let up):
+            let close = code.map { " with \($0)" + (reason.map { $0.isEmpty ? "" : " '\($0)'" } ?? "") } ?? ""
+            return "disconnected (\(cause.rawValue))\(close) after \(formatSeconds(Self.rounded(up))) s"
+        case .retry(let seconds, let attempt, let retryAfter):
+            return "retry in \(formatSeconds(Self.rounded(seconds))) s (attempt \(attempt)\(retryAfter ? ", the server's Retry-After" : ""))"
+        case .resubscribed(let messages): return "resubscribed: sent \(messages) message\(messages == 1 ? "" : "s") (--send, --send-file)"
+        case .dropped(let count): return "offline queue full: dropped \(count) message\(count == 1 ? "" : "s")"
+        case .givingUp(let attempts, let exit): return "giving up after \(attempts) attempt\(attempts == 1 ? "" : "s"); exit \(exit)"
+        }
+    }
+
+    /// Milliseconds resolution, as --stats gives durations.
+    static func rounded(_ seconds: Double) -> Double { (seconds * 1000).rounded() / 1000 }
 }

@@ -28,6 +28,8 @@ public enum ExitStatus: Int32, Sendable, CaseIterable {
     /// a SOCKS5 failure reply, proxy authentication required or refused, an answer that is
     /// not the proxy protocol. (A proxy that cannot be reached at all is 3.)
     case proxyFailure = 9
+    /// The offline queue was full under --queue-policy fail (--reconnect).
+    case queueFull = 10
     /// --timeout expired (after a closing handshake), as timeout(1) does.
     case timedOut = 124
     /// SIGHUP, SIGINT, SIGTERM: closing handshake with 1001, then 128 + the signal.

@@ -27,6 +27,7 @@ struct Opener {
                                   headers: { config.requestHeaders(credentials: $0, userHost: $1) })
         opener.followRedirects = config.followRedirects
         opener.maxRedirects = config.maxRedirects
+        opener.extensions = config.offeredExtensions
         opener.log = log
         return try opener.open(into: buffer, deadline: deadline)
     }

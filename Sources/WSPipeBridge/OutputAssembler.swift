@@ -161,6 +161,13 @@ struct OutputAssembler {
     /// The complete messages collected since the last call.
     mutating func takeBatch() -> SegmentList { batch.take() }
 
+    /// A line of wspipe's own (a connection event, --jsonl), in order with the messages;
+    /// not counted as a message.
+    mutating func event(_ line: [UInt8]) {
+        guard !discard else { return }
+        appendCopy(line, separator: true)
+    }
+
     // MARK: - Building output
 
     /// The payload as it stands, small ones copied next to each other, large ones referenced.

@@ -1,6 +1,7 @@
 import Glibc
 import WebSocketCore
 import WebSocketEngine
+import WebSocketExec
 import WebSocketTransport
 
 /// Every way a wspipe run can end badly, as facts. `report(_:)` is the one place that turns
@@ -22,6 +23,10 @@ public enum Failure: Error {
     // session's own reasons into one of these).
     /// The server closed with a code other than 1000 (exit 8).
     case closedByPeer(ClosePayload)
+    /// No message arrived for the stale timeout (seconds): the connection counts as dead.
+    case stale(seconds: Double)
+    /// The offline queue was full under the fail policy (its bounds: messages, bytes).
+    case queueFull(messages: Int, bytes: Int)
     /// The server broke the protocol; we failed the connection with `closeCode` (exit 6).
     case protocolFailure(ReceiveError)
     /// The connection ended without a closing handshake, or no pong within `--ping-timeout`
@@ -64,6 +69,10 @@ public func report(_ failure: Failure) -> (message: String?, status: ExitStatus)
         return ("timed out after \(formatSeconds(seconds)) s (--timeout) before the connection was open", .timedOut)
     case .closedByPeer(let payload):
         return ("the server closed the connection with \(describe(payload))", .closedByPeer)
+    case .stale(let seconds):
+        return ("no message received for \(formatSeconds(seconds)) s (--stale-timeout); the connection counts as dead", .connectionLost)
+    case .queueFull(let messages, let bytes):
+        return ("the offline queue is full (\(messages) messages or \(ByteCount.text(UInt64(bytes)))) and --queue-policy is fail", .queueFull)
     case .protocolFailure(let error):
         return ("\(error.description); closing the connection with \(error.closeCode)", .protocolViolation)
     case .lost(let loss):
@@ -285,4 +294,14 @@ private func message(_ loss: ConnectionLoss) -> String {
 func describe(_ payload: ClosePayload) -> String {
     guard let code = payload.code else { return "(no status code)" }
     return payload.reason.isEmpty ? "\(code)" : "\(code) \(printable(payload.reason))"
+}
+
+/// A child that could not start, in words.
+public func describe(_ error: ChildError) -> String {
+    switch error {
+    case .missingProgram(let path, let code): return "cannot run '\(path)': \(errnoText(code))"
+    case .tooManyChildren(let limit): return "not started: \(limit) programs are running (--max-children)"
+    case .cannotSpawn(let path, let code): return "cannot start '\(path)': \(errnoText(code))"
+    case .cannotCreate(let what, let code): return "cannot create \(what) for the program: \(errnoText(code))"
+    }
 }

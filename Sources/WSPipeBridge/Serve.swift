@@ -2,6 +2,7 @@ import CWSPipeShims
 import Glibc
 import WebSocketCore
 import WebSocketEngine
+import WebSocketExec
 import WebSocketTransport
 
 /// Runs wspipe as a server (-l) and returns how it ended (errors already printed).
@@ -20,6 +21,14 @@ public func runServer(_ config: BridgeConfiguration, _ serve: ServeConfiguration
     } catch {
         return log.report(.local(call: "epoll_create1", errno: errno))
     }
+    // A program that cannot run is a mistake to report now, not at the first client.
+    if case .exec(let exec) = serve.mode {
+        do throws(ChildError) {
+            _ = try exec.command.executablePath(searchPath: getenv("PATH").map { String(cString: $0) })
+        } catch {
+            if case .missingProgram(let path, let code) = error { return log.report(.missingProgram(path: path, errno: code)) }
+        }
+    }
     let socket: any ListeningSocket
     let url: String
     do throws(ListenError) {
@@ -36,20 +45,37 @@ public func runServer(_ config: BridgeConfiguration, _ serve: ServeConfiguration
         return log.report(listenFailure(error, serve.listen))
     }
     let mode: ServerMode
+    var children: ChildPool?
+    var draining = false
+    var broadcast: BroadcastMode?
     switch serve.mode {
     case .echo: mode = EchoMode()
+    case .broadcast:
+        let shared = BroadcastMode()
+        broadcast = shared
+        mode = shared
+    case .exec(let exec):
+        let execMode = makeExecMode(exec, loop: loop, binary: config.mode == .binary,
+                                    maximumMessageSize: config.maxMessageSize, log: log)
+        children = execMode.pool
+        execMode.onOutcome = { _, _ in
+            // After a shutdown signal the loop runs until the last child is reaped.
+            if draining && execMode.pool.running == 0 { loop.stop() }
+        }
+        mode = execMode
     }
     let server = WebSocketServer(loop: loop, configuration: serve.server, mode: mode)
+    let face = broadcast.map { BroadcastBridge(loop: loop, server: server, mode: $0, config: config, log: log) }
     let events = config.jsonLines
     server.onEvent = { event in
-        let shown: ConnectionEvent
+        let shown: ClientEvent
         switch event {
         case .connected(let connection):
             let info = connection.info
-            shown = ConnectionEvent(client: info.id, kind: .connected(remote: info.remoteAddress, path: info.request.path,
+            shown = ClientEvent(client: info.id, kind: .connected(remote: info.remoteAddress, path: info.request.path,
                                                                       subprotocol: info.subprotocol))
         case .disconnected(let connection, let ending):
-            shown = ConnectionEvent(client: connection.info.id, kind: .disconnected(ending))
+            shown = ClientEvent(client: connection.info.id, kind: .disconnected(ending))
         case .refused(let status):
             log.event("refused a handshake with \(status)")
             return
@@ -57,7 +83,10 @@ public func runServer(_ config: BridgeConfiguration, _ serve: ServeConfiguration
         log.event(shown.line)
         if events { writeAll(1, shown.json) }
     }
-    server.onDrained = { loop.stop() }
+    server.onDrained = {
+        draining = true
+        if (children?.running ?? 0) == 0 { loop.stop() }
+    }
     Signals.install(wakeFD: loop.wakeFD)
     Signals.exitAtOnce.store(false, ordering: .relaxed)
     loop.onWake = {
@@ -67,7 +96,12 @@ public func runServer(_ config: BridgeConfiguration, _ serve: ServeConfiguration
     }
     server.listen(on: socket)
     log.always("wspipe: listening on \(url)")
+    face?.start()
     loop.run()
+    if let broadcast, broadcast.droppedSlowClients > 0 {
+        log.warning("closed \(broadcast.droppedSlowClients) slow client(s) with 1013")
+    }
+    if let failure = face?.failure { return log.report(failure) }
     return .success
 }
 
@@ -78,4 +112,22 @@ func listenFailure(_ error: ListenError, _ address: ListenAddress) -> Failure {
     case .system(_, let shown, let code):
         return code == EADDRINUSE ? .addressInUse(address: shown) : .cannotListen(address: shown, errno: code)
     }
+}
+
+/// The child-per-connection mode of `--exec`/`--sh`: this process adopts its children's
+/// orphans (so a killed grandchild is reaped here, not left to an init that may not reap),
+/// and each child's stderr lines come out on ours as `wspipe: client N: LINE`.
+func makeExecMode(_ exec: ExecServing, loop: EventLoop, binary: Bool, maximumMessageSize: UInt64,
+                  log: Diagnostics) -> ExecMode {
+    let mode = ExecMode(loop: loop, command: exec.command, pool: ChildPool(limit: exec.maxChildren, adoptsOrphans: true),
+                        serverSoftware: "wspipe/\(wspipeVersion)")
+    mode.childOptions.closeGrace = exec.closeGrace
+    mode.options.binary = binary
+    mode.options.maximumMessageSize = Int(min(maximumMessageSize, UInt64(Int.max)))
+    mode.passing = exec.passing
+    mode.stderr = { client, line in log.always("wspipe: client \(client): \(String(decoding: line, as: UTF8.self))") }
+    mode.onSpawnFailure = { client, error in
+        log.error("client \(client): \(describe(error))")
+    }
+    return mode
 }

@@ -36,6 +36,14 @@ public final class Session: ConnectionDelegate {
     private var ending: ConnectionEnding?
     private var localEnd: LocalEnd?
     private var mismatchWarned = false
+    /// --decompress: the inflater of application-compressed binary payloads, whether the
+    /// current message goes through it, and how many messages have been received (to name one).
+    private var decompressor: Inflater?
+    private var decompressing = false
+    /// The current message does not go straight to the output (--decompress): one stored
+    /// flag read per piece, so a session without --decompress pays nothing more.
+    private var diverted = false
+    private let decompresses: Bool
     /// Text mode writes a binary message raw, with a warning the first time.
     private lazy var warnsOnBinary = config.outputFormat == .raw(separator: config.separator)
     // Counted and timed sessions.
@@ -48,6 +56,22 @@ public final class Session: ConnectionDelegate {
     private var endOfInputAt: Instant?
     private var sent = (messages: UInt64(0), bytes: UInt64(0))  // --send messages (stdin's are the framer's)
     private var timers: [EventLoop.Timer] = []
+
+    // Staying connected (--reconnect): nil/unused on a one-connection run.
+    private var offlineQueue: OfflineQueue?
+    private var backoff = Backoff()
+    private var jitter = SystemJitter()
+    private var metrics = ConnectionMetrics(start: .now())
+    private var attempts = 0
+    private var retryTimer: EventLoop.Timer?
+    private var endedDriver: ConnectionDriver?  // the last one, for the ending's facts
+    private var lastOpenError: OpenError?       // the last attempt failed before a connection
+    private var givingUp: Int32?                // the exit status the last failure's class gives
+    private var pendingClose: ClosePayload?     // stdin ended (or asked to close) while disconnected
+    private var staleDetected = false
+    private var lastReceived = Instant.now()    // --stale-timeout
+    private var bearerToken: String?
+    private var sendFileMessages: UInt64 = 0
 
     /// stdin read size: lines are small and copied next to their headers, so text mode reads
     /// 64 KiB; binary payloads are masked in place and sent from the read buffer, so binary
@@ -65,11 +89,14 @@ public final class Session: ConnectionDelegate {
         case readerGone
         case inputError
         case outputError
+        case decompressError
+        case queueFull
     }
 
     public init(config: BridgeConfiguration, log: Diagnostics) throws(Failure) {
         self.config = config
         self.log = log
+        decompresses = config.decompress != nil
         do {
             loop = try EventLoop()
         } catch {
@@ -87,12 +114,13 @@ public final class Session: ConnectionDelegate {
 
     /// Runs the session to its end and returns the exit status (errors already printed).
     public func run() -> ExitStatus {
-        let status = runSession()
+        let status = config.reconnect == nil ? runSession() : runReconnecting()
         if config.stats { log.always(statistics(status)) }
         return status
     }
 
-    private func runSession() -> ExitStatus {
+    /// Signals wake the loop; stdin is opened unless --receive-only.
+    private func startStandardStreams() {
         Signals.install(wakeFD: loop.wakeFD)
         loop.onWake = { [unowned self] in handleSignal() }
         if config.receiveOnly {
@@ -102,6 +130,10 @@ public final class Session: ConnectionDelegate {
             stdin = source
             stdinReady = !source.needsPoll
         }
+    }
+
+    private func runSession() -> ExitStatus {
+        startStandardStreams()
 
         let receiveBuffer = ByteBuffer(capacity: Session.receiveBufferSize)
         let opened: Opener.Opened
@@ -118,10 +150,18 @@ public final class Session: ConnectionDelegate {
         Signals.exitAtOnce.store(false, ordering: .relaxed)
         log.event("connected: \(Diagnostics.redactedTarget(opened.url.description))")
 
+        let extensions: [any WebSocketExtension]
+        do throws(OpenError) {
+            extensions = try agreedExtensions(opened.negotiated)
+        } catch {
+            opened.stream.close()
+            return log.report(.open(error))
+        }
         startTimers()
-        attach(stream: opened.stream, core: WebSocketConnection(maximumMessageSize: config.maxMessageSize),
+        attach(stream: opened.stream, core: WebSocketConnection(maximumMessageSize: config.maxMessageSize, extensions: extensions),
                received: receiveBuffer, parsed: opened.headLength)
         loop.run()
+        if let driver, driver.compression != nil { log.event(compressionSummary(driver)) }
 
         Signals.exitAtOnce.store(true, ordering: .relaxed)
         submitOutput()
@@ -147,11 +187,13 @@ public final class Session: ConnectionDelegate {
         self.driver = driver
         ending = nil
         lastActivity = .now()  // --idle-timeout counts from the open connection
+        lastReceived = lastActivity
         for text in config.sendMessages {
             driver.send(.text, bytes: Array(text.utf8))
             sent.messages += 1
             sent.bytes += UInt64(text.utf8.count)
         }
+        if let file = config.sendFile { sendFile(file, into: driver) }
         driver.start()
         refreshStdin()
         refreshStdout()
@@ -168,6 +210,7 @@ public final class Session: ConnectionDelegate {
     // MARK: - Connection events
 
     public func connection(_ connection: ConnectionDriver, didStartMessage kind: MessageKind) {
+        if decompresses { startDiverted(kind) }
         output.start(kind)
         if kind == .binary && warnsOnBinary && !mismatchWarned {
             mismatchWarned = true
@@ -176,11 +219,82 @@ public final class Session: ConnectionDelegate {
     }
 
     public func connection(_ connection: ConnectionDriver, didReceive bytes: UnsafeMutableRawPointer, count: Int, in buffer: ByteBuffer) {
+        if diverted { return decompress(bytes, count: count) }
         output.data(buffer, bytes, count)
     }
 
     public func connectionDidEndMessage(_ connection: ConnectionDriver) {
+        if diverted && !endDiverted() { return }
         output.end()
+    }
+
+    // MARK: - --decompress
+
+    /// A message starts with --decompress: a binary one is inflated; after a failure every
+    /// message is dropped.
+    @inline(never)
+    private func startDiverted(_ kind: MessageKind) {
+        diverted = localEnd == .decompressError || kind == .binary
+        if kind == .binary && localEnd == nil, let format = config.decompress { startDecompressing(format) }
+    }
+
+    /// The diverted message ended: true when it is to be counted as output.
+    @inline(never)
+    private func endDiverted() -> Bool {
+        diverted = false
+        guard decompressing, let inflater = decompressor else { return false }
+        decompressing = false
+        do throws(ReceiveError) {
+            try inflater.finish(resetsContext: true) { buffer, start, n in self.output.data(buffer, start, n) }
+        } catch {
+            decompressFailed(error)
+            return false
+        }
+        return true
+    }
+
+    @inline(never)
+    private func startDecompressing(_ format: CompressionFormat) {
+        if decompressor == nil {
+            do throws(ZlibLoadError) {
+                try Zlib.load()
+            } catch {
+                return decompressFailed(.invalidCompressedData(error.reason))
+            }
+            decompressor = Inflater(format: format, limit: config.maxMessageSize)
+        }
+        decompressor?.begin(text: false)
+        decompressing = decompressor != nil
+    }
+
+    @inline(never)
+    private func decompress(_ bytes: UnsafeMutableRawPointer, count: Int) {
+        guard decompressing, let inflater = decompressor else { return }
+        do throws(ReceiveError) {
+            try inflater.feed(bytes, count: count) { buffer, start, n in self.output.data(buffer, start, n) }
+        } catch {
+            decompressFailed(error)
+        }
+    }
+
+    /// A payload that does not inflate (or inflates past --max-message-size): the message is
+    /// dropped, nothing more is written, and the session closes with 1003 and exits 1.
+    @inline(never)
+    private func decompressFailed(_ error: ReceiveError) {
+        decompressing = false
+        guard localEnd == nil, let driver else { return }
+        let number = output.messages + 1
+        let format = config.decompress?.rawValue ?? "deflate"
+        switch error {
+        case .messageTooBig(_, let limit):
+            log.error("message \(number) inflates (--decompress \(format)) past the limit of \(ByteCount.text(limit)) (--max-message-size)")
+        default:
+            log.error("message \(number) does not inflate as \(format) (--decompress): \(error.description)")
+        }
+        output.discardPending()
+        localEnd = .decompressError
+        stopStdin()
+        driver.close(ClosePayload(code: .unsupportedData, reason: Array("cannot inflate".utf8)))
     }
 
     public func connection(_ connection: ConnectionDriver, didReceivePing payload: [UInt8]) {
@@ -189,6 +303,8 @@ public final class Session: ConnectionDelegate {
 
     public func connection(_ connection: ConnectionDriver, didReceivePong payload: [UInt8], roundTrip: Double?) {
         if let rtt = roundTrip {
+            metrics.roundTrip(rtt)
+            if config.printPingRTT { log.always("wspipe: ping round trip \(formatMilliseconds(rtt)) ms") }
             log.event("received pong (\(payload.count) bytes), round trip \(formatMilliseconds(rtt)) ms")
         } else {
             log.event("received pong (\(payload.count) bytes)")
@@ -211,6 +327,7 @@ public final class Session: ConnectionDelegate {
         if output.messages != messagesSeen {
             messagesSeen = output.messages
             lastActivity = .now()  // once per read, not per message
+            lastReceived = lastActivity
         }
         if output.limitReached && !limitClosing {
             // -n: enough messages; the ones that still arrive before the server's Close
@@ -256,7 +373,7 @@ public final class Session: ConnectionDelegate {
 
     /// Whether stdin should be read when it has data: open, and room in the socket queue.
     private var wantsStdin: Bool {
-        guard stdinOpen, let driver else { return false }
+        guard stdinOpen, let driver else { return stdinOpen && offlineQueue?.acceptsMore == true }
         return driver.canSendData && driver.queuedBytes < outboundHighWater
     }
 
@@ -292,7 +409,18 @@ public final class Session: ConnectionDelegate {
     }
 
     private func pumpStdin() {
-        guard let source = stdin, let driver else { return }
+        guard let source = stdin else { return }
+        if let driver {
+            pump(source, into: driver, driver: driver)
+        } else if let queue = offlineQueue {
+            pump(source, into: queue, driver: nil)
+            queueChanged(queue)
+        }
+    }
+
+    /// Reads stdin into `sink`: the connection, or the offline queue while there is none
+    /// (`driver` nil: what stdin asks for then waits for the next connection).
+    private func pump(_ source: StdinSource, into sink: some MessageSink, driver: ConnectionDriver?) {
         while wantsStdin && stdinReady {
             // The last read's buffer is reused unless frames still reference it.
             ByteBuffer.reuse(&stdinBuffer, orMake: stdinReadSize)
@@ -311,16 +439,20 @@ public final class Session: ConnectionDelegate {
                 }
                 switch item {
                 case .data:
-                    try perform(framer.consume(chunk, into: driver))
+                    try perform(framer.consume(chunk, into: sink))
                     if framer.isDone { return }
                 case .wouldBlock:
                     stdinReady = false
                     return
                 case .end:
-                    try perform(framer.finish(into: driver))
+                    try perform(framer.finish(into: sink))
                     stdinOpen = false
                     endOfInputAt = .now()
                     log.event("end of stdin after \(framer.messages) messages")
+                    guard let driver else {
+                        if config.closesAtEndOfInput { pendingClose = pendingClose ?? endOfInputClose }
+                        return
+                    }
                     if config.closesAtEndOfInput && driver.closeSent == nil {
                         if let linger = config.linger {
                             lingerTimer = arm(after: linger) { [unowned self] in
@@ -339,6 +471,10 @@ public final class Session: ConnectionDelegate {
                 localEnd = localEnd ?? .inputError
                 stopStdin()
                 // The lines before the bad one were sent: let their replies arrive first.
+                guard let driver else {
+                    pendingClose = ClosePayload(code: .internalError, reason: Array("stdin error".utf8))
+                    return
+                }
                 driver.closeAfterDelivery(ClosePayload(code: .internalError, reason: Array("stdin error".utf8)))
                 return
             }
@@ -352,7 +488,14 @@ public final class Session: ConnectionDelegate {
 
     /// Carries out what stdin asked for besides data (--jsonl ping/close, -1's limit).
     private func perform(_ actions: [InputAction]) {
-        guard let driver else { return }
+        guard let driver else {
+            for case .close(let payload) in actions {
+                stopStdin()
+                pendingClose = pendingClose ?? payload
+            }
+            if actions.contains(.limitReached) { stopStdin() }
+            return
+        }
         for action in actions {
             switch action {
             case .ping(let payload):
@@ -448,7 +591,13 @@ public final class Session: ConnectionDelegate {
     // MARK: - Signals and timers
 
     private func handleSignal() {
-        guard let number = Signals.take(), let driver else { return }
+        guard let number = Signals.take() else { return }
+        guard let driver else {
+            // Disconnected: nothing to close.
+            localEnd = .signal(number)
+            loop.stop()
+            return
+        }
         log.event("received signal \(number)")
         if localEnd == nil || localEnd == .readerGone { localEnd = .signal(number) }
         stopStdin()
@@ -466,6 +615,24 @@ public final class Session: ConnectionDelegate {
     }
 
     private func startTimers() {
+        if let stale = config.staleTimeout {
+            var staleTimer: EventLoop.Timer?
+            let timer = loop.timer { [unowned self] in
+                guard let timer = staleTimer else { return }
+                let now = Instant.now()
+                if let driver, driver.state == .open, now.seconds(since: lastReceived) >= stale {
+                    log.event("no message received for \(formatSeconds(stale)) s (--stale-timeout); the connection counts as dead")
+                    staleDetected = true
+                    driver.abandon()
+                }
+                // Checked again at the next possible expiry (also across reconnections).
+                let next = lastReceived.adding(seconds: stale)
+                loop.arm(timer, at: next > now ? next : now.adding(seconds: 1))
+            }
+            staleTimer = timer
+            loop.arm(timer, at: lastReceived.adding(seconds: stale))
+            timers.append(timer)
+        }
         if let deadline = sessionDeadline {
             let timer = loop.timer { [unowned self] in sessionTimedOut() }
             loop.arm(timer, at: deadline)
@@ -474,7 +641,12 @@ public final class Session: ConnectionDelegate {
         if let idle = config.idleTimeout {
             var idleTimer: EventLoop.Timer?
             let timer = loop.timer { [unowned self] in
-                guard let driver, let timer = idleTimer else { return }
+                guard let timer = idleTimer else { return }
+                guard let driver else {
+                    // Reconnecting: counted again from the next connection.
+                    loop.arm(timer, at: Instant.now().adding(seconds: idle))
+                    return
+                }
                 let now = Instant.now()
                 if driver.state == .open && now.seconds(since: lastActivity) >= idle {
                     log.event("no message for \(formatSeconds(idle)) s (--idle-timeout); closing")
@@ -492,7 +664,11 @@ public final class Session: ConnectionDelegate {
     }
 
     private func sessionTimedOut() {
-        guard let driver else { return }
+        guard let driver else {
+            timedOut = true
+            loop.stop()
+            return
+        }
         // The closing handshake after --timeout waits at most a second more, so the session
         // ends close to the limit the user set.
         let limit = min(config.closeTimeout, ConnectionDriver.tcpCloseWait)
@@ -510,8 +686,14 @@ public final class Session: ConnectionDelegate {
 
     private func conclude(writerFailure: StdoutSink.Failure?) -> ExitStatus {
         if case .signal(let number) = localEnd { return log.report(.signal(number)) }
+        if localEnd == .queueFull, let reconnect = config.reconnect {
+            return log.report(.queueFull(messages: reconnect.queueSize, bytes: reconnect.queueBytes))
+        }
+        if timedOut && driver == nil { return log.report(.timedOut) }
+        if driver == nil, let error = lastOpenError { return log.report(.open(error)) }
+        if staleDetected { return log.report(.stale(seconds: config.staleTimeout ?? 0)) }
         if case .failed = ending { return .protocolViolation }  // reported when it happened
-        if localEnd == .inputError || localEnd == .outputError { return .localError }
+        if localEnd == .inputError || localEnd == .outputError || localEnd == .decompressError { return .localError }
         if timedOut { return log.report(.timedOut) }
         if case .failed(let why) = writerFailure { return log.report(.localOutput(why: why)) }
         if localEnd == .readerGone { return .success }
@@ -527,6 +709,39 @@ public final class Session: ConnectionDelegate {
         }
     }
 
+    /// The extensions the server agreed to, configured, with zlib loaded for
+    /// permessage-deflate (only now: a session that agreed nothing never maps libz).
+    private func agreedExtensions(_ negotiated: ClientHandshake.Negotiated) throws(OpenError) -> [any WebSocketExtension] {
+        guard let offer = config.deflate,
+              let response = negotiated.extensions.first(where: { $0.name.lowercased() == DeflateParameters.extensionName })
+        else { return [] }
+        let deflate = PerMessageDeflate.client(offer)
+        let parameters: DeflateParameters
+        do throws(ExtensionNegotiationError) {
+            parameters = try deflate.acceptedParameters(response)  // checked by the handshake already
+        } catch {
+            throw .handshake(.invalid(error.description), body: [])
+        }
+        do throws(ZlibLoadError) {
+            try Zlib.load()
+        } catch {
+            throw .handshake(.invalid("the server agreed to permessage-deflate, but \(error.reason)"), body: [])
+        }
+        let configuration = DeflateConfiguration(agreed: parameters, role: .client)
+        log.event("permessage-deflate agreed: \(response) (\(configuration.summary))")
+        return [deflate.agreed(configuration)]
+    }
+
+    /// -v at the end: wire bytes against payload bytes of compressed messages, both ways.
+    private func compressionSummary(_ driver: ConnectionDriver) -> String {
+        func ratio(_ count: CompressionCount) -> String {
+            guard count.wire > 0 else { return "\(count.messages) messages" }
+            let times = (Double(count.payload) / Double(count.wire) * 100).rounded() / 100
+            return "\(count.messages) messages, \(ByteCount.text(count.wire)) on the wire for \(ByteCount.text(count.payload)) (\(times)x)"
+        }
+        return "permessage-deflate: received \(ratio(driver.compressionIn)); sent \(ratio(driver.compressionOut))"
+    }
+
     /// The --stats line: one JSON object.
     private func statistics(_ status: ExitStatus) -> String {
         var line: [UInt8] = []
@@ -538,14 +753,269 @@ public final class Session: ConnectionDelegate {
             return "{\"code\":\(code),\"reason\":\(String(decoding: reason, as: UTF8.self))}"
         }
         let duration = (Instant.now().seconds(since: started) * 1000).rounded() / 1000
+        let driver = self.driver ?? endedDriver
         let rtt = driver?.lastRoundTrip.map { String((($0 * 1e6).rounded()) / 1000) } ?? "null"
         line += Array(("{\"sent\":{\"messages\":\(framer.messages + sent.messages),\"bytes\":\(framer.bytes + sent.bytes)},"
             + "\"received\":{\"messages\":\(output.messages),\"bytes\":\(output.bytes)},"
             + "\"duration_s\":\(duration),"
             + "\"close_sent\":\(closeObject(driver?.closeSent)),"
             + "\"close_received\":\(closeObject(driver?.closeReceived)),"
-            + "\"ping_rtt_ms\":\(rtt),\"exit\":\(status.rawValue)}").utf8)
+            + "\"ping_rtt_ms\":\(rtt),"
+            + (config.reconnect == nil ? "" : reconnectStatistics())
+            + "\"compression\":\(compressionObject),\"exit\":\(status.rawValue)}").utf8)
         return String(decoding: line, as: UTF8.self)
+    }
+}
+
+extension Session {
+    /// --stats: wire against payload bytes of compressed messages each way; null when
+    /// permessage-deflate was not agreed.
+    var compressionObject: String {
+        guard let driver, driver.compression != nil else { return "null" }
+        func side(_ count: CompressionCount) -> String {
+            "{\"messages\":\(count.messages),\"wire_bytes\":\(count.wire),\"payload_bytes\":\(count.payload)}"
+        }
+        return "{\"received\":\(side(driver.compressionIn)),\"sent\":\(side(driver.compressionOut))}"
+    }
+}
+
+// MARK: - Staying connected (--reconnect)
+
+extension Session {
+    /// A run that reconnects: the loop runs from the start, attempts are made from it, and
+    /// stdin goes to the offline queue while there is no connection.
+    private func runReconnecting() -> ExitStatus {
+        guard let reconnect = config.reconnect else { return runSession() }
+        startStandardStreams()
+        backoff = reconnect.backoff
+        bearerToken = config.bearerToken
+        offlineQueue = OfflineQueue(messageLimit: reconnect.queueSize, byteLimit: reconnect.queueBytes,
+                                    policy: reconnect.queuePolicy)
+        continuesAfter = { [unowned self] ending in connectionEnded(ending) }
+        startTimers()
+        loop.later { [unowned self] in attempt() }
+        refreshStdin()
+        loop.run()
+
+        Signals.exitAtOnce.store(true, ordering: .relaxed)
+        if let status = givingUp { emit(.givingUp(attempts: attempts, exit: status)) }
+        submitOutput()
+        stdout.drain()
+        return conclude(writerFailure: stdout.failure)
+    }
+
+    /// One attempt: dial and handshake (blocking until the connect deadline; stdin waits
+    /// in its pipe meanwhile), then the connection goes under the session, or the next
+    /// attempt is scheduled.
+    private func attempt() {
+        retryTimer.map { loop.arm($0, at: nil) }
+        guard localEnd == nil, !timedOut else { return loop.stop() }
+        attempts += 1
+        let target = Diagnostics.redactedTarget(config.url.description)
+        emit(.connecting(url: target, attempt: attempts))
+        submitOutput()
+        var attemptConfig = config
+        attemptConfig.bearerToken = freshBearerToken()
+        let receiveBuffer = ByteBuffer(capacity: Session.receiveBufferSize)
+        Signals.exitAtOnce.store(true, ordering: .relaxed)  // nothing to close while connecting
+        let opened: Opener.Opened
+        do {
+            opened = try Opener(config: attemptConfig, log: log).open(into: receiveBuffer, notAfter: sessionDeadline)
+        } catch {
+            if let deadline = sessionDeadline, Instant.now() >= deadline {
+                timedOut = true
+                return loop.stop()
+            }
+            lastOpenError = error
+            let failure = Self.attemptFailure(error)
+            log.event(report(.open(error)).message ?? "connection attempt failed")
+            var retryAfter: Double?
+            if case .handshakeStatus(_, let seconds) = failure { retryAfter = seconds }
+            if !scheduleRetry(failure, retryAfter: retryAfter) {
+                givingUp = report(.open(error)).status.rawValue
+                loop.stop()
+            }
+            return
+        }
+        Signals.exitAtOnce.store(false, ordering: .relaxed)
+        lastOpenError = nil
+        metrics.connected(at: .now())
+        emit(.connected(url: Diagnostics.redactedTarget(opened.url.description), subprotocol: opened.subprotocol,
+                        attempt: attempts))
+        submitOutput()
+        endedDriver = nil
+        attach(stream: opened.stream, core: WebSocketConnection(maximumMessageSize: config.maxMessageSize),
+               received: receiveBuffer, parsed: opened.headLength)
+        guard let driver else { return }
+        let resent = config.sendMessages.count + (config.sendFile == nil ? 0 : 1)
+        if resent > 0 { emit(.resubscribed(messages: Int(resubscribedCount))) }
+        if let queue = offlineQueue {
+            let drained = queue.drain(into: driver)
+            if drained > 0 { log.event("sent \(drained) queued message\(drained == 1 ? "" : "s")") }
+        }
+        if let close = pendingClose { driver.closeAfterDelivery(close) }
+        submitOutput()
+    }
+
+    /// Decides, when a connection ended, whether to go on; schedules the next attempt.
+    private func connectionEnded(_ ending: ConnectionEnding) -> Bool {
+        let up = metrics.disconnected(at: .now())
+        backoff.connectionEnded(upFor: up)
+        let failure: AttemptFailure = staleDetected ? .stale : .ended(ending)
+        emit(Self.disconnection(ending, stale: staleDetected, up: up))
+        submitOutput()
+        guard localEnd == nil, !timedOut, !limitClosing else { return false }
+        guard scheduleRetry(failure, retryAfter: nil) else {
+            let status = Self.status(of: ending, stale: staleDetected)
+            if status != .success { givingUp = status.rawValue }
+            return false
+        }
+        staleDetected = false
+        endedDriver = driver
+        driver = nil
+        refreshStdin()
+        return true
+    }
+
+    /// Arms the next attempt if `failure` is retried and retries are left.
+    private func scheduleRetry(_ failure: AttemptFailure, retryAfter: Double?) -> Bool {
+        guard let reconnect = config.reconnect, reconnect.policy.retries(failure),
+              let delay = backoff.nextDelay(retryAfter: retryAfter, jitter: &jitter) else { return false }
+        emit(.retry(seconds: delay, attempt: attempts + 1, retryAfter: retryAfter.map { $0 >= delay - 1e-9 } ?? false))
+        submitOutput()
+        let timer = retryTimer ?? loop.timer { [unowned self] in attempt() }
+        retryTimer = timer
+        loop.arm(timer, at: Instant.now().adding(seconds: delay))
+        return true
+    }
+
+    /// After stdin went into the queue: drops are told, a full `fail` queue ends the run.
+    private func queueChanged(_ queue: OfflineQueue) {
+        let dropped = queue.takeDropped()
+        if dropped > 0 { emit(.dropped(count: dropped)) }
+        if queue.overflowed && localEnd == nil {
+            localEnd = .queueFull
+            stopStdin()
+            loop.stop()
+        }
+        submitOutput()
+    }
+
+    /// Says an event: -v on stderr, --jsonl on stdout in order with the messages.
+    private func emit(_ event: ConnectionEvent) {
+        log.event(event.text)
+        if config.jsonLines { output.event(event.json) }
+    }
+
+    /// --bearer-file again (tokens rotate); the last good token when it cannot be read.
+    private func freshBearerToken() -> String? {
+        guard let path = config.bearerFile else { return bearerToken }
+        guard let bytes = readSmallFile(path), UTF8Validator.isValid(bytes) else {
+            log.warning("cannot read --bearer-file '\(path)' again; using the token read before")
+            return bearerToken
+        }
+        let token = HTTPText.trimmed(String(decoding: bytes, as: UTF8.self), also: [0x0A, 0x0D])
+        if !token.isEmpty && !token.utf8.contains(where: { $0 < 0x20 || $0 == 0x7F }) { bearerToken = token }
+        return bearerToken
+    }
+
+    /// --send-file framed as stdin is (lines, or JSON lines with --jsonl) into `driver`.
+    private func sendFile(_ bytes: [UInt8], into driver: ConnectionDriver) {
+        var framer = InputFramer(mode: config.jsonLines ? .jsonLines : .lines(separator: config.separator))
+        let buffer = ByteBuffer(capacity: max(1, bytes.count))
+        bytes.withUnsafeBytes { if let base = $0.baseAddress { buffer.base.copyMemory(from: base, byteCount: bytes.count) } }
+        buffer.count = bytes.count
+        do throws(InputError) {
+            _ = try framer.consume(buffer, into: driver)
+            _ = try framer.finish(into: driver)
+        } catch {
+            log.warning("--send-file: \(error.description)")  // checked when the options were read
+        }
+        sent.messages += framer.messages
+        sent.bytes += framer.bytes
+        sendFileMessages = framer.messages
+    }
+
+    /// A small file's bytes (a token), or nil when it cannot be read.
+    private func readSmallFile(_ path: String) -> [UInt8]? {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        var bytes: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 4096)
+        while bytes.count < 1 << 20 {
+            let n = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, 4096) }
+            if n < 0 && errno == EINTR { continue }
+            guard n >= 0 else { return nil }
+            if n == 0 { return bytes }
+            bytes += chunk[0..<n]
+        }
+        return bytes
+    }
+
+    private var resubscribedCount: UInt64 { UInt64(config.sendMessages.count) + sendFileMessages }
+
+    /// The members --stats adds for a run that reconnects.
+    private func reconnectStatistics() -> String {
+        let now = Instant.now()
+        func ms(_ seconds: Double?) -> String { seconds.map { String(($0 * 1e6).rounded() / 1000) } ?? "null" }
+        func s(_ seconds: Double?) -> String { seconds.map { String(ConnectionEvent.rounded($0)) } ?? "null" }
+        return "\"reconnects\":\(metrics.reconnects),\"attempts\":\(attempts),"
+            + "\"uptime_s\":\(s(metrics.totalUptime(at: now))),\"current_uptime_s\":\(s(metrics.currentUptime(at: now))),"
+            + "\"disconnected_s\":\(s(metrics.totalDowntime(at: now))),"
+            + "\"rtt_ms\":{\"min\":\(ms(metrics.rttMin)),\"avg\":\(ms(metrics.rttAverage)),\"max\":\(ms(metrics.rttMax))},"
+            + "\"queued\":\(offlineQueue?.queuedTotal ?? 0),\"dropped\":\(offlineQueue?.droppedTotal ?? 0),"
+    }
+
+    static func attemptFailure(_ error: OpenError) -> AttemptFailure {
+        switch error {
+        case .transport(.connect), .transport(.timedOut), .transport(.unixConnect), .transport(.system):
+            return .connectFailed
+        case .transport(.resolve(_, let reason, _, _)):
+            // Only a temporary failure (EAI_AGAIN) may pass; a name that does not exist will not.
+            return reason == String(cString: gai_strerror(EAI_AGAIN)) ? .connectFailed : .connectRefusedForGood
+        case .transport:
+            return .connectRefusedForGood  // TLS verification, proxy refusals and settings
+        case .handshake(.unexpectedStatus(let head), _):
+            let retryAfter = head.values("Retry-After").first.flatMap {
+                RetryAfter.seconds($0, now: Double(time(nil)))
+            }
+            return .handshakeStatus(head.statusCode, retryAfter: retryAfter)
+        case .handshake:
+            return .handshakeRejected
+        case .handshakeLost:
+            return .handshakeLost
+        case .redirect:
+            return .handshakeRejected
+        }
+    }
+
+    static func disconnection(_ ending: ConnectionEnding, stale: Bool, up: Double) -> ConnectionEvent {
+        func text(_ bytes: [UInt8]) -> String { String(decoding: bytes, as: UTF8.self) }
+        switch ending {
+        case .closed(let handshake):
+            return .disconnected(code: handshake.received.code?.rawValue, reason: text(handshake.received.reason),
+                                 cause: .closed, upSeconds: up)
+        case .failed(let error):
+            return .disconnected(code: error.closeCode.rawValue, reason: nil, cause: .failed, upSeconds: up)
+        case .lost(.pingTimeout):
+            return .disconnected(code: nil, reason: nil, cause: .pingTimeout, upSeconds: up)
+        case .lost:
+            return .disconnected(code: nil, reason: nil, cause: stale ? .stale : .lost, upSeconds: up)
+        case .timedOut:
+            return .disconnected(code: nil, reason: nil, cause: .timedOut, upSeconds: up)
+        }
+    }
+
+    /// The exit status an ending gives (as `conclude` reports it).
+    static func status(of ending: ConnectionEnding, stale: Bool) -> ExitStatus {
+        if stale { return .connectionLost }
+        switch ending {
+        case .closed(let handshake): return handshake.isNormal ? .success : .closedByPeer
+        case .failed: return .protocolViolation
+        case .lost(let loss): return report(.lost(loss)).status
+        case .timedOut(let wait): return report(.closeTimedOut(wait)).status
+        }
     }
 }
 

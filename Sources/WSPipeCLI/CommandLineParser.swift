@@ -80,6 +80,12 @@ public enum CommandLineParser {
                 if !option.takesValue && inline != nil { throw UsageError("option \(name) takes no value") }
                 let text = option.takesValue ? try value(for: name, inline: inline) : ""
                 if let command = try take(option, text) { return command }
+                if option == Option.exec {
+                    // Everything after the program is its arguments, dashes included.
+                    let rest = Array(arguments[(index + 1)...])
+                    setters.append { $0.execArguments = rest }
+                    break
+                }
             } else {
                 // One or more short flags: -vb, -H value, -Hvalue.
                 var letters = Substring(argument.dropFirst())

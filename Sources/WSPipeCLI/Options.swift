@@ -1,5 +1,6 @@
 import Glibc
 import WebSocketCore
+import WebSocketEngine
 import WebSocketTransport
 import WSPipeBridge
 
@@ -13,7 +14,14 @@ extension Option {
         HelpSection(title: "Counts and time limits:",
                     options: [maxMessages, oneMessage, send, timeout, idleTimeout, receiveOnly, sendOnly, stats]),
         HelpSection(title: "Ending:", options: [noClose, linger, closeCode, closeReason, closeTimeout]),
-        HelpSection(title: "Connection:", options: [connectTimeout, maxMessageSize, pingInterval, pingTimeout]),
+        HelpSection(title: "Connection:", options: [connectTimeout, maxMessageSize, pingInterval, pingTimeout,
+                                                    staleTimeout, printPingRTT]),
+        HelpSection(title: "Compression (permessage-deflate, RFC 7692; offered by default):",
+                    options: [noDeflate, deflateClientWindowBits, deflateServerWindowBits,
+                              deflateClientNoContextTakeover, deflateServerNoContextTakeover, decompress]),
+        HelpSection(title: "Staying connected (see RECONNECTION in the man page):",
+                    options: [reconnect, reconnectOnClose, retryDelay, retryMaxDelay, maxRetries, retryReset,
+                              queueSize, queueBytes, queuePolicy, sendFile]),
         HelpSection(title: "Network (proxies from the environment unless --proxy; see NETWORK in the man page):",
                     options: [proxy, socks5, noproxy, unixSocket, connectTo, resolve, ipv4, ipv6, location, maxRedirs]),
         HelpSection(title: "TLS:", options: [insecure, cacert, cert, key, keyPassEnv, keyPassFile, tlsMin, sni]),
@@ -21,8 +29,8 @@ extension Option {
                     notes: [("URL user:password@", "sends Basic authentication")]),
         HelpSection(title: "Output:", options: [verbose, quiet, help, version]),
         HelpSection(title: "Server (-l; see SERVER in the man page):",
-                    options: [listen, echo, path, allowOrigin, requireProtocol, requireBearer, health, responseHeader,
-                              maxClients, handshakeTimeout]),
+                    options: [listen, echo, broadcast, path, allowOrigin, requireProtocol, requireBearer, health, responseHeader,
+                              maxClients, handshakeTimeout, exec, sh, closeGrace, maxChildren, passenv]),
     ]
 
     // MARK: Modes
@@ -120,6 +128,57 @@ extension Option {
         $0.config.closeTimeout = $1
     }
 
+    // MARK: Compression
+
+    static let noDeflate = Option("--no-deflate", help: "offer no compression (permessage-deflate is offered by default)") {
+        $0.noDeflate = true
+    }
+    static let deflateClientWindowBits = windowBits("--deflate-client-window-bits",
+                                                    help: "offer client_max_window_bits=BITS: we compress with at most",
+                                                    "2^BITS bytes of window (9-15; default: offered without a value)") {
+        $0.deflateOffer.clientMaxWindowBits = .bits($1)
+    }
+    static let deflateServerWindowBits = windowBits("--deflate-server-window-bits",
+                                                    help: "offer server_max_window_bits=BITS: ask the server to compress",
+                                                    "with at most 2^BITS bytes of window (8-15; less memory here)") {
+        $0.deflateOffer.serverMaxWindowBits = $1
+    }
+    static let deflateClientNoContextTakeover = Option("--deflate-client-no-context-takeover",
+                                                       help: "offer client_no_context_takeover: each message we send is compressed alone") {
+        $0.deflateOffer.clientNoContextTakeover = true
+        $0.deflateTuning.append("--deflate-client-no-context-takeover")
+    }
+    static let deflateServerNoContextTakeover = Option("--deflate-server-no-context-takeover",
+                                                       help: "offer server_no_context_takeover: ask the server to compress each message alone") {
+        $0.deflateOffer.serverNoContextTakeover = true
+        $0.deflateTuning.append("--deflate-server-no-context-takeover")
+    }
+
+    static let decompress = Option("--decompress", value: "FORMAT",
+                                   help: "inflate each binary message's payload (gzip, zlib or deflate: compressed",
+                                   "by the application) before stdout; --max-message-size applies inflated") { text, name throws(UsageError) in
+        guard let format = CompressionFormat(rawValue: text) else {
+            throw UsageError("\(name) '\(text)' is not gzip, zlib or deflate")
+        }
+        return { $0.config.decompress = format }
+    }
+
+    /// A window-bits option: 8...15 (9...15 for our own compressor: zlib makes no raw
+    /// 8-bit streams).
+    private static func windowBits(_ longName: String, help: String...,
+                                   apply: @escaping @Sendable (inout Settings, Int) -> Void) -> Option {
+        let lowest = longName.contains("client") ? 9 : 8
+        return Option(longName, nil, value: "BITS", help: help, action: .set { text, name throws(UsageError) in
+            guard let bits = Int(text), (lowest...15).contains(bits) else {
+                throw UsageError("\(name) '\(text)' is not a window size in bits from \(lowest) to 15")
+            }
+            return {
+                apply(&$0, bits)
+                $0.deflateTuning.append(longName)
+            }
+        })
+    }
+
     // MARK: Connection
 
     static let connectTimeout = seconds("--connect-timeout", help: "limit for DNS + TCP + TLS + handshake (default 10)") {
@@ -137,6 +196,71 @@ extension Option {
     static let pingTimeout = seconds("--ping-timeout", help: "fail (exit 7) when a written ping gets no pong within SECS;",
                                      "alone, it also sends a ping every SECS seconds") {
         $0.config.pingTimeout = $1
+    }
+
+    static let staleTimeout = seconds("--stale-timeout", help: "no message received for SECS: the connection is dead",
+                                      "(reconnect, or exit 7 without --reconnect)") {
+        $0.config.staleTimeout = $1
+    }
+    static let printPingRTT = Option("--print-ping-rtt", help: "print each keepalive ping's round trip on stderr") {
+        $0.config.printPingRTT = true
+    }
+
+    // MARK: Staying connected
+
+    static let reconnect = Option("--reconnect", help: "reconnect after a connection is lost or refused for a while",
+                                  "(retried failures: RECONNECTION in the man page)") {
+        $0.reconnect = true
+    }
+    static let reconnectOnClose = Option("--reconnect-on-close", help: "with --reconnect: also after any Close from the server") {
+        $0.reconnectOptions.append("--reconnect-on-close")
+        $0.reconnection.policy.reconnectOnClose = true
+    }
+    static let retryDelay = seconds("--retry-delay", help: "first retry's longest wait; doubles per retry (default 0.5)") {
+        $0.reconnectOptions.append("--retry-delay")
+        $0.reconnection.backoff.baseDelay = $1
+    }
+    static let retryMaxDelay = seconds("--retry-max-delay", help: "longest wait between attempts (default 30;",
+                                       "a Retry-After is honoured up to 600)") {
+        $0.reconnectOptions.append("--retry-max-delay")
+        $0.reconnection.backoff.maxDelay = $1
+    }
+    static let maxRetries = reconnectCount("--max-retries", minimum: 0, what: "number of retries",
+                                           help: "give up after N retries in a row (default: unlimited; 0: none)") {
+        $0.backoff.maxRetries = $1
+    }
+    static let retryReset = seconds("--retry-reset", help: "a connection up this long starts the retry count afresh",
+                                    "(default 10)") {
+        $0.reconnectOptions.append("--retry-reset")
+        $0.reconnection.backoff.resetAfter = $1
+    }
+    static let queueSize = reconnectCount("--queue-size", minimum: 1, what: "positive number of messages",
+                                          help: "offline queue: at most N stdin messages while disconnected (default 10000)") {
+        $0.queueSize = $1
+    }
+    static let queueBytes = Option("--queue-bytes", value: "SIZE",
+                                   help: "offline queue: at most SIZE bytes of messages (default 16M)") { text, name throws(UsageError) in
+        let size = try parseSize(text, option: name)
+        guard size >= 1 && size <= 1 << 40 else { throw UsageError("\(name) must be between 1 byte and 1 TiB") }
+        return {
+            $0.reconnectOptions.append(name)
+            $0.reconnection.queueBytes = Int(size)
+        }
+    }
+    static let queuePolicy = Option("--queue-policy", value: "POLICY",
+                                    help: "when the queue is full: block (stop reading stdin; default),",
+                                    "drop-oldest, drop-newest (counted), fail (exit 10)") { text, name throws(UsageError) in
+        guard let policy = QueuePolicy(rawValue: text) else {
+            throw UsageError("\(name) '\(text)' is not block, drop-oldest, drop-newest or fail")
+        }
+        return {
+            $0.reconnectOptions.append(name)
+            $0.reconnection.queuePolicy = policy
+        }
+    }
+    static let sendFile = Option("--send-file", value: "FILE",
+                                 help: "send FILE's lines (JSON lines with --jsonl) after every handshake, after --send") { text, _ in
+        { $0.sendFile = text }
     }
 
     // MARK: Network
@@ -314,6 +438,10 @@ extension Option {
     static let echo = Option("--echo", help: "server mode: every message back to its client, with its type") {
         $0.serveMode = .echo
     }
+    static let broadcast = Option("--broadcast", help: "server mode: every stdin message to every client; client messages to",
+                                  "stdout (--jsonl: with \"client\"); a client that falls behind gets 1013") {
+        $0.serveMode = .broadcast
+    }
     static let path = Option("--path", value: "PATH", help: "serve only this path (404 elsewhere)") { text, name throws(UsageError) in
         guard text.hasPrefix("/"), !text.contains("?"), text.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) else {
             throw UsageError("\(name) '\(text)' is not a path (it starts with /, without spaces or a query)")
@@ -357,6 +485,46 @@ extension Option {
     static let handshakeTimeout = seconds("--handshake-timeout",
                                           help: "drop a client whose request head has not come within SECS (default 10)") {
         $0.handshakeTimeout = $1
+    }
+
+    // MARK: A program per connection
+
+    static let exec = Option("--exec", value: "PROGRAM", help: "server mode: run PROGRAM [ARGS...] for each client, its stdin and",
+                             "stdout as the messages; everything after it is the program's") { text, name throws(UsageError) in
+        guard !text.isEmpty else { throw UsageError("\(name) needs a program") }
+        return { $0.execProgram = text }
+    }
+    static let sh = Option("--sh", value: "COMMAND", help: "server mode: like --exec with /bin/sh -c COMMAND") { text, name throws(UsageError) in
+        guard !text.isEmpty else { throw UsageError("\(name) needs a command") }
+        return { $0.execShell = text }
+    }
+    static let closeGrace = seconds("--close-grace", help: "after a client leaves, SECS before its program's process group gets",
+                                    "SIGTERM (then SIGKILL 0.5 s later; default 1)") {
+        $0.closeGrace = $1
+    }
+    static let maxChildren = Option("--max-children", value: "N",
+                                    help: "programs at once beyond which handshakes get 503 (default 1024)") { text, name throws(UsageError) in
+        guard let count = Int(text), count >= 1 else { throw UsageError("\(name) '\(text)' is not a positive number of programs") }
+        return { $0.maxChildren = count }
+    }
+    static let passenv = Option("--passenv", value: "NAME",
+                                help: "pass this variable of ours to the programs (repeatable; PATH always)") { text, name throws(UsageError) in
+        guard !text.isEmpty, !text.contains("="), !text.utf8.contains(0) else {
+            throw UsageError("\(name) '\(text)' is not a variable name")
+        }
+        return { $0.passing.append(text) }
+    }
+
+    /// A --reconnect option whose value is a count of at least `minimum`.
+    private static func reconnectCount(_ longName: String, minimum: Int, what: String, help: String,
+                                       set: @escaping @Sendable (inout BridgeConfiguration.Reconnection, Int) -> Void) -> Option {
+        Option(longName, nil, value: "N", help: [help], action: .set { text, name throws(UsageError) in
+            guard let number = Int(text), number >= minimum else { throw UsageError("\(name) '\(text)' is not a \(what)") }
+            return {
+                $0.reconnectOptions.append(name)
+                set(&$0.reconnection, number)
+            }
+        })
     }
 
     /// An option whose value is a positive number of seconds.

@@ -2,20 +2,28 @@ import WebSocketCore
 import WebSocketEngine
 import WebSocketTransport
 import WSPipeBridge
+import WebSocketExec
 
 extension Option {
     /// Options that mean something only when serving.
-    static let serverOnly: [Option] = [echo, path, allowOrigin, requireProtocol, requireBearer, health, responseHeader,
-                                       maxClients, handshakeTimeout]
+    static let serverOnly: [Option] = [echo, broadcast, path, allowOrigin, requireProtocol, requireBearer, health, responseHeader,
+                                       maxClients, handshakeTimeout, exec, sh, closeGrace, maxChildren, passenv]
+    /// Options that mean something only with --exec/--sh.
+    static let execOnly: [Option] = [closeGrace, maxChildren, passenv]
     /// Options of a client connection, which a server has no use for.
     static let clientOnly: [Option] = [proxy, socks5, noproxy, unixSocket, connectTo, resolve, ipv4, ipv6, location, maxRedirs,
-                                       insecure, cacert, sni, header, origin, userAgent, bearer, connectTimeout]
+                                       insecure, cacert, sni, header, origin, userAgent, bearer, connectTimeout,
+                                       reconnect, reconnectOnClose, retryDelay, retryMaxDelay, maxRetries, retryReset,
+                                       queueSize, queueBytes, queuePolicy, sendFile, staleTimeout, printPingRTT]
     /// Options whose server meaning is not built yet (TLS accept, the stdio modes): refused
     /// with -l rather than parsed and ignored.
-    static let notYetServing: [Option] = [cert, key, keyPassEnv, keyPassFile, tlsMin,
-                                          text, binary, null, chunkSize, timestamps, base64, wholeInput,
+    static let notYetServing: [Option] = [cert, key, keyPassEnv, keyPassFile, tlsMin, timestamps, base64, wholeInput,
                                           maxMessages, oneMessage, send, timeout, idleTimeout, receiveOnly, sendOnly, stats,
-                                          noClose, linger, closeCode, closeReason]
+                                          noClose, linger, closeCode, closeReason,
+                                          deflateClientWindowBits, deflateServerWindowBits, deflateClientNoContextTakeover,
+                                          deflateServerNoContextTakeover, decompress]
+    /// The stdin and stdout formats: --broadcast reads and writes them; --echo has no use.
+    static let formats: [Option] = [text, binary, null, chunkSize]
 }
 
 /// A valid request to try --response-header values against the 101 (`ServerHandshake.accept`
@@ -45,13 +53,30 @@ extension Settings {
         if let option = Option.clientOnly.first(where: { given.contains($0.longName) }) {
             throw UsageError("\(option.longName) is a client option; it cannot be used with -l/--listen")
         }
-        if let option = Option.notYetServing.first(where: { given.contains($0.longName) }) {
+        let exec = try execServing()
+        // A program's output as binary messages: -b means that with --exec.
+        let serving = exec == nil ? Option.notYetServing : Option.notYetServing.filter { $0 != Option.binary }
+        if let option = serving.first(where: { given.contains($0.longName) }) {
             throw UsageError("\(option.longName) has no meaning with -l/--listen in this version (see SERVER in the man page)")
         }
-        guard let serveMode else {
-            throw UsageError("-l/--listen needs a mode: --echo (the stdio bridge per client is not in this version)")
+        let serveMode = exec.map { ServeConfiguration.Mode.exec($0) } ?? self.serveMode
+        if exec != nil && self.serveMode != nil {
+            throw UsageError("--exec/--sh, --echo and --broadcast are different modes: choose one")
         }
-        if config.oneMessage || config.maxMessages != nil { throw UsageError("-n and -1 have no meaning with --echo") }
+        guard let serveMode else {
+            throw UsageError("-l/--listen needs a mode: --echo or --broadcast (the stdio bridge per client is not in this version)")
+        }
+        if given.contains(Option.echo.longName) && given.contains(Option.broadcast.longName) {
+            throw UsageError("--echo cannot be combined with --broadcast: choose one mode")
+        }
+        if case .echo = serveMode, let option = Option.formats.first(where: { given.contains($0.longName) }) {
+            throw UsageError("\(option.longName) has no meaning with --echo: messages go back with their own type")
+        }
+        if config.jsonLines && config.mode == .binary { throw UsageError("--jsonl cannot be combined with --binary: --jsonl carries both message types") }
+        if config.jsonLines && config.separator == 0 { throw UsageError("--jsonl cannot be combined with -0/--null: JSON Lines are newline-separated") }
+        if config.oneMessage || config.maxMessages != nil {
+            throw UsageError("-n and -1 have no meaning with \(exec != nil ? "--exec/--sh" : given.contains(Option.broadcast.longName) ? "--broadcast" : "--echo")")
+        }
         if bearerFile != nil && !requireBearer { throw UsageError("--bearer-file with -l needs --require-bearer") }
         if policy.requiresSubprotocol && config.subprotocols.isEmpty {
             throw UsageError("--require-protocol needs the supported subprotocols (--protocol NAME)")
@@ -90,6 +115,28 @@ extension Settings {
         config.bearerToken = nil
         config.serve = serve
         return config
+    }
+}
+
+extension Settings {
+    /// --exec or --sh with their settings; nil without either. Throws `UsageError`.
+    func execServing() throws(UsageError) -> ExecServing? {
+        let command: ChildCommand
+        switch (execProgram, execShell) {
+        case (let program?, nil): command = ChildCommand(program: program, arguments: execArguments)
+        case (nil, let shell?): command = .shell(shell)
+        case (nil, nil):
+            if let option = Option.execOnly.first(where: { given.contains($0.longName) }) {
+                throw UsageError("\(option.longName) needs --exec or --sh")
+            }
+            return nil
+        default: throw UsageError("--exec and --sh cannot be combined: give one program")
+        }
+        var exec = ExecServing(command: command)
+        if let closeGrace { exec.closeGrace = closeGrace }
+        if let maxChildren { exec.maxChildren = maxChildren }
+        exec.passing = passing
+        return exec
     }
 }
 

@@ -14,6 +14,10 @@ struct Settings {
     var keyPassFile: String?
     var connectTo: String?
     var unixSocket: String?
+    /// The --deflate-* tuning options given (refused with --no-deflate), and the offer they make.
+    var deflateTuning: [String] = []
+    var deflateOffer = PerMessageDeflate.defaultOffer
+    var noDeflate = false
     // Server mode (-l): see ServerSettings.swift.
     var listen: ListenAddress?
     var serveMode: ServeConfiguration.Mode?
@@ -21,8 +25,20 @@ struct Settings {
     var requireBearer = false
     var maxClients: Int?
     var handshakeTimeout: Double?
+    // --exec/--sh and their settings.
+    var execProgram: String?
+    var execArguments: [String] = []
+    var execShell: String?
+    var closeGrace: Double?
+    var maxChildren: Int?
+    var passing: [String] = []
     /// Long names of the options given, for the checks of server mode.
     var given: Set<String> = []
+    /// --reconnect, and what the reconnection options set (only with it).
+    var reconnect = false
+    var reconnection = BridgeConfiguration.Reconnection()
+    var reconnectOptions: [String] = []
+    var sendFile: String?
 
     /// Adds a subprotocol (already checked) unless it is offered already.
     mutating func addSubprotocol(_ name: String) {
@@ -34,6 +50,18 @@ struct Settings {
         if listen != nil || !given.isDisjoint(with: Option.serverOnly.map(\.longName)) { return try finishServer(environment: environment, readFile: readFile) }
         try checkCombinations()
         var config = self.config
+        config.deflate = noDeflate ? nil : deflateOffer
+        if reconnect {
+            config.reconnect = reconnection
+        } else if let first = reconnectOptions.first {
+            throw UsageError("\(first) needs --reconnect")
+        }
+        if let sendFile {
+            guard let bytes = readFile(sendFile) else {
+                throw UsageError("cannot read --send-file '\(sendFile)': \(whyUnreadable(sendFile))", pointsAtHelp: false)
+            }
+            config.sendFile = bytes
+        }
         if config.oneMessage { config.maxMessages = 1 }
         try applyNetwork(to: &config, environment: environment, readFile: readFile)
 
@@ -50,6 +78,7 @@ struct Settings {
             let token = HTTPText.trimmed(String(decoding: bytes, as: UTF8.self), also: [0x0A, 0x0D])
             try checkToken(token, source: "--bearer-file '\(bearerFile)'")
             config.bearerToken = token
+            config.bearerFile = bearerFile  // read again before every reconnection attempt
         } else if let token = environment("WSPIPE_BEARER"), !token.isEmpty {
             try checkToken(token, source: "WSPIPE_BEARER")
             config.bearerToken = token
@@ -72,6 +101,9 @@ struct Settings {
             if null { try refuse("--jsonl", "-0/--null", "JSON Lines are newline-separated") }
             if c.base64 { try refuse("--jsonl", "--base64", "--jsonl already encodes binary messages in base64") }
             if c.wholeInput { try refuse("--jsonl", "--whole-input", "--jsonl reads one message per line") }
+        }
+        if noDeflate, let first = deflateTuning.first {
+            try refuse("--no-deflate", first, "with --no-deflate nothing is offered to tune")
         }
         if c.timestamps && !c.jsonLines { throw UsageError("--timestamps needs --jsonl (it adds \"ts\" to each JSON line)") }
         if c.wholeInput && c.base64 { try refuse("--whole-input", "--base64", "--base64 reads one message per line") }

@@ -215,6 +215,10 @@ public enum ExtensionNegotiationError: Error, Equatable, Sendable, CustomStringC
     case unsupportedParameter(extension: String, parameter: String)
     /// A response parameter whose value the extension refuses (nil: a required value is missing).
     case invalidParameterValue(extension: String, parameter: String, value: String?)
+    /// A response parameter given more than once (RFC 7692 §7.1 forbids it).
+    case repeatedParameter(extension: String, parameter: String)
+    /// A response parameter that answers nothing the client offered (RFC 7692 §7.1.2.2).
+    case parameterNotOffered(extension: String, parameter: String)
 
     public var description: String {
         switch self {
@@ -228,6 +232,10 @@ public enum ExtensionNegotiationError: Error, Equatable, Sendable, CustomStringC
         case .invalidParameterValue(let name, let parameter, let value):
             guard let value else { return "the server answered extension '\(name)' with parameter '\(parameter)' without its value" }
             return "the server answered extension '\(name)' with \(parameter)=\(printable(Array(value.utf8))), which is not allowed"
+        case .repeatedParameter(let name, let parameter):
+            return "the server answered extension '\(name)' with parameter '\(parameter)' more than once"
+        case .parameterNotOffered(let name, let parameter):
+            return "the server answered extension '\(name)' with parameter '\(parameter)', which wspipe did not offer"
         }
     }
 }

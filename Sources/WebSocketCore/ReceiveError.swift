@@ -8,6 +8,10 @@ public enum ReceiveError: Error, Equatable, Sendable, CustomStringConvertible {
     /// A message of at least `size` bytes (nil: more than 2^64 - 1) exceeded our limit of
     /// `limit` bytes: close code 1009.
     case messageTooBig(size: UInt64?, limit: UInt64)
+    /// A compressed message (RFC 7692) whose data does not inflate: close code 1007, the
+    /// payload is not consistent with the message (RFC 6455 §7.4.1; RFC 7692 §8 leaves the
+    /// code open; Node's ws sends 1007 too).
+    case invalidCompressedData(String)
 
     /// The close code to send when failing the connection for this error.
     public var closeCode: CloseCode {
@@ -15,12 +19,13 @@ public enum ReceiveError: Error, Equatable, Sendable, CustomStringConvertible {
         case .protocolError: return .protocolError
         case .invalidUTF8: return .invalidPayloadData
         case .messageTooBig: return .messageTooBig
+        case .invalidCompressedData: return .invalidPayloadData
         }
     }
 
     public var description: String {
         switch self {
-        case .protocolError(let text), .invalidUTF8(let text): return text
+        case .protocolError(let text), .invalidUTF8(let text), .invalidCompressedData(let text): return text
         case .messageTooBig(let size?, let limit):
             let (shown, limitShown) = ByteCount.pair(size, limit)
             return "a message of at least \(shown) exceeds the limit of \(limitShown)"

@@ -58,6 +58,10 @@ public struct WebSocketConnection: Sendable {
         self.keys = keys
     }
 
+    /// Largest message accepted from the peer, in bytes (an extension's decoder applies it
+    /// to the decoded size).
+    public var maximumMessageSize: UInt64 { reader.maximumMessageSize }
+
     /// The RSV bits of the current (or last) received data message's first frame.
     public var receivingMessageRSV: RSVBits { reader.messageRSV }
 

@@ -20,6 +20,8 @@ public struct ClientOpener: Sendable {
     /// Follow 301/302/303/307/308 answers (at most `maxRedirects`).
     public var followRedirects = false
     public var maxRedirects = 5
+    /// Extensions offered (permessage-deflate), in order.
+    public var extensions: [any WebSocketExtension] = []
     public var log: any OpeningLog = SilentOpeningLog()
 
     public init(url: WebSocketURL, dialOptions: DialOptions, subprotocols: [String] = [],
@@ -39,6 +41,8 @@ public struct ClientOpener: Sendable {
         public let headLength: Int
         /// What the server agreed to.
         public let negotiated: ClientHandshake.Negotiated
+        /// The subprotocol the server chose.
+        public var subprotocol: String? { negotiated.subprotocol }
     }
 
     /// Dials and performs the handshake; `buffer` receives the response head and any frames
@@ -63,7 +67,8 @@ public struct ClientOpener: Sendable {
                 throw .transport(error)
             }
             buffer.count = 0
-            let handshake = ClientHandshake(url: url, subprotocols: subprotocols, headers: headers(home, home))
+            let handshake = ClientHandshake(url: url, subprotocols: subprotocols, headers: headers(home, home),
+                                            extensions: extensions)
             let exchange = ClientHandshakeExchange(stream: stream, deadline: deadline, log: log)
             let head: HTTPResponseHead
             do {

@@ -29,6 +29,10 @@ public protocol ConnectionDelegate: AnyObject {
     func connectionHasRoom(_ connection: ConnectionDriver)
     /// The connection is over; the stream is closed and the driver does nothing more.
     func connection(_ connection: ConnectionDriver, didEnd ending: ConnectionEnding)
+    /// While `pausesReading`, the peer shut down its sending side or the socket hung up:
+    /// nothing will come after what is buffered (the ending follows once reading resumes).
+    /// An owner whose output is stuck can give up on it and unpause.
+    func connectionPeerShutDownWhilePaused(_ connection: ConnectionDriver)
 }
 
 public extension ConnectionDelegate {
@@ -40,6 +44,7 @@ public extension ConnectionDelegate {
     func connectionWillReleaseReceiveBuffer(_ connection: ConnectionDriver) {}
     func connection(_ connection: ConnectionDriver, note: ConnectionNote) {}
     func connectionHasRoom(_ connection: ConnectionDriver) {}
+    func connectionPeerShutDownWhilePaused(_ connection: ConnectionDriver) {}
 }
 
 /// Where outgoing data frames go: a connection, or (later) a queue that holds messages
@@ -93,6 +98,21 @@ public final class ConnectionDriver: MessageSink {
     @exclusivity(unchecked) private var waiting = MessageQueue()
     @exclusivity(unchecked) private var receiveBuffer: ByteBuffer?
     @exclusivity(unchecked) private var parsed = 0
+    // permessage-deflate (RFC 7692), when agreed: nil otherwise, so a connection that
+    // negotiated nothing pays one nil check per message start and per frame sent.
+    @exclusivity(unchecked) private var inflater: Inflater?
+    @exclusivity(unchecked) private var deflater: Deflater?
+    private var deflateConfiguration: DeflateConfiguration?
+    /// The message being received is compressed (RSV1 on its first frame).
+    @exclusivity(unchecked) private var inflating = false
+    /// The message being sent (fragmented) is compressed.
+    private var sendingCompressed = false
+    /// Compressed messages received and sent: wire bytes against payload bytes.
+    public private(set) var compressionIn = CompressionCount()
+    public private(set) var compressionOut = CompressionCount()
+    /// Messages below this many bytes go uncompressed: deflate's block header and the
+    /// flush make them no smaller, and the CPU is not worth it.
+    public static let compressionThreshold = 64
 
     private var readInterest = PollInterest.read
     private var readReady = true
@@ -101,9 +121,17 @@ public final class ConnectionDriver: MessageSink {
     private var outputShutDown = false
     private var discardedAfterClose = 0
     private var serviceQueued = false
+    /// The peer's shutdown was seen (and reported) while reading was paused.
+    private var shutDownWhilePaused = false
     /// Reading stops while the owner cannot take more (its output is behind).
+    /// The time it lasts counts toward neither the close timeout nor a ping's timeout: the
+    /// peer's answer may be waiting behind what we have not read.
     public var pausesReading = false {
-        didSet { if oldValue && !pausesReading { scheduleService() } }
+        didSet {
+            guard oldValue != pausesReading else { return }
+            readingWaited(at: .now())
+            if !pausesReading { scheduleService() }
+        }
     }
     /// Our Close waits while this is true (the owner is still delivering what came before
     /// it, and may yet replace it with another code through `close`).
@@ -151,10 +179,13 @@ public final class ConnectionDriver: MessageSink {
         receiveBuffer = received
         self.parsed = parsed
         pings = PingTracker(interval: options.pingInterval ?? options.pingTimeout, timeout: options.pingTimeout)
-        // Text, so that a peer logging ping payloads logs something readable.
+        // Text, so that a peer logging ping payloads logs something readable; one 64-bit
+        // draw gives the 16 hex digits (a draw each was 16 getrandom calls per connection).
         var random = SystemRandomNumberGenerator()
+        let bits = random.next()
         let digits = Array("0123456789abcdef".utf8)
-        barrierPayload = Array("wspipe:eof:".utf8) + (0..<16).map { _ in digits[Int(random.next() & 15)] }
+        barrierPayload = Array("wspipe:eof:".utf8) + (0..<16).map { digits[Int((bits >> (UInt64($0) * 4)) & 15)] }
+        setUpCompression(core: core)
     }
 
     /// Set while the connection runs: a started driver lives until it ends, whether or not
@@ -254,6 +285,7 @@ public final class ConnectionDriver: MessageSink {
     // MARK: - Framing
 
     private func frame(_ opcode: Opcode, fin: Bool, _ payload: UnsafeMutableRawPointer?, count: Int, in owner: ByteBuffer?) {
+        if deflater != nil, frameCompressed(opcode, fin: fin, payload, count: count) { return }
         let header = core.makeHeader(opcode: opcode, fin: fin, payloadLength: count)
         if count <= ConnectionDriver.copyLimit || owner == nil {
             outbound.appendFrame(header, copying: payload, count: count)
@@ -312,6 +344,13 @@ public final class ConnectionDriver: MessageSink {
         progressDeadline = now.adding(seconds: options.closeTimeout)
     }
 
+    /// Reading is paused for the owner, or has just resumed: the timeouts that wait for
+    /// the peer's answers start over.
+    private func readingWaited(at now: Instant) {
+        progressed(at: now)
+        pings.readingWaited(at: now)
+    }
+
     private func progressed(at now: Instant) {
         guard progressDeadline != nil else { return }
         progressDeadline = now.adding(seconds: options.closeTimeout)
@@ -332,6 +371,10 @@ public final class ConnectionDriver: MessageSink {
     }
 
     private func handle(_ events: IOEvents) {
+        if pausesReading && !shutDownWhilePaused && !events.isDisjoint(with: [.readHangUp, .error, .hangUp]) {
+            shutDownWhilePaused = true
+            delegate?.connectionPeerShutDownWhilePaused(self)
+        }
         if drained && !events.isDisjoint(with: [.readHangUp, .error, .hangUp]) { endOfStream = true }
         let error = !events.isDisjoint(with: [.error, .hangUp])
         if events.contains(IOEvents(readInterest)) || error { readReady = true }
@@ -359,8 +402,13 @@ public final class ConnectionDriver: MessageSink {
         if mayRead && !readReady { interest.insert(IOEvents(readInterest)) }
         if let blocked = writeBlocked { interest.insert(IOEvents(blocked)) }
         if drained { interest.insert(.readHangUp) }
+        // Paused, the socket is out of epoll: a peer that goes away would go unnoticed.
+        if pausesReading && !endOfStream && !shutDownWhilePaused { interest.insert(.readHangUp) }
         loop.setInterest(watch, interest)
-        if (readReady || stream.hasBufferedInput) && mayRead {
+        // readReady stays set while a read may find more (bytes the stream holds count: a
+        // read goes on past a short one then). Buffered input after a read met EAGAIN is a
+        // TLS record not complete yet: it waits for the socket like everything else.
+        if readReady && mayRead {
             scheduleService()  // more to read: come back after a look at the other descriptors
         } else if mayRead && !options.keepsBuffersWhenIdle {
             releaseIdleBuffers()
@@ -424,10 +472,16 @@ public final class ConnectionDriver: MessageSink {
             while let event = try core.receive(input, &parsed) {
                 switch event {
                 case .messageStart(let kind):
+                    if inflater != nil { beginInflating(kind) }
                     delegate.connection(self, didStartMessage: kind)
                 case .messageData(let range):
-                    delegate.connection(self, didReceive: buffer.base + range.lowerBound, count: range.count, in: buffer)
+                    if inflating {
+                        try inflate(buffer.base + range.lowerBound, count: range.count, delegate: delegate)
+                    } else {
+                        delegate.connection(self, didReceive: buffer.base + range.lowerBound, count: range.count, in: buffer)
+                    }
                 case .messageEnd:
+                    if inflating { try finishInflating(delegate: delegate) }
                     delegate.connectionDidEndMessage(self)
                 case .ping(let payload):
                     // The pong goes out ahead of data the owner sends after this point (an
@@ -499,8 +553,11 @@ public final class ConnectionDriver: MessageSink {
     }
 
     private func checkTimers(now: Instant) {
-        // Our Close waits for the owner's output: that is progress of ours, not the peer's.
+        // Our Close waits for the owner's output, or reading waits for it (the peer's answer
+        // may be behind what we have not read yet): that is progress of ours, not silence
+        // of the peer's.
         if holdsClose && closeAfterQueue != nil { progressed(at: now) }
+        if pausesReading { readingWaited(at: now) }
         if pings.pingDue(at: now), core.state == .open {
             let payload = pings.nextPayload()
             core.ping(payload)
@@ -508,7 +565,7 @@ public final class ConnectionDriver: MessageSink {
             pings.queued(payload, endingAt: outbound.totalQueued, at: now)
             delegate?.connection(self, note: .pingQueued(payload.count))
         }
-        if let overdue = pings.overdue(at: now), loss == nil, core.state != .closed {
+        if pongTimeoutCounts, let overdue = pings.overdue(at: now), loss == nil {
             loss = .pingTimeout(seconds: overdue)
         }
         if barrier != nil, let deadline = progressDeadline, now >= deadline {
@@ -544,10 +601,14 @@ public final class ConnectionDriver: MessageSink {
         return false
     }
 
+    /// A missing Pong ends the connection only until both Close frames are exchanged (or we
+    /// failed it): after that, only the wait for the peer to close TCP is left.
+    private var pongTimeoutCounts: Bool { core.state != .closed }
+
     private var nextDeadline: Instant? {
-        // Keepalive pings only while open: a ping due after our Close must not keep the
-        // timer in the past.
-        var soonest = core.state == .open ? pings.nextDeadline : pings.pongDeadline
+        // Keepalive pings only while open, pong deadlines only while they count: a deadline
+        // that passes without being acted on must not keep the timer in the past.
+        var soonest = core.state == .open ? pings.nextDeadline : pongTimeoutCounts ? pings.pongDeadline : nil
         for deadline in [hardDeadline, progressDeadline].compactMap({ $0 }) {
             soonest = soonest.map { min($0, deadline) } ?? deadline
         }
@@ -589,6 +650,9 @@ public final class ConnectionDriver: MessageSink {
         outbound.discard()
         waiting.removeAll()
         receiveBuffer = nil
+        // zlib's state goes with the connection.
+        inflater = nil
+        deflater = nil
         let owner = delegate
         delegate = nil
         owner?.connection(self, didEnd: result)
@@ -649,5 +713,89 @@ struct MessageQueue {
         messages.removeAll()
         head = 0
         byteCount = 0
+    }
+}
+
+// MARK: - permessage-deflate (RFC 7692 §6, §7.2)
+
+extension ConnectionDriver {
+    /// Makes the inflater (and, lazily on the first compressed send, the deflater) when
+    /// the core's extensions include an agreed `PerMessageDeflate`. zlib must be loaded.
+    private func setUpCompression(core: WebSocketConnection) {
+        guard !core.extensions.isEmpty,
+              let deflate = core.extensions.lazy.compactMap({ $0 as? PerMessageDeflate }).first,
+              let agreed = deflate.configuration else { return }
+        deflateConfiguration = agreed
+        inflater = Inflater(windowBits: max(agreed.incomingWindowBits, 9), limit: core.maximumMessageSize)
+        deflater = Deflater(windowBits: agreed.outgoingWindowBits, memoryLevel: deflate.memoryLevel,
+                            resetsContext: agreed.outgoingNoContextTakeover)
+    }
+
+    /// The agreed permessage-deflate configuration, if any.
+    public var compression: DeflateConfiguration? { deflateConfiguration }
+
+    @inline(never)
+    private func beginInflating(_ kind: MessageKind) {
+        inflating = core.receivingMessageRSV.contains(.rsv1)
+        if inflating, let inflater {
+            inflater.begin(text: kind == .text)
+            compressionIn.messages += 1
+        }
+    }
+
+    @inline(never)
+    private func inflate(_ bytes: UnsafeMutableRawPointer, count: Int, delegate: ConnectionDelegate) throws(ReceiveError) {
+        guard let inflater else { return }
+        compressionIn.wire += UInt64(count)
+        do {
+            try inflater.feed(bytes, count: count) { buffer, start, n in
+                delegate.connection(self, didReceive: start, count: n, in: buffer)
+            }
+        } catch {
+            inflating = false
+            core.fail(error)
+            throw error
+        }
+    }
+
+    @inline(never)
+    private func finishInflating(delegate: ConnectionDelegate) throws(ReceiveError) {
+        inflating = false
+        guard let inflater, let agreed = deflateConfiguration else { return }
+        let before = inflater.messageSize
+        do {
+            try inflater.finish(resetsContext: agreed.incomingNoContextTakeover) { buffer, start, n in
+                delegate.connection(self, didReceive: start, count: n, in: buffer)
+            }
+        } catch {
+            core.fail(error)
+            throw error
+        }
+        _ = before
+        compressionIn.payload += inflater.messageSize
+    }
+
+    /// Frames a data frame compressed, if its message is (or, for a first frame, should
+    /// be): RSV1 on the first frame only. False: frame it as it is.
+    @inline(never)
+    fileprivate func frameCompressed(_ opcode: Opcode, fin: Bool, _ payload: UnsafeMutableRawPointer?, count: Int) -> Bool {
+        guard let deflater, !opcode.isControl else { return false }
+        if opcode != .continuation {
+            sendingCompressed = count >= ConnectionDriver.compressionThreshold
+        }
+        guard sendingCompressed else { return false }
+        if fin { sendingCompressed = false }
+        guard let compressed = deflater.compress(payload.map { UnsafeRawPointer($0) }, count: count, final: fin) else {
+            // zlib could not make its state: this message (a first frame) goes as it is.
+            if opcode != .continuation { sendingCompressed = false; return false }
+            return false
+        }
+        let header = core.makeHeader(opcode: opcode, fin: fin, rsv: opcode == .continuation ? [] : .rsv1,
+                                     payloadLength: compressed.count)
+        outbound.appendFrame(header, copying: compressed.baseAddress, count: compressed.count)
+        compressionOut.wire += UInt64(compressed.count)
+        compressionOut.payload += UInt64(count)
+        if opcode != .continuation { compressionOut.messages += 1 }
+        return true
     }
 }

@@ -51,12 +51,18 @@ public final class EventLoop {
         fileprivate var registered: IOEvents = []
         fileprivate var inEpoll = false
         fileprivate var slot: Int
+        /// What epoll carries for this watch: its slot in the low 32 bits and a serial of
+        /// its own above. A slot is reused as soon as its watch is removed, even while the
+        /// removed watch's event still waits in the current turn's batch: the serial tells
+        /// that stale event from one for the slot's new watch.
+        fileprivate let key: UInt64
         /// epoll refused the descriptor (EPERM: it is always ready).
         public fileprivate(set) var isAlwaysReady = false
 
-        fileprivate init(fd: Int32, slot: Int, handler: @escaping (IOEvents) -> Void) {
+        fileprivate init(fd: Int32, slot: Int, serial: UInt64, handler: @escaping (IOEvents) -> Void) {
             self.fd = fd
             self.slot = slot
+            key = serial << 32 | UInt64(slot)
             self.handler = handler
         }
 
@@ -79,6 +85,7 @@ public final class EventLoop {
     public let wakeFD: Int32
     private var watches: [Watch?] = []
     private var freeSlots: [Int] = []
+    private var watchSerial: UInt64 = 0
     private var heap: [(deadline: Instant, generation: UInt64, timer: Timer)] = []
     private var timerGeneration: UInt64 = 0
     private var soon: [() -> Void] = []
@@ -119,7 +126,8 @@ public final class EventLoop {
     /// Watches `fd`, initially for nothing; `handler` gets the events epoll reports.
     public func watch(_ fd: Int32, handler: @escaping (IOEvents) -> Void) -> Watch {
         let slot = freeSlots.popLast() ?? watches.count
-        let watch = Watch(fd: fd, slot: slot, handler: handler)
+        watchSerial = (watchSerial + 1) & 0x7fff_ffff  // below wakeSlot's key
+        let watch = Watch(fd: fd, slot: slot, serial: watchSerial, handler: handler)
         if slot == watches.count { watches.append(watch) } else { watches[slot] = watch }
         return watch
     }
@@ -130,6 +138,7 @@ public final class EventLoop {
     @discardableResult
     public func setInterest(_ watch: Watch, _ interest: IOEvents) -> Bool {
         if watch.isAlwaysReady { return false }
+        guard watch.slot >= 0 else { return true }  // removed: watches nothing any more
         guard interest != watch.registered else { return true }
         if interest.isEmpty {
             if watch.inEpoll {
@@ -141,7 +150,7 @@ public final class EventLoop {
         }
         var event = epoll_event()
         event.events = interest.rawValue
-        event.data.u64 = UInt64(watch.slot)
+        event.data.u64 = watch.key
         let result = epoll_ctl(epfd, watch.inEpoll ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, watch.fd, &event)
         if result != 0 {
             if errno == EPERM {
@@ -214,11 +223,12 @@ public final class EventLoop {
         if count > 0 {
             for i in 0..<Int(count) {
                 let event = events[i]
-                let slot = event.data.u64
-                if slot == EventLoop.wakeSlot {
+                let key = event.data.u64
+                let slot = Int(truncatingIfNeeded: key & 0xffff_ffff)
+                if key == EventLoop.wakeSlot {
                     _ = wsp_eventfd_drain(wakeFD)
                     onWake?()
-                } else if Int(slot) < watches.count, let watch = watches[Int(slot)] {
+                } else if slot < watches.count, let watch = watches[slot], watch.key == key {
                     watch.handler(IOEvents(rawValue: event.events))
                 }
             }

@@ -97,6 +97,9 @@ final class HandshakeExchange {
         case .refuse(let status, let headers, let body):
             refuse(HTTPResponse.refusalBytesOrPlain(status: status, headers: headers, body: body))
         case .accept(let subprotocol):
+            if let refusal = server.mode?.refusal(for: request) {
+                return refuse(HTTPResponse.refusalBytesOrPlain(status: refusal.status, headers: refusal.headers, body: refusal.body))
+            }
             do throws(ResponseBuildError) {
                 response = try ServerHandshake.accept(request, subprotocol: subprotocol, headers: server.configuration.policy.responseHeaders)
             } catch {

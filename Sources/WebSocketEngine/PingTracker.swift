@@ -3,13 +3,15 @@ import WebSocketTransport
 /// Keepalive pings (RFC 6455 §5.5.2): when to send the next one, which are unanswered,
 /// and whether one has waited longer than the timeout. A ping's timeout starts when its
 /// bytes have actually been written to the socket, not when it was queued behind a
-/// backlog of data.
+/// backlog of data, and it stops while the owner has paused reading (the Pong may wait
+/// behind data not read yet).
 struct PingTracker {
     let interval: Double?
     let timeout: Double?
     private var nextPingAt: Instant?
     private var counter: UInt64 = 0
-    private var outstanding: [(payload: [UInt8], endOffset: UInt64, writtenAt: Instant?)] = []
+    /// `countsFrom`: where the timeout counts from (written, or reading last resumed).
+    private var outstanding: [(payload: [UInt8], endOffset: UInt64, writtenAt: Instant?, countsFrom: Instant?)] = []
     private(set) var lastRoundTrip: Double?
 
     init(interval: Double?, timeout: Double?) {
@@ -34,7 +36,7 @@ struct PingTracker {
 
     /// A ping was queued; its last byte is at `endOffset` of the outbound stream.
     mutating func queued(_ payload: [UInt8], endingAt endOffset: UInt64, at now: Instant) {
-        outstanding.append((payload, endOffset, nil))
+        outstanding.append((payload, endOffset, nil, nil))
         if let interval { nextPingAt = now.adding(seconds: interval) }
     }
 
@@ -42,6 +44,14 @@ struct PingTracker {
     mutating func written(upTo offset: UInt64, at now: Instant) {
         for i in outstanding.indices where outstanding[i].writtenAt == nil && outstanding[i].endOffset <= offset {
             outstanding[i].writtenAt = now
+            outstanding[i].countsFrom = now
+        }
+    }
+
+    /// Reading is paused (or has just resumed): a written ping's timeout starts over now.
+    mutating func readingWaited(at now: Instant) {
+        for i in outstanding.indices where outstanding[i].countsFrom != nil {
+            outstanding[i].countsFrom = now
         }
     }
 
@@ -57,7 +67,7 @@ struct PingTracker {
 
     /// The timeout in seconds if the oldest written ping has waited past it.
     func overdue(at now: Instant) -> Double? {
-        guard let timeout, let sent = outstanding.first?.writtenAt else { return nil }
+        guard let timeout, let sent = outstanding.first?.countsFrom else { return nil }
         return now.seconds(since: sent) >= timeout ? timeout : nil
     }
 
@@ -69,7 +79,7 @@ struct PingTracker {
 
     /// When the oldest written ping's pong is overdue (with a timeout).
     var pongDeadline: Instant? {
-        guard let timeout, let sent = outstanding.first(where: { $0.writtenAt != nil })?.writtenAt else { return nil }
+        guard let timeout, let sent = outstanding.first(where: { $0.countsFrom != nil })?.countsFrom else { return nil }
         return sent.adding(seconds: timeout)
     }
 }

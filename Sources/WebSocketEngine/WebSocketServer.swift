@@ -35,6 +35,32 @@ public protocol ServerMode: AnyObject {
     /// `connection` completed its handshake; its driver is about to start. Return the
     /// delegate for its events (one object per connection, or one shared by all).
     func handler(for connection: ServerConnection) -> ConnectionDelegate
+    /// See the extension: nil accepts.
+    func refusal(for request: HandshakeRequest) -> ModeRefusal?
+    /// The connection's driver has started (`connection.driver` is set).
+    func connectionDidStart(_ connection: ServerConnection)
+}
+
+/// A mode's refusal of a handshake the policy accepted (a full pool of child processes).
+public struct ModeRefusal: Sendable, Equatable {
+    public var status: Int
+    public var headers: [HTTPHeader]
+    /// One line of text for the body.
+    public var body: String
+
+    public init(status: Int, headers: [HTTPHeader] = [], body: String) {
+        self.status = status
+        self.headers = headers
+        self.body = body
+    }
+}
+
+public extension ServerMode {
+    /// Whether to refuse this handshake (checked after the policy accepted it, before the
+    /// 101): nil accepts. By default every mode accepts.
+    func refusal(for request: HandshakeRequest) -> ModeRefusal? { nil }
+
+    func connectionDidStart(_ connection: ServerConnection) {}
 }
 
 /// A WebSocket server on one `EventLoop`: listeners, the opening handshake of each accepted
@@ -115,6 +141,7 @@ public final class WebSocketServer {
                                       received: received, parsed: parsed, delegate: connection)
         onEvent?(.connected(connection))
         connection.start(driver)
+        mode.connectionDidStart(connection)
     }
 
     func connectionEnded(_ connection: ServerConnection, _ ending: ConnectionEnding) {
@@ -133,7 +160,11 @@ public final class WebSocketServer {
         listeners.removeAll()
         for exchange in Array(exchanges.values) { exchange.end() }
         if connections.isEmpty { return drained() }
-        for connection in Array(connections.values) { connection.driver?.close(payload, within: limit) }
+        // A client already closing (a mode closed it: 1013) keeps its own Close, and its
+        // close timeout bounds it.
+        for connection in Array(connections.values) where connection.driver?.canSendData == true {
+            connection.driver?.close(payload, within: limit)
+        }
     }
 
     private var drainedOnce = false

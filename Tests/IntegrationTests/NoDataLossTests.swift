@@ -63,6 +63,62 @@ final class NoDataLossTests: HostileTestCase {
         }
     }
 
+    func testASlowStdoutAtTheEndOfInputIsNotTakenForASilentServer() throws {
+        // 4 MiB of binary messages with the 101 and nothing sent (stdin /dev/null): the
+        // end-of-input Ping goes at once and the server answers it, but its Pong is behind
+        // the messages, which wspipe reads only as fast as stdout takes them (nothing for
+        // 3 s here). Waiting for our own stdout is no silence of the server's: every byte
+        // arrives and the session ends normally, though --close-timeout is 1 s.
+        let (script, expected) = fourMiBWithThe101()
+        let server = try startScripted(script)
+        let stdout = try HeldStdout()
+        let child = try spawnWspipe(["--binary", "--close-timeout", "1", url(server)], stdin: .null, stdoutFile: stdout.childPath)
+        stdout.childStarted()
+        usleep(3_000_000)
+        stdout.startDraining(keep: true)
+        XCTAssertTrue(stdout.waitForEnd(timeout: 30), "stdout not drained")
+        let result = finish(child, timeout: 10)
+        assertExit(result, 0)
+        XCTAssertEqual(result.stderr, "")
+        XCTAssertEqual(stdout.byteCount, expected.count, "byte count")
+        XCTAssertTrue(stdout.bytes == expected, "stdout differs from the messages sent")
+    }
+
+    func testASlowStdoutIsNotTakenForAMissingPong() throws {
+        // The same 4 MiB, with keepalive pings and a 1 s --ping-timeout: the server answers
+        // every Ping, but the Pongs wait behind the messages that stdout has not taken yet
+        // (nothing for 3 s). The connection is alive: every byte arrives, exit status 0.
+        let (script, expected) = fourMiBWithThe101()
+        let server = try startScripted(script)
+        let stdout = try HeldStdout()
+        let child = try spawnWspipe(["--binary", "--ping-interval", "0.3", "--ping-timeout", "1", url(server)],
+                                    stdin: .pipe, stdoutFile: stdout.childPath)
+        stdout.childStarted()
+        usleep(3_000_000)
+        stdout.startDraining(keep: true)
+        usleep(1_000_000)
+        child.closeStdin()
+        XCTAssertTrue(stdout.waitForEnd(timeout: 30), "stdout not drained")
+        let result = finish(child, timeout: 10)
+        assertExit(result, 0)
+        XCTAssertEqual(result.stderr, "")
+        XCTAssertEqual(stdout.byteCount, expected.count, "byte count")
+        XCTAssertTrue(stdout.bytes == expected, "stdout differs from the messages sent")
+    }
+
+    /// A 101 and 64 binary messages of 64 KiB (4 MiB) in one script, and what stdout gets.
+    private func fourMiBWithThe101() -> (script: [UInt8], expected: [UInt8]) {
+        var script = Array("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n".utf8)
+            + Array("Sec-WebSocket-Accept: {accept}\r\n\r\n".utf8)
+        var expected: [UInt8] = []
+        for i in 0..<64 {
+            let payload = [UInt8](repeating: UInt8(65 + i % 26), count: 65535) + [0x0A]
+            script += [0x82, 127] + (0..<8).map { UInt8(truncatingIfNeeded: payload.count >> (56 - 8 * $0)) } + payload
+            expected += payload
+        }
+        return (script, expected)
+    }
+
     // MARK: 13. SIGTERM in the middle of a 1 GiB upload
 
     func testSIGTERMInTheMiddleOfA1GiBUploadClosesWith1001AfterCompleteFrames() throws {

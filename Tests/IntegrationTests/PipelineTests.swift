@@ -790,7 +790,7 @@ final class PipelineTests: IntegrationTestCase {
         XCTAssertNotNil(rtt, "pings were answered: \(result.stderr)")
         XCTAssertTrue((0..<1000).contains(rtt ?? -1))
         XCTAssertEqual(summary["exit"] as? Int, 0)
-        XCTAssertEqual(Set(summary.keys), ["sent", "received", "duration_s", "close_sent", "close_received", "ping_rtt_ms", "exit"])
+        XCTAssertEqual(Set(summary.keys), ["sent", "received", "duration_s", "close_sent", "close_received", "ping_rtt_ms", "compression", "exit"])
     }
 
     func testStatsAfterFailuresAndTimeouts() throws {

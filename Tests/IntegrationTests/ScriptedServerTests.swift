@@ -127,7 +127,7 @@ final class ScriptedServerTests: IntegrationTestCase {
             ("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\(accept)\(accept)\r\n",
              "Sec-WebSocket-Accept"),
             ("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\(accept)"
-             + "Sec-WebSocket-Extensions: permessage-deflate\r\n\r\n", "permessage-deflate"),
+             + "Sec-WebSocket-Extensions: x-webkit-deflate-frame\r\n\r\n", "x-webkit-deflate-frame"),
             ("SSH-2.0-OpenSSH_9.2\r\n\r\n", "not HTTP"),
         ]
         for (response, message) in cases {

@@ -156,6 +156,71 @@ final class ServerTests: IntegrationTestCase {
         XCTAssertEqual(finish(clients, timeout: 30).stdoutText, "open 1000\ncloses 1001=1000\n")
     }
 
+    /// Out of descriptors (EMFILE): accepting pauses instead of spinning, and once clients
+    /// leave, waiting and new clients are served.
+    func testRecoversFromDescriptorExhaustion() throws {
+        let server = try ChildProcess(executable: "/bin/sh", arguments: ["-c", "ulimit -n 32; exec \(Locations.wspipe) -l 0 --echo -v"],
+                                      environment: Locations.baseEnvironment, stdin: .null)
+        defer { server.kill() }
+        guard let text = server.stderr.waitForLine(startingWith: "wspipe: listening on ws://127.0.0.1:", timeout: 15),
+              let port = UInt16(text.split(separator: ":").last?.split(separator: "/").first ?? "") else {
+            return XCTFail("no listening line: \(server.stderr.text)")
+        }
+        // 40 idle TCP connections: more than the server has descriptors for.
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = port.bigEndian
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var held: [Int32] = []
+        for _ in 0..<40 {
+            let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            let connected = withUnsafePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            }
+            XCTAssertEqual(connected, 0, "the backlog takes the connection")
+            held.append(fd)
+        }
+        usleep(300_000)
+        for fd in held { close(fd) }
+        let ours = try runWspipe(["ws://127.0.0.1:\(port)/"], stdin: .bytes(Array("after exhaustion\n".utf8)))
+        assertStdout(ours, "after exhaustion\n")
+        server.signal(SIGTERM)
+        assertExit(finish(server), 0)
+    }
+
+    /// --broadcast to 50 clients, one of which never reads: the 49 get every message, the
+    /// stalled one is closed with 1013 once its queue is full, and client messages reach stdout.
+    func testBroadcastToFiftyClientsWithOneStalled() throws {
+        let server = try spawnWspipe(["-l", "0", "--broadcast"], stdin: .pipe)
+        guard let text = server.stderr.waitForLine(startingWith: "wspipe: listening on ws://127.0.0.1:", timeout: 15),
+              let port = Int(text.split(separator: ":").last?.split(separator: "/").first ?? "") else {
+            return XCTFail("no listening line: \(server.stderr.text)")
+        }
+        let clients = try ChildProcess(executable: Locations.python,
+                                       arguments: ["\(Locations.peers)/server_client.py", "fanout", "ws://127.0.0.1:\(port)/", "50"],
+                                       environment: Locations.baseEnvironment, stdin: .null)
+        XCTAssertEqual(clients.stdout.waitForLine(startingWith: "ready", timeout: 30), "ready", clients.stderr.text)
+        let talker = try runWspipe(["ws://127.0.0.1:\(port)/"], stdin: .bytes(Array("hello server\n".utf8)))
+        assertExit(talker, 0)
+        XCTAssertTrue(server.stdout.wait(timeout: 10) { String(decoding: $0, as: UTF8.self).contains("hello server\n") })
+        // 800 lines of 16 KiB (13 MB): more than the 4 MiB a client may fall behind plus what
+        // the kernel buffers hold for it; in batches, so that the one Python process reading
+        // for the 49 others keeps them near each other.
+        let line = String(repeating: "x", count: 16 * 1024) + "\n"
+        for _ in 0..<40 {
+            _ = server.writeStdin(Array(String(repeating: line, count: 20).utf8))
+            usleep(30_000)
+        }
+        server.closeStdin()
+        let result = finish(server, timeout: 60)
+        assertExit(result, 0)
+        assertStderr(result, contains: "closed 1 slow client(s) with 1013")
+        let lines = finish(clients, timeout: 60).stdoutText.split(separator: "\n").map(String.init)
+        XCTAssertEqual(lines.first, "ready")
+        XCTAssertEqual(lines.dropFirst().first, "stalled 1013")
+        XCTAssertEqual(Array(lines.dropFirst(2)), Array(repeating: "800 messages 1000", count: 49))
+    }
+
     func testUsageErrorsAndListenFailures() throws {
         for (arguments, text) in [(["-l", "0", "--echo", "--proxy", "http://p:1"], "--proxy is a client option"),
                                   (["--echo", "ws://127.0.0.1:1/"], "--echo is a server option"),

@@ -20,6 +20,7 @@ final class Recorder: ConnectionDelegate {
     var notes: [ConnectionNote] = []
     var ending: ConnectionEnding?
     var echoes = false
+    var shutDownsWhilePaused = 0
 
     func connection(_ connection: ConnectionDriver, didStartMessage kind: MessageKind) { current = Message(kind: kind, bytes: []) }
     func connection(_ connection: ConnectionDriver, didReceive bytes: UnsafeMutableRawPointer, count: Int, in buffer: ByteBuffer) {
@@ -37,6 +38,7 @@ final class Recorder: ConnectionDelegate {
     func connection(_ connection: ConnectionDriver, didFail error: ReceiveError) { failures.append(error) }
     func connection(_ connection: ConnectionDriver, note: ConnectionNote) { notes.append(note) }
     func connection(_ connection: ConnectionDriver, didEnd ending: ConnectionEnding) { self.ending = ending }
+    func connectionPeerShutDownWhilePaused(_ connection: ConnectionDriver) { shutDownsWhilePaused += 1 }
 }
 
 /// Two connected stream ends (a Unix socketpair), non-blocking.
@@ -97,6 +99,20 @@ final class ConnectionDriverTests: XCTestCase {
         XCTAssertTrue(spin { clientLog.messages.count == 2 })
         XCTAssertEqual(clientLog.messages[0].text, "back")
         XCTAssertEqual(clientLog.messages[1].bytes, big)
+    }
+
+    func testAPeerThatGoesWhileReadingIsPausedIsNoticed() {
+        let (client, _, server, serverLog) = pair()
+        server.pausesReading = true
+        client.send(.text, bytes: Array("unread".utf8))
+        spin(0.1) { false }
+        client.abandon()
+        XCTAssertTrue(spin { serverLog.shutDownsWhilePaused == 1 }, "a paused driver still sees the hang-up")
+        XCTAssertNil(serverLog.ending, "the ending waits for the owner to read again")
+        server.pausesReading = false
+        XCTAssertTrue(spin { serverLog.ending != nil })
+        XCTAssertEqual(serverLog.messages.map(\.text), ["unread"], "what came before the hang-up is still delivered")
+        XCTAssertEqual(serverLog.shutDownsWhilePaused, 1)
     }
 
     func testPingPongAndKeepaliveRoundTrip() {
@@ -227,6 +243,72 @@ final class ConnectionDriverTests: XCTestCase {
         _ = b
     }
 
+    func testAnUnansweredPingAfterBothClosesDoesNotSpinTheLoop() {
+        // Keepalive pings go unanswered; the peer's Close comes before the ping timeout and
+        // the client echoes it, then waits (1 s) for the peer to close TCP. The ping's
+        // deadline passes during that wait, when it no longer counts: it must not keep the
+        // driver's timer in the past (a turn without waiting, thousands of times a second).
+        let (a, b) = streamPair()
+        var options = ConnectionOptions()
+        options.pingInterval = 0.1
+        options.pingTimeout = 0.4
+        let log = Recorder()
+        let client = ConnectionDriver(loop: loop, stream: a, core: WebSocketConnection(role: .client), options: options, delegate: log)
+        client.start()
+        spin(0.25) { false }
+        var close: [UInt8] = [0x88, 0x02, 0x03, 0xE8]
+        XCTAssertEqual(write(b.fileDescriptor, &close, close.count), 4)
+        let deadline = Instant.now().adding(seconds: 3)
+        var turns = 0
+        let stopper = loop.timer {}
+        while log.ending == nil && Instant.now() < deadline {
+            loop.arm(stopper, at: Instant.now().adding(seconds: 0.05))
+            loop.turn()
+            turns += 1
+        }
+        guard case .closed(let handshake)? = log.ending else { return XCTFail("\(String(describing: log.ending))") }
+        XCTAssertTrue(handshake.isNormal)
+        XCTAssertLessThan(turns, 200, "the loop spun while waiting for the peer to close TCP")
+        _ = b
+    }
+
+    func testBufferedInputThatCannotBeReadYetDoesNotSpinTheLoop() {
+        // TLS holds the first bytes of a record that has not fully arrived: the stream has
+        // buffered input (SSL_has_pending), yet a read would block until the rest comes.
+        // The driver must wait for the socket, not come back every turn.
+        final class PartialRecordStream: ByteStream {
+            let inner: TCPStream
+            init(_ inner: TCPStream) { self.inner = inner }
+            var fileDescriptor: Int32 { inner.fileDescriptor }
+            func read(into buffer: UnsafeMutableRawPointer, count: Int) -> IOResult { inner.read(into: buffer, count: count) }
+            func write(_ vectors: UnsafePointer<iovec>, count: Int) -> IOResult { inner.write(vectors, count: count) }
+            var hasBufferedInput: Bool { true }
+            var hasPendingOutput: Bool { inner.hasPendingOutput }
+            func flush() -> IOResult { inner.flush() }
+            func shutdownOutput() { inner.shutdownOutput() }
+            func close() { inner.close() }
+        }
+        let (a, b) = streamPair()
+        let log = Recorder()
+        let client = ConnectionDriver(loop: loop, stream: PartialRecordStream(a), core: WebSocketConnection(role: .client), delegate: log)
+        client.start()
+        let deadline = Instant.now().adding(seconds: 0.5)
+        var turns = 0
+        let stopper = loop.timer {}
+        while Instant.now() < deadline {
+            loop.arm(stopper, at: Instant.now().adding(seconds: 0.05))
+            loop.turn()
+            turns += 1
+        }
+        XCTAssertLessThan(turns, 100, "the driver came back every turn for input it could not read")
+        // The rest of the record arrives: it is read.
+        var text: [UInt8] = [0x81, 0x02, 0x68, 0x69]
+        XCTAssertEqual(write(b.fileDescriptor, &text, text.count), 4)
+        XCTAssertTrue(spin(2) { log.messages.count == 1 })
+        XCTAssertEqual(log.messages.first?.text, "hi")
+        client.abandon()
+    }
+
     func testManyConnectionsOnOneLoopOverTCP() throws {
         let socket = try TCPListener(address: "127.0.0.1", port: 0)
         var servers: [ConnectionDriver] = []
@@ -293,6 +375,37 @@ final class ConnectionDriverTests: XCTestCase {
         XCTAssertGreaterThan(fired, 0)
         loop.arm(timer!, at: nil)
         loop.remove(watch)
+    }
+
+    func testAWatchRemovedDuringDispatchNeverGetsItsEventsForANewWatchInItsSlot() {
+        // Both pipes are readable, so one epoll_wait reports both. Whichever handler runs
+        // first removes the other watch and makes a new one, which takes the freed slot:
+        // the removed watch's event, still in this turn's batch, must not reach it.
+        var p1: [Int32] = [0, 0], p2: [Int32] = [0, 0], p3: [Int32] = [0, 0]
+        XCTAssertEqual(pipe(&p1), 0); XCTAssertEqual(pipe(&p2), 0); XCTAssertEqual(pipe(&p3), 0)
+        defer { for fd in p1 + p2 + p3 { close(fd) } }
+        var byte: UInt8 = 0x78
+        XCTAssertEqual(write(p1[1], &byte, 1), 1)
+        XCTAssertEqual(write(p2[1], &byte, 1), 1)
+        let loop = self.loop!
+        var a: EventLoop.Watch?, b: EventLoop.Watch?, c: EventLoop.Watch?
+        var dispatched = 0
+        var wrongDispatches = 0
+        func first(removing other: EventLoop.Watch?) {
+            dispatched += 1
+            guard c == nil, let other else { return }
+            loop.remove(other)
+            c = loop.watch(p3[0]) { _ in wrongDispatches += 1 }  // p3 is empty: never readable
+            loop.setInterest(c!, .readable)
+        }
+        a = loop.watch(p1[0]) { _ in first(removing: b) }
+        b = loop.watch(p2[0]) { _ in first(removing: a) }
+        loop.setInterest(a!, .readable)
+        loop.setInterest(b!, .readable)
+        XCTAssertTrue(spin(2) { dispatched > 0 })
+        spin(0.05) { false }
+        XCTAssertEqual(wrongDispatches, 0, "a removed watch's event went to the watch that took its slot")
+        for watch in [a, b, c].compactMap({ $0 }) { loop.remove(watch) }
     }
 
     func testWakeFromAnotherThread() {

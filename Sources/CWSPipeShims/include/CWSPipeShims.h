@@ -42,4 +42,41 @@ ssize_t wsp_writev_nowait(int fd, const struct iovec *vectors, int count);
 int wsp_set_nonblocking(int fd);
 /// accept4(2) with SOCK_NONBLOCK | SOCK_CLOEXEC (a GNU extension Swift's Glibc lacks).
 int wsp_accept4(int fd, void *address, unsigned int *length);
+
+// Child processes (WebSocketExec). No SIGCHLD handler anywhere: a child's exit is seen
+// through its pidfd (or polled with waitid on kernels without pidfd_open).
+
+/// Spawns `path` (argv, envp NULL-terminated) with `in`, `out`, `err` as its descriptors 0,
+/// 1, 2 and nothing else open (closefrom 3), in a new process group led by itself, with
+/// every signal at its default disposition and none blocked. Returns 0 and sets *pid, or
+/// the errno value (ENOENT, EACCES, EAGAIN...).
+int wsp_spawn(const char *path, char *const argv[], char *const envp[], int in, int out, int err, pid_t *pid);
+
+/// pidfd_open(2) (Linux 5.3+): a close-on-exec descriptor that becomes readable when `pid`
+/// exits. -1 with errno (ENOSYS on older kernels).
+int wsp_pidfd_open(pid_t pid);
+
+/// Whether `pid` (our child) has exited, without reaping it (waitid WNOWAIT): 1 with
+/// *exited_code (>= 0) or *signal_number (> 0) set, 0 while it runs, -1 with errno.
+int wsp_child_peek(pid_t pid, int *exited_code, int *signal_number);
+
+/// Reaps `pid` (our child, known to have exited). 0, or -1 with errno.
+int wsp_child_reap(pid_t pid);
+
+/// prctl(PR_SET_CHILD_SUBREAPER): orphaned descendants become our children (not init's), so
+/// they can be reaped here. 0, or -1 with errno.
+int wsp_become_subreaper(void);
+
+/// Reaps one exited child of ours in process group `group` (WNOHANG): 1 if one was reaped,
+/// 0 if none has exited, -1 with errno ECHILD when we have no child in the group.
+int wsp_reap_group_member(pid_t group);
+
+/// writev(2) to a pipe without SIGPIPE when the reader is gone (EPIPE instead), whatever
+/// the process's SIGPIPE disposition: the signal is blocked on this thread for the call and
+/// a SIGPIPE it raised is consumed.
+ssize_t wsp_writev_nosigpipe(int fd, const struct iovec *vectors, int count);
+
+/// pipe2(O_CLOEXEC); then O_NONBLOCK on the end at `nonblocking_index` (0: read end, 1:
+/// write end) only: the child's end stays blocking. 0, or -1 with errno.
+int wsp_child_pipe(int fds[2], int nonblocking_index);
 #endif

@@ -1,5 +1,7 @@
 """WebSocket echo server (Python `websockets`): every message comes back unchanged,
-text as text and binary as binary. No compression, no size limit, no keepalive pings.
+text as text and binary as binary. No compression (unless --deflate), no size limit, no
+keepalive pings. --greet-zeros N sends N zero bytes as one binary message first (a
+decompression bomb when compressed).
 
     echo.py [--host H] [--port 0] [--tls CERT KEY] [--client-ca CA] [--subprotocols a,b]
             [--unix PATH]
@@ -19,8 +21,13 @@ from websockets.exceptions import ConnectionClosed
 from common import announce, announce_port, base_parser, tls_context
 
 
+GREET_ZEROS = 0
+
+
 async def echo(websocket):
     try:
+        if GREET_ZEROS:
+            await websocket.send(bytes(GREET_ZEROS))
         async for message in websocket:
             if message == "whoami":
                 peer = websocket.transport.get_extra_info("peercert") or {}
@@ -37,6 +44,9 @@ async def main():
     parser.add_argument("--subprotocols", default="", help="comma-separated subprotocols the server accepts")
     parser.add_argument("--client-ca", help="require a client certificate signed by this CA (PEM)")
     parser.add_argument("--unix", help="serve on this Unix socket path instead of TCP")
+    parser.add_argument("--deflate", help="accept permessage-deflate with these ServerPerMessageDeflateFactory "
+                        "arguments (JSON object, e.g. {\"server_max_window_bits\": 10})")
+    parser.add_argument("--greet-zeros", type=int, default=0, help="send a binary message of this many zero bytes first")
     args = parser.parse_args()
     subprotocols = [name for name in args.subprotocols.split(",") if name] or None
     context = tls_context(args)
@@ -44,6 +54,12 @@ async def main():
         context.verify_mode = ssl.CERT_REQUIRED
         context.load_verify_locations(args.client_ca)
     options = dict(ssl=context, subprotocols=subprotocols, compression=None, max_size=None, ping_interval=None)
+    if args.deflate is not None:
+        import json
+        from websockets.extensions.permessage_deflate import ServerPerMessageDeflateFactory
+        options["extensions"] = [ServerPerMessageDeflateFactory(**json.loads(args.deflate))]
+    global GREET_ZEROS
+    GREET_ZEROS = args.greet_zeros
     if args.unix:
         async with unix_serve(echo, args.unix, **options):
             announce("PORT 0")

@@ -101,6 +101,59 @@ async def hold(url, count):
     print("closes " + " ".join(f"{k}={v}" for k, v in sorted(closes.items(), key=str)), flush=True)
 
 
+async def fanout(url, count):
+    """count clients; the first never reads (a small receive buffer). The others count the
+    text messages they get until the Close. Prints "ready", then per client "N messages CODE"."""
+    rest = url.split("://", 1)[1]
+    hostport, _, path = rest.partition("/")
+    host, port = hostport.rsplit(":", 1)
+
+    async def one(i):
+        sock = socket.socket()
+        if i == 0:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        sock.setblocking(False)
+        await asyncio.get_running_loop().sock_connect(sock, (host, int(port)))
+        reader, writer = await asyncio.open_connection(sock=sock)
+        writer.write(handshake(host, port, "/" + path))
+        await reader.readuntil(b"\r\n\r\n")
+        return reader, writer
+
+    async def count_messages(reader, writer):
+        messages = 0
+        while True:
+            try:
+                b0, b1 = await reader.readexactly(2)
+            except (asyncio.IncompleteReadError, ConnectionError):
+                return messages, "lost"
+            length = b1 & 0x7F
+            if length == 126:
+                length = struct.unpack("!H", await reader.readexactly(2))[0]
+            elif length == 127:
+                length = struct.unpack("!Q", await reader.readexactly(8))[0]
+            payload = await reader.readexactly(length)
+            if b0 & 0x0F == 8:
+                writer.write(bytes([0x88, 0x82]) + b"\0\0\0\0" + payload[:2])
+                return messages, struct.unpack("!H", payload[:2])[0]
+            messages += 1
+
+    pairs = await asyncio.gather(*(one(i) for i in range(count)))
+    print("ready", flush=True)
+    # The stalled client reads nothing until the others are done, then only its end.
+    results = await asyncio.gather(*(count_messages(r, w) for r, w in pairs[1:]))
+    stalled_reader, stalled_writer = pairs[0]
+    data = await stalled_reader.read()
+    code = "none"
+    index = data.find(b"\x88")
+    while index >= 0:
+        if index + 4 <= len(data) and data[index + 1] & 0x7F >= 2:
+            code = struct.unpack("!H", data[index + 2:index + 4])[0]
+        index = data.find(b"\x88", index + 1)
+    print(f"stalled {code}", flush=True)
+    for messages, code in results:
+        print(f"{messages} messages {code}", flush=True)
+
+
 def slowloris(port, seconds):
     s = socket.create_connection(("127.0.0.1", int(port)), timeout=float(seconds))
     s.sendall(b"GET / HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\n")
@@ -122,5 +175,7 @@ if __name__ == "__main__":
         request(args[0], args[1])
     elif command == "hold":
         asyncio.run(hold(args[0], int(args[1])))
+    elif command == "fanout":
+        asyncio.run(fanout(args[0], int(args[1])))
     elif command == "slowloris":
         slowloris(args[0], args[1])

@@ -1,0 +1,122 @@
+import Glibc
+import WebSocketCore
+import WebSocketEngine
+
+/// The stdio face of --broadcast: stdin messages (lines, or chunks with -b; --jsonl
+/// objects) go to every client through `BroadcastMode`; every client message is written to
+/// stdout (raw with the separator, or with --jsonl as an object naming its "client").
+/// stdin EOF closes every client with 1000 and ends the server. stdin is read while the
+/// fastest client keeps up (`BroadcastMode.hasRoom`); a client far behind it gets 1013.
+///
+/// stdout is written with plain blocking writes: a reader that stops reading stops the
+/// server (as it would stop any filter in a pipeline).
+final class BroadcastBridge {
+    private let loop: EventLoop
+    private let server: WebSocketServer
+    private let mode: BroadcastMode
+    private let source = StdinSource()
+    private var framer: InputFramer
+    private var watch: EventLoop.Watch?
+    private var buffer = ByteBuffer(capacity: 64 * 1024)
+    private let log: Diagnostics
+    private let jsonLines: Bool
+    private let separator: UInt8?
+    /// Set when stdin failed (exit 1) or a line was not valid input.
+    private(set) var failure: Failure?
+
+    init(loop: EventLoop, server: WebSocketServer, mode: BroadcastMode, config: BridgeConfiguration, log: Diagnostics) {
+        self.loop = loop
+        self.server = server
+        self.mode = mode
+        self.log = log
+        framer = InputFramer(mode: config.inputMode)
+        jsonLines = config.jsonLines
+        separator = config.mode == .text ? config.separator : nil
+        mode.onMessage = { [unowned self] info, kind, payload in write(info, kind, payload) }
+        mode.onRoom = { [weak self] in self?.resumeIfRoom() }
+    }
+
+    private var paused = false
+
+    private func resumeIfRoom() {
+        guard paused, mode.hasRoom, let watch else { return }
+        paused = false
+        if !loop.setInterest(watch, .readable) { loop.later { [weak self] in self?.pump() } }
+    }
+
+    func start() {
+        let watch = loop.watch(source.fd) { [weak self] _ in self?.pump() }
+        self.watch = watch
+        if !loop.setInterest(watch, .readable) { loop.later { [weak self] in self?.pump() } }
+    }
+
+    private func pump() {
+        for _ in 0..<16 {
+            if !mode.hasRoom {
+                paused = true
+                if let watch { loop.setInterest(watch, []) }
+                return
+            }
+            ByteBuffer.reuse(&buffer, orMake: 64 * 1024)
+            let chunk = buffer
+            switch source.read(into: chunk.base, count: chunk.capacity) {
+            case .data(let n):
+                chunk.count = n
+                do throws(InputError) {
+                    perform(try framer.consume(chunk, into: mode))
+                } catch {
+                    return end(.localInput(error))
+                }
+            case .wouldBlock:
+                return
+            case .end:
+                do throws(InputError) {
+                    perform(try framer.finish(into: mode))
+                } catch {
+                    return end(.localInput(error))
+                }
+                log.event("end of stdin after \(framer.messages) messages: closing every client with 1000")
+                return end(nil)
+            case .failed(let why):
+                return end(.localOutput(why: why))
+            }
+        }
+        if let watch, !watch.isAlwaysReady { return }
+        loop.later { [weak self] in self?.pump() }  // a file or device: never waits, but take turns
+    }
+
+    private func perform(_ actions: [InputAction]) {
+        for action in actions {
+            switch action {
+            case .ping(let payload): mode.ping(payload)
+            case .close(let payload): server.shutdown(payload, within: server.configuration.connection.closeTimeout)
+            case .limitReached: break
+            }
+        }
+    }
+
+    private func end(_ failure: Failure?) {
+        self.failure = failure
+        if let watch { loop.remove(watch) }
+        watch = nil
+        let code: CloseCode = failure == nil ? .normalClosure : .internalError
+        server.shutdown(ClosePayload(code: code), within: server.configuration.connection.closeTimeout)
+    }
+
+    private func write(_ info: ClientInfo, _ kind: MessageKind, _ payload: [UInt8]) {
+        var out: [UInt8] = []
+        if jsonLines {
+            out += Array("{\"type\":\"\(kind)\",\"\(kind == .text ? "data" : "base64")\":".utf8)
+            if kind == .text {
+                payload.withUnsafeBytes { JSONWriter.appendString($0, to: &out) }
+            } else {
+                out += Array("\"\(Base64.encode(payload))\"".utf8)
+            }
+            out += Array(",\"client\":\(info.id)}\n".utf8)
+        } else {
+            out = payload
+            if let separator { out.append(separator) }
+        }
+        writeAll(1, out)
+    }
+}

@@ -1,0 +1,89 @@
+import Glibc
+import WebSocketCore
+import WebSocketEngine
+
+/// Serves a child process per connection (`WebSocketServer`'s mode for `--exec`/`--sh`):
+/// the child gets the connection's CGI environment, an `ExecBridge` carries the messages.
+///
+/// A full `ChildPool` refuses the handshake with 503 (`refusal(for:)`); a child that cannot
+/// start after the 101 (the pool filled meanwhile, fork failed) closes the connection with
+/// 1013 "Try Again Later" or 1011 "cannot start PROGRAM: reason".
+public final class ExecMode: ServerMode {
+    public let loop: EventLoop
+    /// The program (its path resolved on our PATH once, at init) and its arguments.
+    public let command: ChildCommand
+    public let pool: ChildPool
+    public var childOptions = ChildOptions()
+    public var options = ExecOptions()
+    /// Names of the parent's variables the child also gets (besides PATH).
+    public var passing: [String] = []
+    /// `SERVER_SOFTWARE`: "wspipe/VERSION".
+    public var serverSoftware: String
+    /// A line the child of client `id` wrote to stderr (without its newline).
+    public var stderr: (_ client: Int, _ line: [UInt8]) -> Void = { _, _ in }
+    /// A child could not be started for client `id` after its 101.
+    public var onSpawnFailure: (_ client: Int, ChildError) -> Void = { _, _ in }
+    /// Client `id`'s connection and child are both over.
+    public var onOutcome: (_ client: Int, ExecOutcome) -> Void = { _, _ in }
+    private let parent: (String) -> String?
+
+    public init(loop: EventLoop, command: ChildCommand, pool: ChildPool, serverSoftware: String,
+                parent: @escaping (String) -> String? = { name in getenv(name).map { String(cString: $0) } }) {
+        self.loop = loop
+        // Looked up on PATH once, not for every client (the children's PATH is ours).
+        let path = parent("PATH")
+        self.command = (try? command.executablePath(searchPath: path)).map { ChildCommand(program: $0, arguments: command.arguments) } ?? command
+        self.pool = pool
+        self.serverSoftware = serverSoftware
+        self.parent = parent
+    }
+
+    public func refusal(for request: HandshakeRequest) -> ModeRefusal? {
+        guard !pool.hasRoom else { return nil }
+        return ModeRefusal(status: 503, headers: [HTTPHeader(name: "Retry-After", value: "1")],
+                           body: "too many programs running (the limit is \(pool.limit))")
+    }
+
+    public func handler(for connection: ServerConnection) -> ConnectionDelegate {
+        let info = connection.info
+        let remote = ConnectionFacts.split(info.remoteAddress), local = ConnectionFacts.split(info.localAddress)
+        let facts = ConnectionFacts(remoteAddress: remote.address, remotePort: remote.port, localAddress: local.address,
+                                    localPort: local.port, isTLS: info.isSecure,
+                                    clientCertificateSubject: info.clientCertificateSubject, subprotocol: info.subprotocol,
+                                    uniqueID: String(info.id))
+        let cgi = CGIEnvironment.variables(for: info.request, connection: facts, serverSoftware: serverSoftware)
+        let environment = CGIEnvironment.childEnvironment(cgi: cgi, passing: passing, parent: parent)
+        let id = info.id
+        let child: ChildProcess
+        do throws(ChildError) {
+            child = try ChildProcess(command, environment: environment, loop: loop, pool: pool, options: childOptions) { [weak self] line in
+                self?.stderr(id, line)
+            }
+        } catch {
+            onSpawnFailure(id, error)
+            let payload: ClosePayload
+            if case .tooManyChildren = error {
+                payload = ClosePayload(code: CloseCode(1013), reason: Array("too many programs running".utf8))
+            } else {
+                payload = ClosePayload(code: .internalError, reason: Array("cannot start the program".utf8))
+            }
+            loop.later { [weak connection] in connection?.driver?.close(payload) }
+            return RefusedChild()
+        }
+        let bridge = ExecBridge(child: child, options: options)
+        bridge.onEnd = { [weak self] outcome in self?.onOutcome(id, outcome) }
+        // The server starts the driver after this returns.
+        loop.later { [weak connection] in
+            bridge.begin(connection?.driver)
+        }
+        return bridge
+    }
+}
+
+/// The delegate of a connection whose child could not start: it is being closed.
+final class RefusedChild: ConnectionDelegate {
+    func connection(_ connection: ConnectionDriver, didStartMessage kind: MessageKind) {}
+    func connection(_ connection: ConnectionDriver, didReceive bytes: UnsafeMutableRawPointer, count: Int, in buffer: ByteBuffer) {}
+    func connectionDidEndMessage(_ connection: ConnectionDriver) {}
+    func connection(_ connection: ConnectionDriver, didEnd ending: ConnectionEnding) {}
+}

@@ -1,0 +1,308 @@
+import Foundation
+import TestSupport
+import XCTest
+
+/// --reconnect against real sockets: a feed killed and restarted, refusals with and
+/// without Retry-After, the offline queue under its policies. Bounded in time: short
+/// retry delays, -n or --max-retries end every run.
+final class ReconnectTests: IntegrationTestCase {
+    let fast = ["--reconnect", "--retry-delay", "0.05", "--retry-max-delay", "0.2"]
+
+    func startFeed(_ log: String, port: Int = 0, _ arguments: [String] = []) throws -> Peer {
+        try startPeer(executable: Locations.python,
+                      arguments: ["\(Locations.peers)/feed.py", "--port", String(port), "--log", log] + arguments)
+    }
+
+    func lines(_ text: String) -> [String] { text.split(separator: "\n").map(String.init) }
+    func logLines(_ path: String) -> [String] { lines((try? String(contentsOfFile: path, encoding: .utf8)) ?? "") }
+
+    /// JSON objects of the output, in order.
+    func objects(_ result: RunResult) -> [[String: Any]] {
+        lines(result.stdoutText).compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
+    }
+
+    func testServerRestartedMidStream() throws {
+        let log = path("feed.log")
+        let first = try startFeed(log, ["--start", "0", "--count", "5"])
+        let port = first.port
+        let child = try spawnWspipe(fast + ["--receive-only", "--jsonl", "--send", "sub", "-n", "10", url(first)])
+        XCTAssertTrue(waitForStdout(child, contains: "\"m4\""))
+        first.process.kill()
+        _ = first.process.wait(timeout: 5)
+        _ = try startFeed(log, port: port, ["--start", "5", "--count", "5"])
+        let result = finish(child, timeout: 30)
+        assertExit(result, 0)
+        let all = objects(result)
+        let texts = all.filter { $0["type"] as? String == "text" }.compactMap { $0["data"] as? String }
+        XCTAssertEqual(texts, (0..<10).map { "m\($0)" })  // before and after, in order, none twice
+        XCTAssertEqual(all.filter { $0["type"] as? String == "connected" }.count, 2)
+        XCTAssertEqual(all.filter { $0["type"] as? String == "resubscribed" }.count, 2)
+        let disconnected = try XCTUnwrap(all.first { $0["type"] as? String == "disconnected" })
+        XCTAssertNotNil(disconnected["cause"] as? String)
+        // Exactly one subscription per connection, none on the refused attempts between.
+        XCTAssertEqual(logLines(log), ["connected", "sub sub", "connected", "sub sub"])
+        // The output replays as input: event objects are ignored there.
+        let replay = try runWspipe(["--jsonl", "--send-only", url(try startEcho())], stdin: .bytes(result.stdout))
+        assertExit(replay, 0)
+        XCTAssertEqual(replay.stderr, "")
+    }
+
+    /// The man page's delivery statement against what the server got across a restart:
+    /// order kept, nothing twice, and what is missing is only what was in flight at the cut.
+    func testDeliveryStatementHolds() throws {
+        let log = path("feed.log")
+        let first = try startFeed(log)
+        let port = first.port
+        let child = try spawnWspipe(fast + ["--send", "sub", "ws://127.0.0.1:\(port)/"], stdin: .pipe)
+        var restarted = false
+        for i in 0..<60 {
+            child.writeStdin("l\(i)\n")
+            Thread.sleep(forTimeInterval: 0.02)
+            if i == 20 {
+                first.process.kill()
+                _ = first.process.wait(timeout: 5)
+            }
+            if i == 35 && !restarted {
+                restarted = true
+                _ = try startFeed(log, port: port)
+            }
+        }
+        child.closeStdin()
+        let result = finish(child, timeout: 30)
+        assertExit(result, 0)
+        let got = logLines(log).filter { $0.hasPrefix("got l") }.compactMap { Int($0.dropFirst(5)) }
+        XCTAssertEqual(got, got.sorted())               // order kept
+        XCTAssertEqual(Set(got).count, got.count)       // nothing twice
+        XCTAssertEqual(got.last, 59)                    // everything after the outage arrived
+        let missing = Set(0..<60).subtracting(got).sorted()
+        // Only messages handed to the dying connection may be lost: one run, at the cut.
+        if let low = missing.first, let high = missing.last {
+            XCTAssertEqual(missing, Array(low...high), "\(missing)")
+            XCTAssertGreaterThanOrEqual(low, 15)
+            XCTAssertLessThanOrEqual(high, 24)
+        }
+        XCTAssertEqual(logLines(log).filter { $0 == "sub sub" }.count, 2)
+    }
+
+    func testStdinQueuedWhileDisconnectedIsDeliveredOnceInOrder() throws {
+        let log = path("feed.log")
+        let probe = try startFeed(log)
+        let port = probe.port
+        probe.process.kill()
+        _ = probe.process.wait(timeout: 5)
+        let child = try spawnWspipe(fast + ["-v", "--send", "sub", "ws://127.0.0.1:\(port)/"], stdin: .pipe)
+        child.writeStdin("a\nb\nc\n")
+        child.closeStdin()  // EOF while disconnected: the queue still goes out, then the normal end
+        Thread.sleep(forTimeInterval: 0.5)
+        _ = try startFeed(log, port: port)
+        let result = finish(child, timeout: 30)
+        assertExit(result, 0)
+        XCTAssertEqual(logLines(log), ["connected", "sub sub", "got a", "got b", "got c"])
+        assertStderr(result, contains: "retry in")
+    }
+
+    func testServiceUnavailableWithRetryAfterIsHonoured() throws {
+        let log = path("feed.log")
+        let feed = try startFeed(log, ["--refusals", "2", "--retry-after", "1", "--count", "1", "--then", "close", "1000"])
+        let result = try runWspipe(fast + ["--receive-only", "--jsonl", "--send", "s", url(feed)], timeout: 30)
+        assertExit(result, 0)
+        let retries = objects(result).filter { $0["type"] as? String == "retry" }
+        XCTAssertEqual(retries.count, 2)
+        for retry in retries {
+            XCTAssertEqual(retry["retry_after"] as? Bool, true)
+            XCTAssertGreaterThanOrEqual(retry["in_s"] as? Double ?? 0, 1)  // above --retry-max-delay
+        }
+        XCTAssertEqual(logLines(log), ["refused", "refused", "connected", "sub s"])
+    }
+
+    func testUnauthorizedIsNotRetried() throws {
+        let log = path("feed.log")
+        let feed = try startFeed(log, ["--refusals", "100", "--refuse", "401"])
+        let result = try runWspipe(fast + ["--jsonl", "--receive-only", url(feed)])
+        assertExit(result, 5)
+        XCTAssertEqual(logLines(log), ["refused"])
+        XCTAssertEqual(objects(result).last?["type"] as? String, "giving_up")
+    }
+
+    func testBadCertificateIsNotRetried() throws {
+        let feed = try startFeed(path("feed.log"))  // plain TCP: the TLS handshake fails
+        let result = try runWspipe(fast + ["--jsonl", "--receive-only", url(feed, scheme: "wss")])
+        XCTAssertNotEqual(result.exitCode, 0)
+        XCTAssertEqual(objects(result).filter { $0["type"] as? String == "connecting" }.count, 1)
+    }
+
+    func testRetriesSpentGiveTheLastFailuresStatus() throws {
+        let probe = try startFeed(path("feed.log"))
+        let port = probe.port
+        probe.process.kill()
+        _ = probe.process.wait(timeout: 5)
+        let result = try runWspipe(fast + ["--max-retries", "2", "--jsonl", "--receive-only", "ws://127.0.0.1:\(port)/"])
+        assertExit(result, 3)
+        let all = objects(result)
+        XCTAssertEqual(all.filter { $0["type"] as? String == "connecting" }.count, 3)
+        XCTAssertEqual(all.last?["type"] as? String, "giving_up")
+        XCTAssertEqual(all.last?["attempts"] as? Int, 3)
+        XCTAssertEqual(all.last?["exit"] as? Int, 3)
+    }
+
+    func testFullQueueUnderEachPolicy() throws {
+        let probe = try startFeed(path("feed.log"))
+        let port = probe.port
+        probe.process.kill()
+        _ = probe.process.wait(timeout: 5)
+        let jsonInput = Array((0..<5).map { "{\"type\":\"text\",\"data\":\"l\($0)\"}\n" }.joined().utf8)
+        let base = ["--reconnect", "--retry-delay", "0.3", "--max-retries", "1", "--queue-size", "2", "--jsonl", "--stats",
+                    "ws://127.0.0.1:\(port)/"]
+        for policy in ["drop-oldest", "drop-newest"] {
+            let result = try runWspipe(base + ["--queue-policy", policy], stdin: .bytes(jsonInput))
+            assertExit(result, 3)
+            let dropped = objects(result).filter { $0["type"] as? String == "dropped" }.compactMap { $0["count"] as? Int }
+            XCTAssertEqual(dropped.reduce(0, +), 3, policy)
+            assertStderr(result, contains: "\"dropped\":3")
+        }
+        let failing = try runWspipe(base + ["--queue-policy", "fail"], stdin: .bytes(jsonInput))
+        assertExit(failing, 10)
+        assertStderr(failing, contains: "offline queue is full")
+    }
+
+    func testHundredRestartsKeepDescriptorsFlat() throws {
+        let feed = try startFeed(path("feed.log"), ["--count", "1", "--then", "close", "1012"])
+        let child = try spawnWspipe(["--reconnect", "--retry-delay", "0.001", "--retry-max-delay", "0.002",
+                                     "--receive-only", "--send", "s", "-n", "100", url(feed)])
+        // Sample wspipe's descriptors while it reconnects: the count must not grow.
+        var samples: [Int] = []
+        let deadline = monotonicSeconds() + 60
+        while monotonicSeconds() < deadline {
+            guard let entries = try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(child.pid)/fd") else { break }
+            samples.append(entries.count)
+            if child.stdout.wait(timeout: 0.02, until: { $0.count >= 3 * 100 }) { break }
+        }
+        let result = finish(child, timeout: 60)
+        assertExit(result, 0)
+        XCTAssertEqual(lines(result.stdoutText), Array(repeating: "m0", count: 100))
+        XCTAssertGreaterThan(samples.count, 3)
+        // The first samples may come before the first connection's socket.
+        let steady = samples.dropFirst(2)
+        if let low = steady.min(), let high = steady.max() { XCTAssertLessThanOrEqual(high - low, 1, "\(samples)") }
+    }
+}
+
+/// Faults a TCP relay injects between wspipe and the feed: a cut mid-frame, a blackhole
+/// (no FIN, no RST), resets at accept.
+final class RelayFaultTests: IntegrationTestCase {
+    let fast = ["--reconnect", "--retry-delay", "0.05", "--retry-max-delay", "0.2"]
+
+    func start(_ script: String, _ arguments: [String]) throws -> Peer {
+        try startPeer(executable: Locations.python, arguments: ["\(Locations.peers)/\(script)", "--port", "0"] + arguments)
+    }
+
+    func events(_ result: RunResult, _ type: String) -> [[String: Any]] {
+        result.stdoutText.split(separator: "\n").compactMap {
+            try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any]
+        }.filter { $0["type"] as? String == type }
+    }
+
+    func texts(_ result: RunResult) -> [String] {
+        events(result, "text").compactMap { $0["data"] as? String }
+    }
+
+    func testCutMidFrameDropsOnlyThePartialMessage() throws {
+        let feed = try start("feed.py", ["--log", path("feed.log"), "--count", "6"])
+        let relay = try start("relay.py", ["--target", String(feed.port), "--log", path("relay.log"), "--cut-frames", "3"])
+        let result = try runWspipe(fast + ["--jsonl", "--receive-only", "--send", "s", "-n", "9", url(relay)], timeout: 30)
+        assertExit(result, 0)
+        // m0..m2 whole, m3 cut inside its frame (never written), then a new connection's m0..m5.
+        XCTAssertEqual(texts(result), ["m0", "m1", "m2", "m0", "m1", "m2", "m3", "m4", "m5"])
+        XCTAssertEqual(events(result, "disconnected").first?["cause"] as? String, "lost")
+    }
+
+    func testBlackholeTripsThePingTimeoutAndReconnects() throws {
+        let feed = try start("feed.py", ["--log", path("feed.log"), "--count", "2"])
+        let relay = try start("relay.py", ["--target", String(feed.port), "--log", path("relay.log"), "--blackhole-after", "0.4"])
+        let result = try runWspipe(fast + ["--jsonl", "--receive-only", "--send", "s", "-n", "4",
+                                           "--ping-interval", "0.3", "--ping-timeout", "0.5", url(relay)], timeout: 30)
+        assertExit(result, 0)
+        XCTAssertEqual(texts(result), ["m0", "m1", "m0", "m1"])
+        XCTAssertEqual(events(result, "disconnected").first?["cause"] as? String, "ping_timeout")
+    }
+
+    func testResetsAtAcceptAreRetriedThenConnects() throws {
+        let feed = try start("feed.py", ["--log", path("feed.log"), "--count", "1", "--then", "close", "1000"])
+        let relay = try start("relay.py", ["--target", String(feed.port), "--log", path("relay.log"), "--refuse", "3"])
+        let result = try runWspipe(fast + ["--jsonl", "--receive-only", "--send", "s", url(relay)], timeout: 30)
+        assertExit(result, 0)  // the server's 1000 ends the run: not retried
+        XCTAssertEqual(events(result, "connecting").count, 4)
+        XCTAssertEqual(events(result, "connected").count, 1)
+        XCTAssertEqual(texts(result), ["m0"])
+    }
+
+    func testStaleConnection() throws {
+        let feed = try start("feed.py", ["--log", path("feed.log"), "--count", "1"])
+        let once = try runWspipe(["--receive-only", "--send", "s", "--stale-timeout", "0.5", url(feed)])
+        assertExit(once, 7)
+        assertStderr(once, contains: "--stale-timeout")
+        let again = try runWspipe(fast + ["--jsonl", "--receive-only", "--send", "s", "--stale-timeout", "0.5", "-n", "3",
+                                          url(feed)], timeout: 30)
+        assertExit(again, 0)
+        // Two stale connections, then -n's own close.
+        XCTAssertEqual(events(again, "disconnected").compactMap { $0["cause"] as? String }, ["stale", "stale", "closed"])
+    }
+
+    func testSendFileIsResentAfterEveryHandshake() throws {
+        let log = path("feed.log")
+        let feed = try start("feed.py", ["--log", log, "--count", "1", "--then", "close", "1012"])
+        let file = path("subscribe.txt")
+        try "sub-a\nsub-b\n".write(toFile: file, atomically: true, encoding: .utf8)
+        let result = try runWspipe(fast + ["--receive-only", "--send-file", file, "-n", "2", "--stats", url(feed)], timeout: 30)
+        assertExit(result, 0)
+        let lines = (try String(contentsOfFile: log, encoding: .utf8)).split(separator: "\n")
+        XCTAssertEqual(lines.filter { $0 == "sub sub-a" }.count, 2)
+        assertStderr(result, contains: "\"reconnects\":1")
+    }
+}
+
+/// A real link cut: the feed runs in a network namespace behind a veth pair whose host end
+/// is taken down (no FIN, no RST reaches anyone) and brought up again.
+final class LinkDownTests: IntegrationTestCase {
+    func ip(_ arguments: [String]) -> Bool {
+        guard let child = try? ChildProcess(executable: "/usr/sbin/ip", arguments: arguments, environment: [:], stdin: .null) else {
+            return false
+        }
+        return child.wait(timeout: 10).exitCode == 0
+    }
+
+    func testLinkTakenDownAndUp() throws {
+        let tag = String(UInt32.random(in: 0..<0xFFFF), radix: 16)
+        let namespace = "wsp\(tag)", hostEnd = "wsph\(tag)", nsEnd = "wspn\(tag)"
+        let octet = Int.random(in: 1...250)
+        guard FileManager.default.isExecutableFile(atPath: "/usr/sbin/ip"), ip(["netns", "add", namespace]) else {
+            throw XCTSkip("no network namespaces here (ip netns add needs root and CAP_SYS_ADMIN)")
+        }
+        defer { _ = ip(["netns", "del", namespace]) }  // takes the veth pair with it
+        let server = "10.213.\(octet).2"
+        XCTAssertTrue(ip(["link", "add", hostEnd, "type", "veth", "peer", "name", nsEnd]))
+        XCTAssertTrue(ip(["link", "set", nsEnd, "netns", namespace]))
+        XCTAssertTrue(ip(["addr", "add", "10.213.\(octet).1/30", "dev", hostEnd]))
+        XCTAssertTrue(ip(["link", "set", hostEnd, "up"]))
+        XCTAssertTrue(ip(["-n", namespace, "addr", "add", "\(server)/30", "dev", nsEnd]))
+        XCTAssertTrue(ip(["-n", namespace, "link", "set", nsEnd, "up"]))
+        XCTAssertTrue(ip(["-n", namespace, "link", "set", "lo", "up"]))
+        let feed = try startPeer(executable: "/usr/sbin/ip",
+                                 arguments: ["netns", "exec", namespace, Locations.python, "\(Locations.peers)/feed.py",
+                                             "--host", server, "--port", "0", "--log", path("feed.log"), "--count", "2"])
+        let child = try spawnWspipe(["--reconnect", "--retry-delay", "0.1", "--retry-max-delay", "0.3", "--connect-timeout", "1",
+                                     "--ping-interval", "0.3", "--ping-timeout", "0.6", "--jsonl", "--receive-only",
+                                     "--send", "s", "-n", "4", "ws://\(server):\(feed.port)/"])
+        XCTAssertTrue(waitForStdout(child, contains: "\"m1\""))
+        XCTAssertTrue(ip(["link", "set", hostEnd, "down"]))
+        XCTAssertTrue(waitForStdout(child, contains: "\"ping_timeout\""))
+        Thread.sleep(forTimeInterval: 1)
+        XCTAssertTrue(ip(["link", "set", hostEnd, "up"]))
+        let result = finish(child, timeout: 30)
+        assertExit(result, 0)
+        let texts = result.stdoutText.split(separator: "\n").compactMap {
+            try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any]
+        }.filter { $0["type"] as? String == "text" }.compactMap { $0["data"] as? String }
+        XCTAssertEqual(texts, ["m0", "m1", "m0", "m1"])
+    }
+}

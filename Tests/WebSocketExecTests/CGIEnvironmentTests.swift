@@ -1,0 +1,98 @@
+import WebSocketCore
+import WebSocketExec
+import XCTest
+
+final class CGIEnvironmentTests: XCTestCase {
+    func request(_ target: String, headers: [(String, String)]) throws -> HandshakeRequest {
+        var text = "GET \(target) HTTP/1.1\r\n"
+        for (name, value) in headers { text += "\(name): \(value)\r\n" }
+        text += "\r\n"
+        var handshake = ServerHandshake()
+        let bytes = Array(text.utf8)
+        var index = 0
+        let request = try bytes.withUnsafeBytes { try handshake.receive($0, &index) }
+        guard let request else { throw XCTSkip("incomplete head") }
+        return request
+    }
+
+    let upgrade = [("Host", "example.com:8080"), ("Upgrade", "websocket"), ("Connection", "Upgrade"),
+                   ("Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ=="), ("Sec-WebSocket-Version", "13")]
+
+    func variables(_ request: HandshakeRequest, _ connection: ConnectionFacts, software: String) -> [String: String] {
+        Dictionary(CGIEnvironment.variables(for: request, connection: connection, serverSoftware: software),
+                   uniquingKeysWith: { first, _ in first })
+    }
+
+    func facts(tls: Bool = false) -> ConnectionFacts {
+        ConnectionFacts(remoteAddress: "192.0.2.7", remotePort: 51234, localAddress: "127.0.0.1", localPort: 8080,
+                        isTLS: tls, uniqueID: "42")
+    }
+
+    func testWebsocketdVariables() throws {
+        let request = try request("/a%20b/c?x=1&y=%20", headers: upgrade + [("X-Multi", "one"), ("x-multi", " two "),
+                                                                          ("X-Dash-Name", "v"), ("Proxy", "http://evil")])
+        let env = variables(request, facts(), software: "wspipe/1.0")
+        XCTAssertEqual(env["SERVER_SOFTWARE"], "wspipe/1.0")
+        XCTAssertEqual(env["REMOTE_ADDR"], "192.0.2.7")
+        XCTAssertEqual(env["REMOTE_HOST"], "192.0.2.7", "no reverse lookup")
+        XCTAssertEqual(env["REMOTE_PORT"], "51234")
+        XCTAssertEqual(env["SERVER_NAME"], "example.com")
+        XCTAssertEqual(env["SERVER_PORT"], "8080")
+        XCTAssertEqual(env["SERVER_PROTOCOL"], "HTTP/1.1")
+        XCTAssertEqual(env["GATEWAY_INTERFACE"], "CGI/1.1")
+        XCTAssertEqual(env["REQUEST_METHOD"], "GET")
+        XCTAssertEqual(env["REQUEST_URI"], "/a%20b/c?x=1&y=%20")
+        XCTAssertEqual(env["SCRIPT_NAME"], "/")
+        XCTAssertEqual(env["PATH_INFO"], "/a b/c")
+        XCTAssertEqual(env["PATH_TRANSLATED"], "/a b/c")
+        XCTAssertEqual(env["QUERY_STRING"], "x=1&y=%20")
+        for empty in ["AUTH_TYPE", "CONTENT_LENGTH", "CONTENT_TYPE", "REMOTE_IDENT", "REMOTE_USER"] {
+            XCTAssertEqual(env[empty], "", empty)
+        }
+        XCTAssertEqual(env["UNIQUE_ID"], "42")
+        XCTAssertNil(env["HTTPS"])
+        XCTAssertEqual(env["HTTP_X_MULTI"], "one, two", "repeats joined, values trimmed")
+        XCTAssertEqual(env["HTTP_X_DASH_NAME"], "v")
+        XCTAssertEqual(env["HTTP_HOST"], "example.com:8080")
+        XCTAssertEqual(env["HTTP_SEC_WEBSOCKET_VERSION"], "13")
+        XCTAssertNil(env["HTTP_PROXY"], "httpoxy")
+        XCTAssertNil(env["WEBSOCKET_PROTOCOL"])
+        XCTAssertNil(env["SSL_CLIENT_S_DN"])
+    }
+
+    func testTLSSubprotocolAndClientCertificate() throws {
+        var connection = facts(tls: true)
+        connection.subprotocol = "chat.v2"
+        connection.clientCertificateSubject = "CN=alice,O=Example"
+        let request = try request("/", headers: upgrade.map { $0.0 == "Host" ? ("Host", "[::1]") : $0 })
+        let env = variables(request, connection, software: "wspipe/1.0")
+        XCTAssertEqual(env["HTTPS"], "on")
+        XCTAssertEqual(env["SERVER_NAME"], "::1")
+        XCTAssertEqual(env["SERVER_PORT"], "443", "no port in Host: the scheme's")
+        XCTAssertEqual(env["WEBSOCKET_PROTOCOL"], "chat.v2")
+        XCTAssertEqual(env["SSL_CLIENT_S_DN"], "CN=alice,O=Example")
+        XCTAssertEqual(env["SSL_CLIENT_VERIFY"], "SUCCESS")
+        XCTAssertEqual(env["QUERY_STRING"], "")
+        XCTAssertEqual(env["REQUEST_URI"], "/")
+    }
+
+    func testChildEnvironmentPassesOnlyPATHAndNamedVariables() {
+        let parent = ["PATH": "/bin", "HOME": "/root", "LANG": "C.UTF-8", "REMOTE_ADDR": "spoofed"]
+        let env = CGIEnvironment.childEnvironment(cgi: [("REMOTE_ADDR", "1.2.3.4")], passing: ["LANG", "UNSET", "REMOTE_ADDR"],
+                                                  parent: { parent[$0] })
+        XCTAssertEqual(env, ["PATH=/bin", "LANG=C.UTF-8", "REMOTE_ADDR=1.2.3.4"])
+    }
+
+    func testHeaderValuesLoseLineBreaks() throws {
+        // A folded (obs-fold) value is joined by the parser; CR/LF never reach the child.
+        let request = try request("/", headers: upgrade + [("X-Folded", "a\r\n b")])
+        let env = variables(request, facts(), software: "s")
+        XCTAssertFalse(env["HTTP_X_FOLDED", default: ""].contains("\r") || env["HTTP_X_FOLDED", default: ""].contains("\n"))
+    }
+
+    func testAddressesAreSplit() {
+        XCTAssertTrue(ConnectionFacts.split("127.0.0.1:8080") == ("127.0.0.1", 8080))
+        XCTAssertTrue(ConnectionFacts.split("[::1]:443") == ("::1", 443))
+        XCTAssertTrue(ConnectionFacts.split("/run/app.sock") == ("", nil))
+    }
+}
