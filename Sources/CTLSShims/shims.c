@@ -14,7 +14,7 @@
     X(SSL_new) X(SSL_free) X(SSL_set_fd) X(SSL_ctrl) X(SSL_set1_host) X(SSL_get0_param)       \
     X(SSL_connect) X(SSL_get_error) X(SSL_get_verify_result) X(SSL_get_version)               \
     X(SSL_get_current_cipher) X(SSL_CIPHER_get_name) X(SSL_read) X(SSL_write)                 \
-    X(SSL_has_pending) X(SSL_shutdown) X(SSL_CTX_set_default_passwd_cb) X(SSL_set_bio)       \
+    X(SSL_has_pending) X(SSL_pending) X(SSL_shutdown) X(SSL_CTX_set_default_passwd_cb) X(SSL_set_bio)       \
     X(SSL_CTX_set_client_cert_cb) X(SSL_set_ex_data) X(SSL_get_ex_data)
 #define WSP_CRYPTO_FUNCTIONS(X)                                                               \
     X(ERR_clear_error) X(ERR_get_error) X(ERR_error_string_n) X(X509_VERIFY_PARAM_set1_ip_asc) \
@@ -164,6 +164,7 @@ const char *wsp_SSL_cipher_name(const SSL *ssl) {
 int wsp_SSL_read(SSL *ssl, void *buffer, int count) { return p_SSL_read(ssl, buffer, count); }
 int wsp_SSL_write(SSL *ssl, const void *buffer, int count) { return p_SSL_write(ssl, buffer, count); }
 int wsp_SSL_has_pending(const SSL *ssl) { return p_SSL_has_pending(ssl); }
+int wsp_SSL_pending(const SSL *ssl) { return p_SSL_pending(ssl); }
 int wsp_SSL_shutdown(SSL *ssl) { return p_SSL_shutdown(ssl); }
 
 int wsp_SSL_set_bio_pair(SSL *ssl, BIO **network, size_t buffer_size) {

@@ -391,7 +391,9 @@ public final class TLSStream: ByteStream {
     }
 
     public var hasBufferedInput: Bool {
-        if wsp_SSL_has_pending(ssl) != 0 { return true }
+        // Decrypted bytes only: a record still arriving (SSL_has_pending) is the socket's to
+        // announce, and counting it made every wait return at once (a busy loop).
+        if wsp_SSL_pending(ssl) > 0 { return true }
         guard let network else { return false }
         return wsp_BIO_ctrl_wpending(network) > 0 || carrier.hasBufferedInput
     }

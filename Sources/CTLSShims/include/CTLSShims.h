@@ -61,6 +61,8 @@ const char *wsp_SSL_cipher_name(const SSL *ssl);
 int wsp_SSL_read(SSL *ssl, void *buffer, int count);
 int wsp_SSL_write(SSL *ssl, const void *buffer, int count);
 int wsp_SSL_has_pending(const SSL *ssl);
+/// Decrypted bytes ready to read (not a record still arriving, which SSL_has_pending counts).
+int wsp_SSL_pending(const SSL *ssl);
 int wsp_SSL_shutdown(SSL *ssl);
 
 /* TLS over another stream (TLS inside an HTTPS proxy's tunnel): the SSL reads and writes
