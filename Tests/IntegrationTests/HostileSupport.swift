@@ -62,6 +62,23 @@ enum Pattern {
 }
 
 extension IntegrationTestCase {
+    /// Samples a running child's VmHWM (peak RSS) every 5 ms until it exits; `peak()` is
+    /// the largest value seen. Use this, not RunResult.maxRSSKiB: wait4's ru_maxrss of a
+    /// child also counts the test runner's own RSS at spawn time (fork copies the parent's
+    /// page tables, and exec keeps the larger high-water mark), so it never reads below the
+    /// runner's size (~30 MiB and more).
+    func sampleRSS(_ child: ChildProcess) -> () -> Int {
+        let peak = Peak()
+        let thread = Thread {
+            while let value = peakRSSKiB(of: child.pid) {
+                peak.note(value)
+                usleep(5_000)
+            }
+        }
+        thread.start()
+        return { peak.value }
+    }
+
     /// hostile.py with a scenario (see the script).
     func startHostile(_ scenario: String, _ arguments: [String] = [], file: StaticString = #filePath, line: UInt = #line) throws -> Peer {
         let record = path("hostile-\(UUID().uuidString).json")
@@ -279,23 +296,6 @@ class HostileTestCase: IntegrationTestCase {
                                      stdin: stdin)
         addCleanup { child.kill() }
         return child
-    }
-
-    /// Samples a running child's VmHWM (peak RSS) every 5 ms until it exits; `peak()` is
-    /// the largest value seen. Use this, not RunResult.maxRSSKiB: wait4's ru_maxrss of a
-    /// child also counts the test runner's own RSS at spawn time (fork copies the parent's
-    /// page tables, and exec keeps the larger high-water mark), so it never reads below the
-    /// runner's size (~30 MiB and more).
-    func sampleRSS(_ child: ChildProcess) -> () -> Int {
-        let peak = Peak()
-        let thread = Thread {
-            while let value = peakRSSKiB(of: child.pid) {
-                peak.note(value)
-                usleep(5_000)
-            }
-        }
-        thread.start()
-        return { peak.value }
     }
 }
 
