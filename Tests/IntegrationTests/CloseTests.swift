@@ -157,8 +157,11 @@ extension PipelineTests {
     }
 
     func testEndOfInputWithAFailingStdoutClosesWith1011() throws {
-        let server = try startFrames(["--echo"])
-        let result = finish(try spawnWspipe([url(server)], stdin: .bytes(Array("a\nb\n".utf8)), stdoutFile: "/dev/full"))
+        // No pong: the end-of-input Close waits for the echoes (a pong may overtake them,
+        // and a Close sent before they arrive rightly says 1000), which fail on /dev/full.
+        let server = try startFrames(["--echo", "--no-pong"])
+        let result = finish(try spawnWspipe(["--close-timeout", "1", url(server)], stdin: .bytes(Array("a\nb\n".utf8)),
+                                            stdoutFile: "/dev/full"))
         assertExit(result, 1)
         XCTAssertEqual(try framesRecord(server).close?.code, 1011)
     }
