@@ -23,7 +23,7 @@ _wspipe() {
         -l --listen --path --allow-origin --health --response-header --max-clients --handshake-timeout
         --stale-timeout --retry-delay --retry-max-delay --max-retries --retry-reset
         --queue-size --queue-bytes --queue-policy --send-file
-        --exec --sh --close-grace --max-children --passenv
+        --exec --sh --close-grace --max-children --passenv --client-ca
         --deflate-client-window-bits --deflate-server-window-bits --decompress"
 
     # A value given as --OPTION=value: complete the part after "=" as the value.
@@ -37,7 +37,7 @@ _wspipe() {
     fi
 
     case $option in
-        --cacert)
+        --cacert|--client-ca)
             compopt -o filenames 2>/dev/null
             COMPREPLY=($(compgen -f -- "$cur"))
             return ;;

@@ -15,11 +15,14 @@
     X(SSL_connect) X(SSL_get_error) X(SSL_get_verify_result) X(SSL_get_version)               \
     X(SSL_get_current_cipher) X(SSL_CIPHER_get_name) X(SSL_read) X(SSL_write)                 \
     X(SSL_has_pending) X(SSL_pending) X(SSL_shutdown) X(SSL_CTX_set_default_passwd_cb) X(SSL_set_bio)       \
-    X(SSL_CTX_set_client_cert_cb) X(SSL_set_ex_data) X(SSL_get_ex_data)
+    X(SSL_CTX_set_client_cert_cb) X(SSL_set_ex_data) X(SSL_get_ex_data)                       \
+    X(TLS_server_method) X(SSL_CTX_up_ref) X(SSL_accept) X(SSL_CTX_set_session_id_context)    \
+    X(SSL_load_client_CA_file) X(SSL_CTX_set_client_CA_list) X(SSL_get1_peer_certificate)
 #define WSP_CRYPTO_FUNCTIONS(X)                                                               \
     X(ERR_clear_error) X(ERR_get_error) X(ERR_error_string_n) X(X509_VERIFY_PARAM_set1_ip_asc) \
     X(X509_verify_cert_error_string) X(BIO_new_bio_pair) X(BIO_read) X(BIO_write)             \
-    X(BIO_ctrl_pending) X(BIO_ctrl_get_write_guarantee) X(BIO_free) X(OPENSSL_cleanse) X(BIO_ctrl)
+    X(BIO_ctrl_pending) X(BIO_ctrl_get_write_guarantee) X(BIO_free) X(OPENSSL_cleanse) X(BIO_ctrl)     \
+    X(BIO_new) X(BIO_s_mem) X(X509_get_subject_name) X(X509_NAME_print_ex) X(X509_free)
 
 #define WSP_DECLARE(name) static __typeof__(&name) p_##name;
 WSP_SSL_FUNCTIONS(WSP_DECLARE)
@@ -184,6 +187,45 @@ void wsp_ERR_clear_error(void) { p_ERR_clear_error(); }
 unsigned long wsp_ERR_get_error(void) { return p_ERR_get_error(); }
 void wsp_ERR_error_string_n(unsigned long code, char *buffer, size_t length) { p_ERR_error_string_n(code, buffer, length); }
 const char *wsp_X509_verify_cert_error_string(long code) { return p_X509_verify_cert_error_string(code); }
+
+/* The server's side. */
+const SSL_METHOD *wsp_TLS_server_method(void) { return p_TLS_server_method(); }
+int wsp_SSL_CTX_up_ref(SSL_CTX *ctx) { return p_SSL_CTX_up_ref(ctx); }
+int wsp_SSL_accept(SSL *ssl) { return p_SSL_accept(ssl); }
+void wsp_SSL_CTX_set_server_options(SSL_CTX *ctx) {
+    long options = SSL_OP_CIPHER_SERVER_PREFERENCE;
+#ifdef SSL_OP_NO_RENEGOTIATION
+    options |= SSL_OP_NO_RENEGOTIATION;
+#endif
+    p_SSL_CTX_set_options(ctx, options);
+    static const unsigned char context[] = "wspipe";
+    p_SSL_CTX_set_session_id_context(ctx, context, sizeof context - 1);
+}
+int wsp_SSL_CTX_require_client_certificates(SSL_CTX *ctx, const char *ca_file) {
+    if (p_SSL_CTX_load_verify_locations(ctx, ca_file, NULL) != 1) return 0;
+    STACK_OF(X509_NAME) *names = p_SSL_load_client_CA_file(ca_file);
+    if (names) p_SSL_CTX_set_client_CA_list(ctx, names);
+    p_SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, NULL);
+    return 1;
+}
+int wsp_SSL_peer_subject(const SSL *ssl, char *buffer, size_t length) {
+    if (length == 0) return -1;
+    X509 *peer = p_SSL_get1_peer_certificate(ssl);
+    if (!peer) return -1;
+    int written = -1;
+    BIO *bio = p_BIO_new(p_BIO_s_mem());
+    if (bio) {
+        /* RFC 2253, UTF-8 kept as UTF-8 (only the RFC's specials escaped). */
+        if (p_X509_NAME_print_ex(bio, p_X509_get_subject_name(peer), 0, XN_FLAG_RFC2253 & ~ASN1_STRFLGS_ESC_MSB) >= 0) {
+            int n = p_BIO_read(bio, buffer, (int)(length - 1));
+            written = n < 0 ? 0 : n;
+            buffer[written] = 0;
+        }
+        p_BIO_free(bio);
+    }
+    p_X509_free(peer);
+    return written;
+}
 
 int wsp_TLS1_2_VERSION(void) { return TLS1_2_VERSION; }
 int wsp_TLS1_3_VERSION(void) { return TLS1_3_VERSION; }

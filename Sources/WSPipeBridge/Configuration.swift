@@ -178,6 +178,8 @@ public struct ServeConfiguration: Sendable {
     /// Policy (--path, --allow-origin, --protocol, --require-bearer, --health,
     /// --response-header) and limits (--max-clients, --max-message-size, pings).
     public var server = ServerConfiguration()
+    /// --cert/--key with -l: serve wss:// (--tls-min, --client-ca for mutual TLS).
+    public var tls: TLSServerOptions?
 
     public init(listen: ListenAddress) { self.listen = listen }
 }

@@ -51,8 +51,10 @@ public enum Failure: Error {
     /// Binding the address failed otherwise: permission denied (a port below 1024),
     /// address not available... `errno` is the bind(2) error (exit 3).
     case cannotListen(address: String, errno: Int32)
-    /// The server's certificate or key file cannot be read or loaded (exit 4).
-    case unreadableCertificate(path: String, why: String)
+    /// The server's TLS configuration cannot be loaded: its certificate or key (unreadable,
+    /// not PEM, encrypted without the right passphrase, not a pair), or the client CA file
+    /// (exit 4).
+    case serverTLS(TLSFailure)
     /// The program to run for each connection does not exist or cannot be executed (exit 1).
     case missingProgram(path: String, errno: Int32)
 }
@@ -96,8 +98,8 @@ public func report(_ failure: Failure) -> (message: String?, status: ExitStatus)
         return ("cannot listen on \(address): the address is already in use", .cannotConnect)
     case .cannotListen(let address, let code):
         return ("cannot listen on \(address): \(errnoText(code))", .cannotConnect)
-    case .unreadableCertificate(let path, let why):
-        return ("cannot load the server certificate from '\(path)': \(why)", .tlsFailure)
+    case .serverTLS(let failure):
+        return (serverMessage(failure), .tlsFailure)
     case .missingProgram(let path, let code):
         return ("cannot run '\(path)': \(errnoText(code))", .localError)
     }
@@ -215,6 +217,17 @@ private func describe(_ stage: Stage) -> String {
     case .proxyExchange(let proxy, let step): return step.describe(proxy)
     case .sendingHandshake: return "sending the handshake"
     case .awaitingHandshakeResponse: return "waiting for the server's handshake response"
+    }
+}
+
+/// A server TLS configuration failure: the client's wording where it is the same.
+private func serverMessage(_ failure: TLSFailure) -> String {
+    switch failure {
+    case .certificateFile(let path, let reason): return "cannot load the server certificate from '\(path)': \(reason)"
+    case .keyFile(let path, let reason): return "cannot load the server's private key from '\(path)': \(reason)"
+    case .trustStore(let path?, let reason): return "cannot load the client CA certificates from '\(path)' (--client-ca): \(reason)"
+    case .setup(let reason): return "cannot set up TLS for the server: \(reason)"
+    default: return message(failure)
     }
 }
 

@@ -29,6 +29,17 @@ public func runServer(_ config: BridgeConfiguration, _ serve: ServeConfiguration
             if case .missingProgram(let path, let code) = error { return log.report(.missingProgram(path: path, errno: code)) }
         }
     }
+    // The certificate and key are loaded before listening: a mistake there is no service.
+    var tls: TLSServerContext?
+    if let options = serve.tls {
+        do throws(TLSFailure) {
+            tls = try TLSServerContext(options)
+        } catch {
+            return log.report(.serverTLS(error))
+        }
+        log.event("TLS: \(options)")
+    }
+    let scheme = tls == nil ? "ws" : "wss"
     let socket: any ListeningSocket
     let url: String
     do throws(ListenError) {
@@ -36,10 +47,10 @@ public func runServer(_ config: BridgeConfiguration, _ serve: ServeConfiguration
         case .tcp(let address, let port):
             let listener = try TCPListener(address: address, port: port)
             socket = listener
-            url = "ws://\(listener.localAddress)/"
+            url = "\(scheme)://\(listener.localAddress)/"
         case .unix(let path):
             socket = try UnixListener(path: path)
-            url = "ws+unix://\(path)"
+            url = "\(scheme)+unix://\(path)"
         }
     } catch {
         return log.report(listenFailure(error, serve.listen))
@@ -69,18 +80,25 @@ public func runServer(_ config: BridgeConfiguration, _ serve: ServeConfiguration
     let events = config.jsonLines
     server.onEvent = { event in
         let shown: ClientEvent
+        var tlsNote = ""
         switch event {
         case .connected(let connection):
             let info = connection.info
             shown = ClientEvent(client: info.id, kind: .connected(remote: info.remoteAddress, path: info.request.path,
                                                                       subprotocol: info.subprotocol))
+            if let summary = info.tlsSummary {
+                tlsNote = " over \(summary)" + (info.clientCertificateSubject.map { ", client certificate \($0)" } ?? "")
+            }
         case .disconnected(let connection, let ending):
             shown = ClientEvent(client: connection.info.id, kind: .disconnected(ending))
         case .refused(let status):
             log.event("refused a handshake with \(status)")
             return
+        case .tlsFailed(let remote, let why):
+            log.event("TLS handshake with \(remote) failed: \(tlsFailureText(why))")
+            return
         }
-        log.event(shown.line)
+        log.event(shown.line + tlsNote)
         if events { writeAll(1, shown.json) }
     }
     server.onDrained = {
@@ -94,7 +112,7 @@ public func runServer(_ config: BridgeConfiguration, _ serve: ServeConfiguration
         log.event("signal \(number): closing \(server.clientCount) client(s) with 1001")
         server.shutdown(ClosePayload(code: .goingAway), within: config.closeTimeout)
     }
-    server.listen(on: socket)
+    server.listen(on: socket, tls: tls)
     log.always("wspipe: listening on \(url)")
     face?.start()
     loop.run()
@@ -103,6 +121,16 @@ public func runServer(_ config: BridgeConfiguration, _ serve: ServeConfiguration
     }
     if let failure = face?.failure { return log.report(failure) }
     return .success
+}
+
+/// Why one client's TLS handshake failed, from OpenSSL's reason ("peer did not return a
+/// certificate", "http request", "unsupported protocol").
+func tlsFailureText(_ why: StreamFailure) -> String {
+    switch why {
+    case .closed, .tlsSessionClosed: return "the client closed the connection"
+    case .tls(let alert): return alert.detail
+    default: return why.description
+    }
 }
 
 /// A listener that could not be made, as the failure `report` words.

@@ -30,7 +30,7 @@ extension Option {
         HelpSection(title: "Output:", options: [verbose, quiet, help, version]),
         HelpSection(title: "Server (-l; see SERVER in the man page):",
                     options: [listen, echo, broadcast, path, allowOrigin, requireProtocol, requireBearer, health, responseHeader,
-                              maxClients, handshakeTimeout, exec, sh, closeGrace, maxChildren, passenv]),
+                              maxClients, handshakeTimeout, exec, sh, closeGrace, maxChildren, passenv, clientCA]),
     ]
 
     // MARK: Modes
@@ -341,12 +341,13 @@ extension Option {
         }
         return { $0.config.caFile = text }
     }
-    static let cert = Option("--cert", value: "FILE", help: "client certificate (PEM; the file may hold the key too)") { text, name throws(UsageError) in
+    static let cert = Option("--cert", value: "FILE", help: "client certificate (PEM; the file may hold the key too);",
+                             "with -l the server's own: serve wss://") { text, name throws(UsageError) in
         let path = try readableFile(text, option: name)
         return { $0.certFile = path }
     }
     static let key = Option("--key", value: "FILE",
-                            help: "the client certificate's private key (PEM; default: the --cert file)") { text, name throws(UsageError) in
+                            help: "the --cert certificate's private key (PEM; default: the --cert file)") { text, name throws(UsageError) in
         let path = try readableFile(text, option: name)
         return { $0.keyFile = path }
     }
@@ -513,6 +514,12 @@ extension Option {
             throw UsageError("\(name) '\(text)' is not a variable name")
         }
         return { $0.passing.append(text) }
+    }
+
+    static let clientCA = Option("--client-ca", value: "FILE", help: "with -l and --cert: require a client certificate signed by a CA",
+                                 "in FILE (PEM; mutual TLS); without one the TLS handshake fails") { text, name throws(UsageError) in
+        let path = try readableFile(text, option: name)
+        return { $0.clientCAFile = path }
     }
 
     /// A --reconnect option whose value is a count of at least `minimum`.

@@ -7,7 +7,7 @@ import WebSocketExec
 extension Option {
     /// Options that mean something only when serving.
     static let serverOnly: [Option] = [echo, broadcast, path, allowOrigin, requireProtocol, requireBearer, health, responseHeader,
-                                       maxClients, handshakeTimeout, exec, sh, closeGrace, maxChildren, passenv]
+                                       maxClients, handshakeTimeout, exec, sh, closeGrace, maxChildren, passenv, clientCA]
     /// Options that mean something only with --exec/--sh.
     static let execOnly: [Option] = [closeGrace, maxChildren, passenv]
     /// Options of a client connection, which a server has no use for.
@@ -17,7 +17,7 @@ extension Option {
                                        queueSize, queueBytes, queuePolicy, sendFile, staleTimeout, printPingRTT]
     /// Options whose server meaning is not built yet (TLS accept, the stdio modes): refused
     /// with -l rather than parsed and ignored.
-    static let notYetServing: [Option] = [cert, key, keyPassEnv, keyPassFile, tlsMin, timestamps, base64, wholeInput,
+    static let notYetServing: [Option] = [timestamps, base64, wholeInput,
                                           maxMessages, oneMessage, send, timeout, idleTimeout, receiveOnly, sendOnly, stats,
                                           noClose, linger, closeCode, closeReason,
                                           deflateClientWindowBits, deflateServerWindowBits, deflateClientNoContextTakeover,
@@ -84,6 +84,7 @@ extension Settings {
 
         var serve = ServeConfiguration(listen: listen)
         serve.mode = serveMode
+        serve.tls = try serverTLS(environment: environment, readFile: readFile)
         serve.server.policy = policy
         serve.server.policy.subprotocols = config.subprotocols
         if let maxClients { serve.server.maximumClients = maxClients }
@@ -119,6 +120,23 @@ extension Settings {
 }
 
 extension Settings {
+    /// --cert/--key (the server's own), the passphrase, --tls-min and --client-ca; nil
+    /// without --cert (plain ws://). The files are loaded before listening (Serve.swift).
+    func serverTLS(environment: (String) -> String?, readFile: (String) -> [UInt8]?) throws(UsageError) -> TLSServerOptions? {
+        guard let certFile else {
+            if let option = [Option.key, .keyPassEnv, .keyPassFile, .tlsMin, .clientCA].first(where: { given.contains($0.longName) }) {
+                throw UsageError("\(option.longName) with -l needs --cert (the server's certificate) to serve wss://")
+            }
+            return nil
+        }
+        if keyPassEnv != nil && keyPassFile != nil {
+            throw UsageError("give the key's passphrase with --key-pass-env or --key-pass-file, not both")
+        }
+        return TLSServerOptions(certificateFile: certFile, keyFile: keyFile ?? certFile,
+                                keyPassword: try keyPassword(environment: environment, readFile: readFile),
+                                minimumVersion: config.network.minimumTLSVersion, clientCAFile: clientCAFile)
+    }
+
     /// --exec or --sh with their settings; nil without either. Throws `UsageError`.
     func execServing() throws(UsageError) -> ExecServing? {
         let command: ChildCommand

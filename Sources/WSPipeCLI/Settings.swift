@@ -12,6 +12,8 @@ struct Settings {
     var keyFile: String?
     var keyPassEnv: String?
     var keyPassFile: String?
+    /// --client-ca (server mode only).
+    var clientCAFile: String?
     var connectTo: String?
     var unixSocket: String?
     /// The --deflate-* tuning options given (refused with --no-deflate), and the offer they make.
@@ -145,6 +147,14 @@ struct Settings {
             throw UsageError("give the key's passphrase with --key-pass-env or --key-pass-file, not both")
         }
         guard let certFile else { return }
+        config.network.clientCertificate = ClientCertificate(certificateFile: certFile, keyFile: keyFile ?? certFile,
+                                                             keyPassword: try keyPassword(environment: environment, readFile: readFile))
+    }
+
+    /// The key's passphrase from --key-pass-env or --key-pass-file (nil: neither), for the
+    /// client's certificate or the server's. Throws `UsageError` for an unset variable or
+    /// an unreadable or empty file.
+    func keyPassword(environment: (String) -> String?, readFile: (String) -> [UInt8]?) throws(UsageError) -> [UInt8]? {
         var password: [UInt8]?
         if let keyPassEnv {
             guard let value = environment(keyPassEnv), !value.isEmpty else {
@@ -161,7 +171,6 @@ struct Settings {
             guard !bytes.isEmpty else { throw UsageError("--key-pass-file '\(keyPassFile)' is empty", pointsAtHelp: false) }
             password = bytes
         }
-        config.network.clientCertificate = ClientCertificate(certificateFile: certFile, keyFile: keyFile ?? certFile,
-                                                             keyPassword: password)
+        return password
     }
 }

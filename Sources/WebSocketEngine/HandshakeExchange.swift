@@ -2,13 +2,19 @@ import Glibc
 import WebSocketCore
 import WebSocketTransport
 
-/// The server's opening handshake with one accepted client, on the loop: reads the request
-/// head without blocking (under the server's head-size cap and handshake timeout), asks the
+/// The server's opening handshake with one accepted client, on the loop: first the TLS
+/// handshake on a TLS listener, then reads the request head without blocking (under the server's head-size cap and handshake timeout), asks the
 /// server for its verdict, writes the 101 or the refusal without blocking, and then hands
 /// the stream with the bytes read after the head to the server (`handOver`), or closes it.
+/// One timer (the handshake timeout) covers both handshakes: a client slow in either holds
+/// nothing for longer.
 final class HandshakeExchange {
     private let loop: EventLoop
-    private let stream: TCPStream
+    /// The accepted socket (its addresses); `stream` is it, or the TLS stream over it.
+    private let connection: TCPStream
+    private let stream: ByteStream
+    /// Set on a TLS listener until the TLS handshake is done.
+    private var tlsHandshake: TLSStream?
     private weak var server: WebSocketServer?
     private var watch: EventLoop.Watch?
     private var timer: EventLoop.Timer?
@@ -27,9 +33,11 @@ final class HandshakeExchange {
     /// Longest wait, in seconds, for a refused client to close after reading the refusal.
     static let lingerTime = 1.0
 
-    init(loop: EventLoop, stream: TCPStream, server: WebSocketServer, maximumHeadSize: Int) {
+    init(loop: EventLoop, connection: TCPStream, stream: ByteStream, server: WebSocketServer, maximumHeadSize: Int) {
         self.loop = loop
+        self.connection = connection
         self.stream = stream
+        tlsHandshake = stream as? TLSStream
         self.server = server
         parser = HTTPRequestHeadParser(maximumSize: maximumHeadSize)
     }
@@ -45,37 +53,60 @@ final class HandshakeExchange {
     }
 
     private func handle(_ events: IOEvents) {
+        if tlsHandshake != nil { continueTLS(); return }
         if lingering { drain(); return }
         if !response.isEmpty { writeResponse(); return }
         readRequest()
     }
 
+    /// One step of the TLS handshake; when it is done, the request head may already wait.
+    private func continueTLS() {
+        guard let tls = tlsHandshake, let watch else { return }
+        switch tls.acceptStep() {
+        case .done:
+            tlsHandshake = nil
+            loop.setInterest(watch, .readable)
+            readRequest()
+        case .wouldBlock(let interest):
+            loop.setInterest(watch, interest == .read ? .readable : .writable)
+        case .endOfStream:
+            server?.noteTLSFailure(remoteAddress: connection.remoteAddress, .closed)
+            end()
+        case .failed(let why):
+            server?.noteTLSFailure(remoteAddress: connection.remoteAddress, why)
+            end()
+        }
+    }
+
     private func readRequest() {
         if buffer == nil { buffer = ByteBuffer(capacity: HandshakeExchange.readSize) }
         guard let buffer else { return }
-        switch stream.read(into: buffer.end, count: buffer.free) {
-        case .done(let n):
-            let start = buffer.count
-            buffer.count += n
-            var index = start
-            let input = UnsafeRawBufferPointer(start: buffer.base, count: buffer.count)
-            do throws(HTTPRequestError) {
-                guard let head = try parser.parse(input, &index) else {
-                    buffer.count = 0  // the parser keeps what it needs of a partial head
-                    return
+        // Decrypted bytes a TLS stream still holds are no event for epoll: read them now.
+        repeat {
+            switch stream.read(into: buffer.end, count: buffer.free) {
+            case .done(let n):
+                let start = buffer.count
+                buffer.count += n
+                var index = start
+                let input = UnsafeRawBufferPointer(start: buffer.base, count: buffer.count)
+                do throws(HTTPRequestError) {
+                    guard let head = try parser.parse(input, &index) else {
+                        buffer.count = 0  // the parser keeps what it needs of a partial head
+                        continue
+                    }
+                    return decide(head, parsed: index)
+                } catch {
+                    switch error {
+                    case .malformed(let why): return refuse(HandshakeRefusal.malformedRequest(why).response)
+                    case .headTooLarge(let limit): return refuse(HandshakeRefusal.headTooLarge(limit: limit).response)
+                    }
                 }
-                decide(head, parsed: index)
-            } catch {
-                switch error {
-                case .malformed(let why): refuse(HandshakeRefusal.malformedRequest(why).response)
-                case .headTooLarge(let limit): refuse(HandshakeRefusal.headTooLarge(limit: limit).response)
-                }
+            case .wouldBlock:
+                return
+            case .endOfStream, .failed:
+                return end()
             }
-        case .wouldBlock:
-            return
-        case .endOfStream, .failed:
-            end()
-        }
+        } while stream.hasBufferedInput
     }
 
     private func decide(_ head: HTTPRequestHead, parsed: Int) {
@@ -118,15 +149,16 @@ final class HandshakeExchange {
     }
 
     private func writeResponse() {
-        while written < response.count {
-            let result = response.withUnsafeBytes { raw -> IOResult in
+        // A TLS stream may take the bytes into its record and still hold them: flush too.
+        while written < response.count || stream.hasPendingOutput {
+            let result = written == response.count ? stream.flush() : response.withUnsafeBytes { raw -> IOResult in
                 var vector = iovec(iov_base: UnsafeMutableRawPointer(mutating: raw.baseAddress! + written), iov_len: raw.count - written)
                 return stream.write(&vector, count: 1)
             }
             switch result {
             case .done(let n): written += n
-            case .wouldBlock:
-                if let watch { loop.setInterest(watch, .writable) }
+            case .wouldBlock(let interest):
+                if let watch { loop.setInterest(watch, interest == .read ? .readable : .writable) }
                 return
             case .endOfStream, .failed:
                 return end()
@@ -137,7 +169,7 @@ final class HandshakeExchange {
             let (buffer, parsed) = (self.buffer, accepted.parsed)
             self.buffer = nil
             server.exchangeEnded(self)
-            server.handOver(stream, request: accepted.request, subprotocol: accepted.subprotocol, received: buffer, parsed: parsed)
+            server.handOver(stream, connection: connection, request: accepted.request, subprotocol: accepted.subprotocol, received: buffer, parsed: parsed)
         } else {
             stream.shutdownOutput()
             lingering = true

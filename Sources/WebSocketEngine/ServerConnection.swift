@@ -18,6 +18,8 @@ public struct ClientInfo: Sendable {
     public let clientCertificateSubject: String?
     /// The subprotocol selected (nil: none).
     public let subprotocol: String?
+    /// The TLS version and cipher ("TLSv1.3 TLS_AES_256_GCM_SHA384"), nil without TLS.
+    public var tlsSummary: String? = nil
 }
 
 /// One accepted client: its facts and its driver, between the server and the mode's

@@ -28,6 +28,9 @@ public enum ServerEvent {
     case disconnected(ServerConnection, ConnectionEnding)
     /// A handshake was refused with this HTTP status (a 200 for the health path counts too).
     case refused(status: Int)
+    /// A client's TLS handshake failed (not TLS, no common version, no valid client
+    /// certificate under mutual TLS; `.closed`: it hung up): only that connection is closed.
+    case tlsFailed(remoteAddress: String, StreamFailure)
 }
 
 /// Serves a mode: gives each new client the delegate of its driver.
@@ -77,7 +80,7 @@ public final class WebSocketServer {
     /// Called once after `shutdown`, when the last client's connection has ended.
     public var onDrained: (() -> Void)?
 
-    private var listeners: [(listener: Listener, secure: Bool)] = []
+    private var listeners: [Listener] = []
     private var exchanges: [ObjectIdentifier: HandshakeExchange] = [:]
     public private(set) var connections: [Int: ServerConnection] = [:]
     private var nextID = 1
@@ -86,6 +89,8 @@ public final class WebSocketServer {
     public private(set) var refusals: [Int: Int] = [:]
     /// Clients served so far (handshakes completed).
     public private(set) var acceptedCount = 0
+    /// TLS handshakes that failed (or that the client abandoned).
+    public private(set) var tlsFailureCount = 0
 
     public init(loop: EventLoop, configuration: ServerConfiguration, mode: ServerMode) {
         self.loop = loop
@@ -93,10 +98,11 @@ public final class WebSocketServer {
         self.mode = mode
     }
 
-    /// Accepts on `socket` from now on.
-    public func listen(on socket: any ListeningSocket) {
-        let listener = Listener(loop: loop, socket: socket) { [weak self] stream in self?.accepted(stream) }
-        listeners.append((listener, false))
+    /// Accepts on `socket` from now on; with `tls`, each connection's TLS handshake runs on
+    /// the loop before its WebSocket handshake, both within the handshake timeout.
+    public func listen(on socket: any ListeningSocket, tls: TLSServerContext? = nil) {
+        let listener = Listener(loop: loop, socket: socket) { [weak self] stream in self?.accepted(stream, tls: tls) }
+        listeners.append(listener)
         listener.start()
     }
 
@@ -105,12 +111,22 @@ public final class WebSocketServer {
     /// Handshakes under way.
     public var handshakeCount: Int { exchanges.count }
     /// Times accepting paused because descriptors ran out (EMFILE/ENFILE).
-    public var exhaustedCount: Int { listeners.reduce(0) { $0 + $1.listener.exhaustedCount } }
+    public var exhaustedCount: Int { listeners.reduce(0) { $0 + $1.exhaustedCount } }
     var isFull: Bool { connections.count >= configuration.maximumClients }
 
-    private func accepted(_ stream: TCPStream) {
-        guard !isShuttingDown else { return stream.close() }
-        let exchange = HandshakeExchange(loop: loop, stream: stream, server: self, maximumHeadSize: configuration.maximumHeadSize)
+    private func accepted(_ connection: TCPStream, tls: TLSServerContext?) {
+        guard !isShuttingDown else { return connection.close() }
+        var stream: ByteStream = connection
+        if let tls {
+            do throws(TLSFailure) {
+                stream = try TLSStream.accepting(over: connection, context: tls)
+            } catch {
+                onEvent?(.tlsFailed(remoteAddress: connection.remoteAddress, .tls(.other(detail: "\(error)"))))
+                return connection.close()
+            }
+        }
+        let exchange = HandshakeExchange(loop: loop, connection: connection, stream: stream, server: self,
+                                         maximumHeadSize: configuration.maximumHeadSize)
         exchanges[ObjectIdentifier(exchange)] = exchange
         exchange.start(timeout: configuration.handshakeTimeout)
     }
@@ -119,20 +135,29 @@ public final class WebSocketServer {
         exchanges[ObjectIdentifier(exchange)] = nil
     }
 
+    func noteTLSFailure(remoteAddress: String, _ why: StreamFailure) {
+        tlsFailureCount += 1
+        onEvent?(.tlsFailed(remoteAddress: remoteAddress, why))
+    }
+
     func noteRefusal(status: Int) {
         refusals[status, default: 0] += 1
         onEvent?(.refused(status: status))
     }
 
     /// The 101 is written: the client gets its driver.
-    func handOver(_ stream: TCPStream, request: HandshakeRequest, subprotocol: String?, received: ByteBuffer?, parsed: Int) {
+    /// `stream` is `connection` or the TLS stream over it.
+    func handOver(_ stream: ByteStream, connection: TCPStream, request: HandshakeRequest, subprotocol: String?,
+                  received: ByteBuffer?, parsed: Int) {
         guard let mode, !isShuttingDown else { return stream.close() }
         let id = nextID
         nextID += 1
         acceptedCount += 1
-        let local = stream.localAddress ?? stream.remoteAddress
-        let info = ClientInfo(id: id, request: request, remoteAddress: stream.remoteAddress, localAddress: local,
-                              isSecure: false, clientCertificateSubject: nil, subprotocol: subprotocol)
+        let local = connection.localAddress ?? connection.remoteAddress
+        let tls = stream as? TLSStream
+        let info = ClientInfo(id: id, request: request, remoteAddress: connection.remoteAddress, localAddress: local,
+                              isSecure: tls != nil, clientCertificateSubject: tls?.peerSubject, subprotocol: subprotocol,
+                              tlsSummary: tls?.summary)
         let connection = ServerConnection(info: info, server: self)
         connections[id] = connection
         connection.handler = mode.handler(for: connection)
@@ -156,7 +181,7 @@ public final class WebSocketServer {
     public func shutdown(_ payload: ClosePayload, within limit: Double) {
         guard !isShuttingDown else { return }
         isShuttingDown = true
-        for entry in listeners { entry.listener.close() }
+        for listener in listeners { listener.close() }
         listeners.removeAll()
         for exchange in Array(exchanges.values) { exchange.end() }
         if connections.isEmpty { return drained() }

@@ -146,7 +146,7 @@ public enum TLSAlert: Equatable, Sendable, CustomStringConvertible {
 public final class TLSStream: ByteStream {
     private let carrier: ByteStream
     private let context: OpaquePointer
-    private let ssl: OpaquePointer
+    let ssl: OpaquePointer
     private let staging: UnsafeMutableRawPointer
     private var stagedCount = 0
     private var closed = false
@@ -169,9 +169,9 @@ public final class TLSStream: ByteStream {
 
     public var fileDescriptor: Int32 { carrier.fileDescriptor }
     /// Protocol version and cipher, for -v ("TLSv1.3 TLS_AES_256_GCM_SHA384").
-    public private(set) var summary = ""
+    public internal(set) var summary = ""
 
-    private init(carrier: ByteStream, context: OpaquePointer, ssl: OpaquePointer) {
+    init(carrier: ByteStream, context: OpaquePointer, ssl: OpaquePointer) {
         self.carrier = carrier
         self.context = context
         self.ssl = ssl
@@ -271,13 +271,19 @@ public final class TLSStream: ByteStream {
         }
     }
 
+    /// A context for `method` (client or server) accepting `minimum` and up, in which a
+    /// peer dropping TCP without close_notify reads as end of stream.
+    static func newContext(_ method: OpaquePointer?, minimum: TLSVersion) throws(TLSFailure) -> OpaquePointer {
+        guard let context = wsp_SSL_CTX_new(method) else { throw .setup(reason: errorQueueText()) }
+        _ = wsp_SSL_CTX_set_min_proto_version(context, minimum == .tls13 ? wsp_TLS1_3_VERSION() : wsp_TLS1_2_VERSION())
+        wsp_SSL_CTX_ignore_unexpected_eof(context)
+        return context
+    }
+
     private static func makeContext(_ options: TLSOptions, log: (String) -> Void) throws(TLSFailure) -> OpaquePointer {
-        guard let context = wsp_SSL_CTX_new(wsp_TLS_client_method()) else { throw .setup(reason: errorQueueText()) }
+        let context = try newContext(wsp_TLS_client_method(), minimum: options.minimumVersion)
         var ok = false
         defer { if !ok { wsp_SSL_CTX_free(context) } }
-        let minimum = options.minimumVersion == .tls13 ? wsp_TLS1_3_VERSION() : wsp_TLS1_2_VERSION()
-        _ = wsp_SSL_CTX_set_min_proto_version(context, minimum)
-        wsp_SSL_CTX_ignore_unexpected_eof(context)
         if options.verifyPeer {
             wsp_SSL_CTX_set_verify(context, SSL_VERIFY_PEER)
             if let caFile = options.caFile {
@@ -302,40 +308,48 @@ public final class TLSStream: ByteStream {
     }
 
     private static func loadClientCertificate(_ client: ClientCertificate, into context: OpaquePointer) throws(TLSFailure) {
+        try loadCertificate(chain: client.certificateFile, key: client.keyFile, password: client.keyPassword, into: context)
+    }
+
+    /// Loads a PEM certificate chain and its private key (decrypted with `password`, never
+    /// a prompt) into `context` and checks that they belong together: the client's
+    /// certificate, or a server's own.
+    static func loadCertificate(chain certificateFile: String, key keyFile: String, password keyPassword: [UInt8]?,
+                                into context: OpaquePointer) throws(TLSFailure) {
         wsp_ERR_clear_error()
-        guard wsp_SSL_CTX_use_certificate_chain_file_no_prompt(context, client.certificateFile) == 1 else {
-            throw .certificateFile(path: client.certificateFile, reason: errorQueueText())
+        guard wsp_SSL_CTX_use_certificate_chain_file_no_prompt(context, certificateFile) == 1 else {
+            throw .certificateFile(path: certificateFile, reason: errorQueueText())
         }
         var asked: Int32 = 0
-        var password = client.keyPassword ?? []
+        var password = keyPassword ?? []
         let loaded = password.withUnsafeMutableBufferPointer { buffer -> Int32 in
             let result = buffer.baseAddress.map { base in
                 base.withMemoryRebound(to: CChar.self, capacity: buffer.count) { chars in
-                    wsp_SSL_CTX_use_PrivateKey_file_with_password(context, client.keyFile, chars, buffer.count, &asked)
+                    wsp_SSL_CTX_use_PrivateKey_file_with_password(context, keyFile, chars, buffer.count, &asked)
                 }
-            } ?? wsp_SSL_CTX_use_PrivateKey_file_with_password(context, client.keyFile, nil, 0, &asked)
+            } ?? wsp_SSL_CTX_use_PrivateKey_file_with_password(context, keyFile, nil, 0, &asked)
             if let base = buffer.baseAddress { wsp_OPENSSL_cleanse(base, buffer.count) }
             return result
         }
         guard loaded == 1 else {
             let queued = errorQueueText()
-            if asked != 0 && client.keyPassword == nil {
-                throw .keyNeedsPassphrase(path: client.keyFile)
+            if asked != 0 && keyPassword == nil {
+                throw .keyNeedsPassphrase(path: keyFile)
             }
             if asked != 0 {
-                throw .wrongPassphrase(path: client.keyFile)
+                throw .wrongPassphrase(path: keyFile)
             }
             if queued.contains("key values mismatch") {
-                throw .keyMismatch(key: client.keyFile, certificate: client.certificateFile)
+                throw .keyMismatch(key: keyFile, certificate: certificateFile)
             }
-            if client.keyFile == client.certificateFile && (queued.contains("PEM lib") || queued.contains("no start line")) {
+            if keyFile == certificateFile && (queued.contains("PEM lib") || queued.contains("no start line")) {
                 // --cert without --key: the key is looked for in the certificate's file.
-                throw .noPrivateKey(path: client.keyFile, reason: queued)
+                throw .noPrivateKey(path: keyFile, reason: queued)
             }
-            throw .keyFile(path: client.keyFile, reason: queued)
+            throw .keyFile(path: keyFile, reason: queued)
         }
         guard wsp_SSL_CTX_check_private_key(context) == 1 else {
-            throw .keyMismatch(key: client.keyFile, certificate: client.certificateFile)
+            throw .keyMismatch(key: keyFile, certificate: certificateFile)
         }
     }
 
@@ -425,7 +439,7 @@ public final class TLSStream: ByteStream {
 
     /// Runs an SSL call until it succeeds or must wait. Over a stream, moves ciphertext
     /// between the BIO pair and the carrier as OpenSSL asks.
-    private func drive(closedIsEnd: Bool = false, _ operation: () -> Int32) -> IOResult {
+    func drive(closedIsEnd: Bool = false, _ operation: () -> Int32) -> IOResult {
         while true {
             wsp_ERR_clear_error()
             let n = operation()

@@ -129,6 +129,25 @@ final class NetworkOptionTests: XCTestCase {
         XCTAssertEqual(try config(["--tls-min", "1.2", "wss://h/"]).network.minimumTLSVersion, .tls12)
     }
 
+    /// With -l, --cert/--key are the server's own (wss://), with the same passphrase options.
+    func testServerTLSOptions() throws {
+        let c = try config(["-l", "0", "--echo", "--cert", readable, "--key-pass-env", "KP", "--tls-min", "1.3",
+                            "--client-ca", readable], environment: ["KP": "s3cret pass"])
+        let tls = try XCTUnwrap(c.serve?.tls)
+        XCTAssertEqual(tls, TLSServerOptions(certificateFile: readable, keyFile: readable, keyPassword: Array("s3cret pass".utf8),
+                                             minimumVersion: .tls13, clientCAFile: readable))
+        XCTAssertNil(c.network.clientCertificate, "not a client certificate")
+        XCTAssertFalse("\(tls)".contains("s3cret"))
+        XCTAssertNil(try config(["-l", "0", "--echo"]).serve?.tls)
+        for option in [["--client-ca", readable], ["--key", readable], ["--tls-min", "1.3"], ["--key-pass-env", "KP"]] {
+            XCTAssertEqual(usageError(["-l", "0", "--echo"] + option, environment: ["KP": "x"]),
+                           "\(option[0]) with -l needs --cert (the server's certificate) to serve wss://")
+        }
+        XCTAssertEqual(usageError(["--client-ca", readable, "wss://h/"]), "--client-ca is a server option: it needs -l/--listen")
+        XCTAssertEqual(usageError(["-l", "0", "--echo", "--cert", readable, "--key-pass-env", "NOPE"]),
+                       "--key-pass-env: the environment variable NOPE is not set or empty")
+    }
+
     func testKeyPassFileDropsOneLineEnd() throws {
         for (content, expected) in [("pw\n", "pw"), ("pw\r\n", "pw"), ("pw", "pw"), (" pw \n\n", " pw \n")] {
             let c = try config(["--cert", readable, "--key-pass-file", readable, "wss://h/"], files: [readable: content])

@@ -30,7 +30,7 @@ final class ReportTests: XCTestCase {
             .timedOutBeforeOpen(seconds: 2), .lost(.peerClosedTCP(afterOurClose: false)),
             .closeTimedOut(CloseWait(limit: 5, waited: 5.2, closeWritten: true)), .local(call: "eventfd", errno: EMFILE),
             .addressInUse(address: "0.0.0.0:80"), .cannotListen(address: "0.0.0.0:80", errno: EACCES),
-            .unreadableCertificate(path: "c.pem", why: "no such file"), .missingProgram(path: "/bin/x", errno: ENOENT),
+            .serverTLS(.certificateFile(path: "c.pem", reason: "no start line")), .missingProgram(path: "/bin/x", errno: ENOENT),
         ]
         for failure in failures {
             let text = report(failure).message ?? ""
@@ -48,7 +48,7 @@ final class ReportTests: XCTestCase {
         XCTAssertEqual(report(.signal(15)).status, .terminated)
         XCTAssertNil(report(.signal(2)).message)
         XCTAssertEqual(report(.addressInUse(address: "a")).status, .cannotConnect)
-        XCTAssertEqual(report(.unreadableCertificate(path: "c", why: "w")).status, .tlsFailure)
+        XCTAssertEqual(report(.serverTLS(.wrongPassphrase(path: "k"))).status, .tlsFailure)
         XCTAssertEqual(report(.missingProgram(path: "p", errno: ENOENT)).status, .localError)
     }
 

@@ -82,6 +82,22 @@ unsigned long wsp_ERR_get_error(void);
 void wsp_ERR_error_string_n(unsigned long code, char *buffer, size_t length);
 const char *wsp_X509_verify_cert_error_string(long code);
 
+/* The server's side (wspipe -l with --cert). */
+const SSL_METHOD *wsp_TLS_server_method(void);
+int wsp_SSL_CTX_up_ref(SSL_CTX *ctx);
+int wsp_SSL_accept(SSL *ssl);
+/// Server preference for ciphers, no renegotiation (a client-driven CPU cost), and the
+/// session id context that session resumption needs once client certificates are verified.
+void wsp_SSL_CTX_set_server_options(SSL_CTX *ctx);
+/// Trusts the CA certificates in `ca_file` for client certificates, names them in the
+/// CertificateRequest, and fails a handshake without a valid client certificate
+/// (SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT). Returns 1, or 0 if the file cannot be loaded.
+int wsp_SSL_CTX_require_client_certificates(SSL_CTX *ctx, const char *ca_file);
+/// The peer certificate's subject in RFC 2253 form (UTF-8 unescaped) into `buffer`
+/// (NUL-terminated, truncated to `length - 1`). Returns its length, or -1 without a peer
+/// certificate.
+int wsp_SSL_peer_subject(const SSL *ssl, char *buffer, size_t length);
+
 /// Version constants (macros).
 int wsp_TLS1_2_VERSION(void);
 int wsp_TLS1_3_VERSION(void);
