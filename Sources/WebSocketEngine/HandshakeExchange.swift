@@ -27,6 +27,8 @@ final class HandshakeExchange {
     /// After a refusal is written: our side is shut, and the client's bytes are drained until
     /// it closes (closing with unread bytes sends a reset that can destroy the refusal).
     private var lingering = false
+    /// After a failed TLS handshake the lingering reads the socket itself: TLS is over.
+    private var drainsRawTCP = false
 
     /// Read size: a typical request head fits one read.
     static let readSize = 4096
@@ -74,8 +76,27 @@ final class HandshakeExchange {
             end()
         case .failed(let why):
             server?.noteTLSFailure(remoteAddress: connection.remoteAddress, why)
-            end()
+            lingerAfterTLSFailure(why)
         }
+    }
+
+    /// The alert OpenSSL wrote must reach the client (closing with its bytes unread would
+    /// send a reset that can destroy it): our side is shut and its bytes drained, as after
+    /// a refusal. A plain HTTP request gets a plain 400 that says why (as nginx does).
+    private func lingerAfterTLSFailure(_ why: StreamFailure) {
+        tlsHandshake = nil
+        drainsRawTCP = true
+        if case .tls(let alert) = why, alert.detail.contains("http request") {
+            let answer = HTTPResponse.refusalBytesOrPlain(status: 400, headers: [],
+                                                          body: "this server speaks TLS: use wss:// (or https://)")
+            answer.withUnsafeBytes { raw in
+                guard let base = raw.baseAddress else { return }
+                var vector = iovec(iov_base: UnsafeMutableRawPointer(mutating: base), iov_len: raw.count)
+                _ = connection.write(&vector, count: 1)  // small: the socket buffer takes it, or it is lost
+            }
+        }
+        connection.shutdownOutput()
+        startLingering()
     }
 
     private func readRequest() {
@@ -172,16 +193,22 @@ final class HandshakeExchange {
             server.handOver(stream, connection: connection, request: accepted.request, subprotocol: accepted.subprotocol, received: buffer, parsed: parsed)
         } else {
             stream.shutdownOutput()
-            lingering = true
-            buffer = nil
-            if let watch { loop.setInterest(watch, .readable) }
-            if let timer { loop.arm(timer, at: Instant.now().adding(seconds: HandshakeExchange.lingerTime)) }
+            startLingering()
         }
+    }
+
+    /// Drains the client's bytes until it closes, for at most `lingerTime`.
+    private func startLingering() {
+        lingering = true
+        buffer = nil
+        if let watch { loop.setInterest(watch, .readable) }
+        if let timer { loop.arm(timer, at: Instant.now().adding(seconds: HandshakeExchange.lingerTime)) }
     }
 
     private func drain() {
         var scratch = (UInt64(0), UInt64(0), UInt64(0), UInt64(0), UInt64(0), UInt64(0), UInt64(0), UInt64(0))
-        let result = withUnsafeMutableBytes(of: &scratch) { stream.read(into: $0.baseAddress!, count: $0.count) }
+        let source = drainsRawTCP ? connection : stream
+        let result = withUnsafeMutableBytes(of: &scratch) { source.read(into: $0.baseAddress!, count: $0.count) }
         switch result {
         case .done, .wouldBlock: return
         case .endOfStream, .failed: end()

@@ -333,14 +333,15 @@ public final class TLSStream: ByteStream {
         }
         guard loaded == 1 else {
             let queued = errorQueueText()
+            // Decrypted but not the certificate's: a mismatch, however right the passphrase.
+            if queued.contains("key values mismatch") {
+                throw .keyMismatch(key: keyFile, certificate: certificateFile)
+            }
             if asked != 0 && keyPassword == nil {
                 throw .keyNeedsPassphrase(path: keyFile)
             }
             if asked != 0 {
                 throw .wrongPassphrase(path: keyFile)
-            }
-            if queued.contains("key values mismatch") {
-                throw .keyMismatch(key: keyFile, certificate: certificateFile)
             }
             if keyFile == certificateFile && (queued.contains("PEM lib") || queued.contains("no start line")) {
                 // --cert without --key: the key is looked for in the certificate's file.

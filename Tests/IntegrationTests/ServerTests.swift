@@ -9,13 +9,7 @@ final class ServerTests: IntegrationTestCase {
     /// Starts `wspipe -l 0 ...` and reads the port from its `listening on` line.
     func startServer(_ arguments: [String], environment: [String: String] = [:],
                      file: StaticString = #filePath, line: UInt = #line) throws -> (ChildProcess, Int) {
-        let child = try spawnWspipe(["-l", "0"] + arguments, stdin: .null, environment: environment)
-        guard let text = child.stderr.waitForLine(startingWith: "wspipe: listening on ws://127.0.0.1:", timeout: 15),
-              let port = Int(text.split(separator: ":").last?.split(separator: "/").first ?? "") else {
-            XCTFail("no listening line; stderr: \(child.stderr.text)", file: file, line: line)
-            throw HarnessError("server did not start")
-        }
-        return (child, port)
+        try startListening(arguments, environment: environment, file: file, line: line)
     }
 
     func python(_ arguments: [String], timeout: Double = 30) throws -> RunResult {

@@ -1,0 +1,220 @@
+// wspipe -l with --cert/--key (wss://) and --client-ca (mutual TLS): independent clients
+// (Python websockets and ssl, websocat, node ws, our own client) against the run's test CA;
+// certificate mistakes fail before listening; one client's TLS failure never stops the server.
+import Foundation
+import Glibc
+import TestSupport
+import XCTest
+
+final class ServerTLSTests: IntegrationTestCase {
+    /// Starts `wspipe -l 0 --cert --key ...` and reads the port from its `listening on wss://` line.
+    func startTLSServer(_ arguments: [String], cert: String? = nil, key: String? = nil, environment: [String: String] = [:],
+                        file: StaticString = #filePath, line: UInt = #line) throws -> (ChildProcess, Int) {
+        let tls = try TLSMaterial.shared()
+        return try startListening(["--cert", cert ?? tls.serverCert, "--key", key ?? tls.serverKey] + arguments, scheme: "wss",
+                                  environment: environment, file: file, line: line)
+    }
+
+    /// tls_client.py with `arguments`; its stdout.
+    func tlsClient(_ arguments: [String], timeout: Double = 30) throws -> String {
+        let child = try ChildProcess(executable: Locations.python, arguments: ["\(Locations.peers)/tls_client.py"] + arguments,
+                                     environment: Locations.baseEnvironment, stdin: .null)
+        return finish(child, timeout: timeout).stdoutText
+    }
+
+    /// Stops the server with SIGTERM: exit 0, and its stderr.
+    func stop(_ server: ChildProcess, file: StaticString = #filePath, line: UInt = #line) -> String {
+        server.signal(SIGTERM)
+        let result = finish(server)
+        assertExit(result, 0, file: file, line: line)
+        return result.stderr
+    }
+
+    static let echoed = "text:hello\nbinary:3:same\ntext:\ntext:1000 chars\nbinary:300000:same\nclosed 1000\n"
+
+    func testEchoOverWSSToPythonWebsockets() throws {
+        let tls = try TLSMaterial.shared()
+        let (server, port) = try startTLSServer(["--echo", "-v"])
+        XCTAssertEqual(try tlsClient(["echo", "wss://localhost:\(port)/any", tls.caCert]), Self.echoed)
+        let stderr = stop(server)
+        XCTAssertTrue(stderr.contains("client 1 connected from 127.0.0.1:"), stderr)
+        XCTAssertTrue(stderr.contains("to /any over TLSv1.3 "), "-v names the TLS version and cipher: \(stderr)")
+    }
+
+    func testEchoOverWSSToOurClientWebsocatAndNode() throws {
+        let tls = try TLSMaterial.shared()
+        let (server, port) = try startTLSServer(["--echo"])
+        let ours = try runWspipe(["--cacert", tls.caCert, "wss://localhost:\(port)/"], stdin: .bytes(Array("one\ntwo\n".utf8)))
+        assertExit(ours, 0)
+        assertStdout(ours, "one\ntwo\n")
+        // By IP address too: the certificate names 127.0.0.1.
+        assertStdout(try runWspipe(["--cacert", tls.caCert, "wss://127.0.0.1:\(port)/"], stdin: .bytes(Array("ip\n".utf8))), "ip\n")
+        // Without --cacert the test CA is unknown: our client refuses the certificate.
+        let untrusted = try runWspipe(["wss://localhost:\(port)/"], stdin: .bytes(Array("x\n".utf8)))
+        assertExit(untrusted, 4)
+        assertStderr(untrusted, contains: "unknown CA")
+
+        let websocat = try ChildProcess(executable: Locations.websocat, arguments: ["-k", "-t", "wss://127.0.0.1:\(port)/"],
+                                        environment: Locations.baseEnvironment, stdin: .bytes(Array("three\nfour\n".utf8)))
+        XCTAssertEqual(finish(websocat).stdoutText, "three\nfour\n")
+
+        let ws = "/usr/share/nodejs/ws"
+        if FileManager.default.fileExists(atPath: ws) {
+            let script = path("client.js")
+            try """
+                const WebSocket = require('\(ws)');
+                const fs = require('fs');
+                const s = new WebSocket('wss://localhost:\(port)/', { ca: fs.readFileSync('\(tls.caCert)') });
+                s.on('open', () => s.send('from node'));
+                s.on('message', (m) => { console.log('got ' + m); s.close(1000); });
+                s.on('close', (code) => console.log('closed ' + code));
+                s.on('error', (e) => console.log('error ' + e.message));
+                """.write(toFile: script, atomically: true, encoding: .utf8)
+            let node = try ChildProcess(executable: "/usr/bin/node", arguments: [script], environment: Locations.baseEnvironment,
+                                        stdin: .null)
+            XCTAssertEqual(finish(node).stdoutText, "got from node\nclosed 1000\n")
+        }
+        _ = stop(server)
+    }
+
+    func testMutualTLSSubjectInTheProgramsEnvironment() throws {
+        let client = try ClientTLSMaterial.shared()
+        let tls = client.server
+        let (server, port) = try startTLSServer(["--client-ca", tls.caCert, "-v",
+                                                 "--sh", #"echo "$HTTPS|$SSL_CLIENT_VERIFY|$SSL_CLIENT_S_DN""#])
+        let url = "wss://localhost:\(port)/"
+        let accepted = try runWspipe(["--cacert", tls.caCert, "--cert", client.cert, "--key", client.key, "--no-close", url],
+                                     stdin: .null)
+        assertExit(accepted, 0)
+        assertStdout(accepted, "on|SUCCESS|CN=wspipe-test-client\n")
+
+        // No certificate: our client is told why (the alert reaches it), Python is refused.
+        let without = try runWspipe(["--cacert", tls.caCert, "--no-close", url], stdin: .null)
+        assertExit(without, 4)
+        assertStderr(without, contains: "the server requires a client certificate")
+        XCTAssertTrue(try tlsClient(["echo", url, tls.caCert]).hasPrefix("refused "))
+        // A certificate from a CA the server does not trust.
+        let stranger = try runWspipe(["--cacert", tls.caCert, "--cert", client.strangerCert, "--key", client.strangerKey,
+                                      "--no-close", url], stdin: .null)
+        assertExit(stranger, 4)
+        XCTAssertEqual(stranger.stdoutText, "")
+
+        // The server goes on serving: Python websockets with the certificate.
+        let python = try ChildProcess(executable: Locations.python,
+                                      arguments: ["-c", """
+                                          import asyncio, ssl, sys
+                                          from websockets.asyncio.client import connect
+                                          async def main():
+                                              ctx = ssl.create_default_context(cafile=sys.argv[2])
+                                              ctx.load_cert_chain(sys.argv[3], sys.argv[4])
+                                              async with connect(sys.argv[1], ssl=ctx) as ws:
+                                                  print(await ws.recv())
+                                          asyncio.run(main())
+                                          """, url, tls.caCert, client.cert, client.key],
+                                      environment: Locations.baseEnvironment, stdin: .null)
+        XCTAssertEqual(finish(python).stdoutText, "on|SUCCESS|CN=wspipe-test-client\n")
+        let stderr = stop(server)
+        XCTAssertTrue(stderr.contains("client certificate CN=wspipe-test-client"), stderr)
+        XCTAssertTrue(stderr.contains("failed: peer did not return a certificate"), "one -v line per refused client: \(stderr)")
+        XCTAssertTrue(stderr.contains("failed: certificate verify failed"), stderr)
+    }
+
+    func testEncryptedKeyNeedsTheRightPassphraseBeforeListening() throws {
+        let client = try ClientTLSMaterial.shared()
+        let passphrase = ClientTLSMaterial.passphrase
+        // The client key pair is a valid server key pair too (the certificate's use is not checked by the loader).
+        let base = ["-l", "0", "--cert", client.cert, "--key", client.encryptedKey, "--echo"]
+        let missing = try runWspipe(base)
+        assertExit(missing, 4)
+        assertStderr(missing, contains: "is encrypted: give its passphrase with --key-pass-env VAR or --key-pass-file FILE")
+        let wrong = try runWspipe(base + ["--key-pass-env", "KP"], environment: ["KP": "not the passphrase"])
+        assertExit(wrong, 4)
+        assertStderr(wrong, contains: "cannot decrypt the private key in '\(client.encryptedKey)': wrong passphrase")
+        for result in [missing, wrong] {
+            XCTAssertFalse(result.stderr.contains("listening"), result.stderr)
+            XCTAssertEqual(result.stderr.split(separator: "\n").count, 1, "one line: \(result.stderr)")
+        }
+
+        let (server, port) = try startTLSServer(["--echo", "--key-pass-env", "KP"], cert: client.cert, key: client.encryptedKey,
+                                                environment: ["KP": passphrase])
+        // This server presents the client certificate (no localhost in it): -k.
+        let ours = try runWspipe(["-k", "wss://127.0.0.1:\(port)/"], stdin: .bytes(Array("secret kept\n".utf8)))
+        assertStdout(ours, "secret kept\n")
+        let stderr = stop(server)
+        XCTAssertFalse(stderr.contains(passphrase))
+
+        let passFile = path("pass")
+        try (passphrase + "\n").write(toFile: passFile, atomically: false, encoding: .utf8)
+        let (fromFile, _) = try startTLSServer(["--echo", "--key-pass-file", passFile], cert: client.cert, key: client.encryptedKey)
+        _ = stop(fromFile)
+        // The right passphrase of a key that is not the certificate's: a mismatch, not a wrong passphrase.
+        let mismatch = try runWspipe(["-l", "0", "--cert", client.server.serverCert, "--key", client.encryptedKey,
+                                      "--key-pass-env", "KP", "--echo"], environment: ["KP": passphrase])
+        assertExit(mismatch, 4)
+        assertStderr(mismatch, contains: "does not belong to the certificate")
+    }
+
+    func testWrongPairsAndFilesFailBeforeListening() throws {
+        let client = try ClientTLSMaterial.shared()
+        let tls = client.server
+        let cases: [(arguments: [String], status: Int32, message: String)] = [
+            (["--cert", tls.serverCert, "--key", tls.otherKey],
+             4, "the private key in '\(tls.otherKey)' does not belong to the certificate in '\(tls.serverCert)'"),
+            (["--cert", tls.serverKey, "--key", tls.serverKey], 4, "cannot load the server certificate from '\(tls.serverKey)'"),
+            (["--cert", tls.serverCert, "--key", tls.caCert], 4, "cannot load the server's private key from '\(tls.caCert)'"),
+            (["--cert", tls.serverCert], 4, "no private key in '\(tls.serverCert)'"),
+            (["--cert", tls.serverCert, "--key", tls.serverKey, "--client-ca", tls.serverKey],
+             4, "cannot load the client CA certificates from '\(tls.serverKey)' (--client-ca)"),
+            (["--cert", path("missing.pem"), "--key", tls.serverKey], 2, "cannot read --cert file '\(path("missing.pem"))'"),
+            (["--client-ca", tls.caCert], 2, "--client-ca with -l needs --cert (the server's certificate) to serve wss://"),
+        ]
+        for (arguments, status, message) in cases {
+            let result = try runWspipe(["-l", "0", "--echo"] + arguments)
+            XCTAssertEqual(result.exitCode, status, "\(arguments): \(result)")
+            XCTAssertTrue(result.stderr.hasPrefix("wspipe: " + message), "\(arguments): \(result.stderr)")
+            XCTAssertFalse(result.stderr.contains("listening"), result.stderr)
+            XCTAssertEqual(result.stderr.split(separator: "\n").count, 1, "one line: \(result.stderr)")
+        }
+    }
+
+    func testPlainClientsAndGarbageCloseOnlyTheirConnection() throws {
+        let tls = try TLSMaterial.shared()
+        let (server, port) = try startTLSServer(["--echo", "-v"])
+        // A ws:// client gets a plain 400 that says why.
+        let plain = try runWspipe(["ws://127.0.0.1:\(port)/"], stdin: .bytes(Array("x\n".utf8)))
+        assertExit(plain, 5)
+        assertStderr(plain, contains: "the server answered 400 Bad Request")
+        assertStderr(plain, contains: "this server speaks TLS: use wss://")
+        XCTAssertEqual(try tlsClient(["garbage", String(port)]), "closed\n")
+        XCTAssertEqual(try tlsClient(["echo", "wss://localhost:\(port)/", tls.caCert]), Self.echoed, "the server still serves")
+        let stderr = stop(server)
+        XCTAssertTrue(stderr.contains("TLS handshake with 127.0.0.1:"), stderr)
+        XCTAssertTrue(stderr.contains("failed: http request"), stderr)
+    }
+
+    func testMinimumVersion13RefusesATLS12Client() throws {
+        let tls = try TLSMaterial.shared()
+        let (strict, strictPort) = try startTLSServer(["--echo", "--tls-min", "1.3"])
+        XCTAssertTrue(try tlsClient(["version", String(strictPort), tls.caCert, "1.2"]).hasPrefix("refused "))
+        XCTAssertEqual(try tlsClient(["version", String(strictPort), tls.caCert, "1.3"]), "ok TLSv1.3\n")
+        _ = stop(strict)
+        let (lenient, port) = try startTLSServer(["--echo"])
+        XCTAssertEqual(try tlsClient(["version", String(port), tls.caCert, "1.2"]), "ok TLSv1.2\n")
+        _ = stop(lenient)
+    }
+
+    /// A client that never sends its ClientHello is dropped at the handshake timeout, and
+    /// meanwhile the loop serves others.
+    func testStalledTLSHandshakeIsDroppedWithoutBlockingOthers() throws {
+        let tls = try TLSMaterial.shared()
+        let (server, port) = try startTLSServer(["--echo", "--handshake-timeout", "1"])
+        let staller = try ChildProcess(executable: Locations.python,
+                                       arguments: ["\(Locations.peers)/tls_client.py", "stall", String(port), "10"],
+                                       environment: Locations.baseEnvironment, stdin: .null)
+        let ours = try runWspipe(["--cacert", tls.caCert, "wss://localhost:\(port)/"], stdin: .bytes(Array("meanwhile\n".utf8)))
+        assertStdout(ours, "meanwhile\n")
+        let stalled = finish(staller).stdoutText
+        XCTAssertTrue(stalled.hasPrefix("closed after 1.") || stalled.hasPrefix("closed after 0.9"), stalled)
+        _ = stop(server)
+    }
+}
