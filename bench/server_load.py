@@ -5,12 +5,20 @@ and frames by hand (no library), cheaper than the servers it loads.
                                       "open N", then waits for a line on stdin and closes them
     server_load.py echo PORT C K SECS C connections, K messages of 32 bytes in flight each, for SECS;
                                       prints "messages M seconds S p99_ms P"
+
+With BENCH_TLS=1 in the environment every connection is TLS (certificate not verified).
 """
-import asyncio, base64, os, struct, sys, time
+import asyncio, base64, os, ssl, struct, sys, time
+
+TLS = None
+if os.environ.get("BENCH_TLS"):
+    TLS = ssl.create_default_context()
+    TLS.check_hostname = False
+    TLS.verify_mode = ssl.CERT_NONE
 
 
 async def connect(port, i):
-    reader, writer = await asyncio.open_connection("127.0.0.1", port, local_addr=(f"127.0.0.{1 + i % 200}", 0))
+    reader, writer = await asyncio.open_connection("127.0.0.1", port, local_addr=(f"127.0.0.{1 + i % 200}", 0), ssl=TLS)
     key = base64.b64encode(os.urandom(16)).decode()
     writer.write((f"GET / HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
                   f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n").encode())

@@ -198,6 +198,7 @@ void wsp_SSL_CTX_set_server_options(SSL_CTX *ctx) {
     options |= SSL_OP_NO_RENEGOTIATION;
 #endif
     p_SSL_CTX_set_options(ctx, options);
+    p_SSL_CTX_ctrl(ctx, SSL_CTRL_SET_READ_AHEAD, 1, NULL);
     static const unsigned char context[] = "wspipe";
     p_SSL_CTX_set_session_id_context(ctx, context, sizeof context - 1);
 }

@@ -102,10 +102,14 @@ final class HandshakeExchange {
     private func readRequest() {
         if buffer == nil { buffer = ByteBuffer(capacity: HandshakeExchange.readSize) }
         guard let buffer else { return }
-        // Decrypted bytes a TLS stream still holds are no event for epoll: read them now.
+        // Bytes a TLS stream still holds are no event for epoll: read them now (a read that
+        // filled the buffer may have left whole records behind).
+        var filled = false
         repeat {
-            switch stream.read(into: buffer.end, count: buffer.free) {
+            let room = buffer.free
+            switch stream.read(into: buffer.end, count: room) {
             case .done(let n):
+                filled = n == room
                 let start = buffer.count
                 buffer.count += n
                 var index = start
@@ -127,7 +131,7 @@ final class HandshakeExchange {
             case .endOfStream, .failed:
                 return end()
             }
-        } while stream.hasBufferedInput
+        } while filled || stream.hasBufferedInput
     }
 
     private func decide(_ head: HTTPRequestHead, parsed: Int) {
@@ -208,10 +212,14 @@ final class HandshakeExchange {
     private func drain() {
         var scratch = (UInt64(0), UInt64(0), UInt64(0), UInt64(0), UInt64(0), UInt64(0), UInt64(0), UInt64(0))
         let source = drainsRawTCP ? connection : stream
-        let result = withUnsafeMutableBytes(of: &scratch) { source.read(into: $0.baseAddress!, count: $0.count) }
-        switch result {
-        case .done, .wouldBlock: return
-        case .endOfStream, .failed: end()
+        // A few reads a turn: a TLS stream may hold records that epoll does not announce.
+        for _ in 0..<16 {
+            let result = withUnsafeMutableBytes(of: &scratch) { source.read(into: $0.baseAddress!, count: $0.count) }
+            switch result {
+            case .done: continue
+            case .wouldBlock: return
+            case .endOfStream, .failed: return end()
+            }
         }
     }
 

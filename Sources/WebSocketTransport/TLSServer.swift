@@ -80,6 +80,7 @@ extension TLSStream {
         let stream = TLSStream(carrier: carrier, context: server.context, ssl: ssl)
         _ = wsp_SSL_set_fd(ssl, carrier.fileDescriptor)
         _ = wsp_SSL_set_nonblocking_modes(ssl)
+        stream.readsAhead = true  // the server context reads ahead
         return stream
     }
 

@@ -158,6 +158,9 @@ public final class TLSStream: ByteStream {
     private var outgoingStart = 0
     private var outgoingEnd = 0
     private static let pairSize = 64 * 1024
+    /// OpenSSL reads ahead (server streams): whole records it holds are invisible to poll,
+    /// so `read` takes records until OpenSSL must wait for the socket or the buffer is full.
+    var readsAhead = false
     /// Whether a client certificate was configured (and so sent if the server asked).
     public private(set) var sentClientCertificate = false
     /// Set by OpenSSL (through a callback) when the server asked for a certificate we lack.
@@ -357,7 +360,14 @@ public final class TLSStream: ByteStream {
     // MARK: - ByteStream
 
     public func read(into buffer: UnsafeMutableRawPointer, count: Int) -> IOResult {
-        drive(closedIsEnd: true) { wsp_SSL_read(ssl, buffer, Int32(min(count, Int(Int32.max)))) }
+        guard readsAhead else { return drive(closedIsEnd: true) { wsp_SSL_read(ssl, buffer, Int32(min(count, Int(Int32.max)))) } }
+        var total = 0
+        while total < count {
+            let result = drive(closedIsEnd: true) { wsp_SSL_read(ssl, buffer + total, Int32(min(count - total, Int(Int32.max)))) }
+            guard case .done(let n) = result else { return total > 0 ? .done(total) : result }  // an end repeats next time
+            total += n
+        }
+        return .done(total)
     }
 
     public func write(_ vectors: UnsafePointer<iovec>, count: Int) -> IOResult {
