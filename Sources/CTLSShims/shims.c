@@ -199,6 +199,8 @@ void wsp_SSL_CTX_set_server_options(SSL_CTX *ctx) {
 #endif
     p_SSL_CTX_set_options(ctx, options);
     p_SSL_CTX_ctrl(ctx, SSL_CTRL_SET_READ_AHEAD, 1, NULL);
+    /* An idle connection keeps no 16 KiB read and write buffers (many idle clients). */
+    p_SSL_CTX_ctrl(ctx, SSL_CTRL_MODE, SSL_MODE_RELEASE_BUFFERS, NULL);
     static const unsigned char context[] = "wspipe";
     p_SSL_CTX_set_session_id_context(ctx, context, sizeof context - 1);
 }

@@ -87,8 +87,9 @@ const SSL_METHOD *wsp_TLS_server_method(void);
 int wsp_SSL_CTX_up_ref(SSL_CTX *ctx);
 int wsp_SSL_accept(SSL *ssl);
 /// Server preference for ciphers, no renegotiation (a client-driven CPU cost), read-ahead
-/// (one read(2) takes every record that has arrived, not two per record), and the session
-/// id context that session resumption needs once client certificates are verified.
+/// (one read(2) takes every record that has arrived, not two per record), no read and
+/// write buffers kept while idle, and the session id context that session resumption
+/// needs once client certificates are verified.
 void wsp_SSL_CTX_set_server_options(SSL_CTX *ctx);
 /// Trusts the CA certificates in `ca_file` for client certificates, names them in the
 /// CertificateRequest, and fails a handshake without a valid client certificate
