@@ -77,6 +77,27 @@ final class ServerTLSTests: IntegrationTestCase {
         _ = stop(server)
     }
 
+    /// The request and 2000 frames, each its own TLS record, corked right after the
+    /// handshake: OpenSSL reads them ahead in one read(2), so records epoll cannot see must
+    /// still be read and served.
+    func testPipelinedRequestAndFramesBehindTheTLSHandshake() throws {
+        let tls = try TLSMaterial.shared()
+        let (server, port) = try startTLSServer(["--echo"])
+        XCTAssertEqual(try tlsClient(["pipelined", String(port), tls.caCert, "2000"]),
+                       "HTTP/1.1 101 Switching Protocols\nm0 ... m1999 (2000, in order: True)\n")
+        _ = stop(server)
+    }
+
+    func testProgramSeesHTTPSWithoutAClientCertificate() throws {
+        let tls = try TLSMaterial.shared()
+        let (server, port) = try startTLSServer(["--sh", #"echo "$HTTPS|${SSL_CLIENT_S_DN-unset}|$SERVER_PORT""#])
+        // No port in the URL, so none in Host: SERVER_PORT is then TLS's 443.
+        let result = try runWspipe(["--cacert", tls.caCert, "--no-close", "--connect-to", "127.0.0.1:\(port)", "wss://localhost/"],
+                                   stdin: .null)
+        assertStdout(result, "on|unset|443\n")
+        _ = stop(server)
+    }
+
     func testMutualTLSSubjectInTheProgramsEnvironment() throws {
         let client = try ClientTLSMaterial.shared()
         let tls = client.server

@@ -8,6 +8,9 @@
                                           "ok VERSION" or "refused REASON"
     tls_client.py garbage PORT            sends bytes that are not a ClientHello; prints "closed" when the
                                           server closes the connection (or "still open" after 10 s)
+    tls_client.py pipelined PORT CA N     right after the TLS handshake, corked, the request and N masked
+                                          text frames "m0".."mN-1", each its own TLS record; prints
+                                          the status line, then the N answers
     tls_client.py stall PORT SECS         connects and sends nothing; prints "closed after S" when the
                                           server drops it (or "still open" after SECS)
 """
@@ -73,6 +76,41 @@ def garbage(port):
         print("still open", flush=True)
 
 
+def pipelined(port, ca, count):
+    raw = socket.create_connection(("127.0.0.1", int(port)), timeout=10)
+    with context(ca).wrap_socket(raw, server_hostname="localhost") as tls:
+        request = (b"GET / HTTP/1.1\r\nHost: localhost\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                   b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n")
+        # Corked: the request and each frame a TLS record of its own, all in a few segments.
+        tls.setsockopt(socket.IPPROTO_TCP, socket.TCP_CORK, 1)
+        tls.sendall(request)
+        for i in range(int(count)):
+            payload = f"m{i}".encode()
+            tls.sendall(bytes([0x81, 0x80 | len(payload)]) + b"\0\0\0\0" + payload)
+        tls.setsockopt(socket.IPPROTO_TCP, socket.TCP_CORK, 0)
+        data = b""
+        while b"\r\n\r\n" not in data:
+            data += tls.recv(65536)
+        head, _, data = data.partition(b"\r\n\r\n")
+        print(head.split(b"\r\n")[0].decode(), flush=True)
+        answers, message = [], b""
+        while len(answers) < int(count):
+            while len(data) < 2 or len(data) < 2 + data[1]:
+                chunk = tls.recv(65536)
+                if not chunk:
+                    print("closed early after", len(answers), flush=True)
+                    return
+                data += chunk
+            # The echo may come as fragments (small unmasked frames): a message ends at FIN.
+            message += data[2:2 + data[1]]
+            if data[0] & 0x80:
+                answers.append(message.decode())
+                message = b""
+            data = data[2 + data[1]:]
+        print(" ".join(answers) if len(answers) < 5 else f"{answers[0]} ... {answers[-1]} ({len(answers)}, in order: "
+              f"{answers == [f'm{i}' for i in range(int(count))]})", flush=True)
+
+
 def stall(port, seconds):
     s = socket.create_connection(("127.0.0.1", int(port)))
     s.settimeout(float(seconds))
@@ -94,6 +132,8 @@ if __name__ == "__main__":
         version(*arguments)
     elif command == "garbage":
         garbage(*arguments)
+    elif command == "pipelined":
+        pipelined(*arguments)
     elif command == "stall":
         stall(*arguments)
     else:
