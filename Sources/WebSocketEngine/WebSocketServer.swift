@@ -121,7 +121,7 @@ public final class WebSocketServer {
             do throws(TLSFailure) {
                 stream = try TLSStream.accepting(over: connection, context: tls)
             } catch {
-                onEvent?(.tlsFailed(remoteAddress: connection.remoteAddress, .tls(.other(detail: "\(error)"))))
+                noteTLSFailure(remoteAddress: connection.remoteAddress, .tls(.other(detail: "\(error)")))
                 return connection.close()
             }
         }
