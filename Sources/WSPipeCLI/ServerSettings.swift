@@ -51,7 +51,8 @@ extension Settings {
             throw UsageError("\(name) is a server option: it needs -l/--listen")
         }
         if let option = Option.clientOnly.first(where: { given.contains($0.longName) }) {
-            throw UsageError("\(option.longName) is a client option; it cannot be used with -l/--listen")
+            let hint = option == Option.cacert ? " (the CAs of client certificates: --client-ca)" : ""
+            throw UsageError("\(option.longName) is a client option; it cannot be used with -l/--listen\(hint)")
         }
         let exec = try execServing()
         // A program's output as binary messages: -b means that with --exec.

@@ -144,6 +144,8 @@ final class NetworkOptionTests: XCTestCase {
                            "\(option[0]) with -l needs --cert (the server's certificate) to serve wss://")
         }
         XCTAssertEqual(usageError(["--client-ca", readable, "wss://h/"]), "--client-ca is a server option: it needs -l/--listen")
+        XCTAssertEqual(usageError(["-l", "0", "--echo", "--cert", readable, "--cacert", readable]),
+                       "--cacert is a client option; it cannot be used with -l/--listen (the CAs of client certificates: --client-ca)")
         XCTAssertEqual(usageError(["-l", "0", "--echo", "--cert", readable, "--key-pass-env", "NOPE"]),
                        "--key-pass-env: the environment variable NOPE is not set or empty")
     }
