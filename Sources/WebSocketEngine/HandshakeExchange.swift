@@ -48,7 +48,7 @@ final class HandshakeExchange {
     func start(timeout: Double) {
         let watch = loop.watch(stream.fileDescriptor) { [weak self] events in self?.handle(events) }
         self.watch = watch
-        let timer = loop.timer { [weak self] in self?.end() }
+        let timer = loop.timer { [weak self] in self?.timedOut() }
         self.timer = timer
         loop.setInterest(watch, .readable)
         loop.arm(timer, at: Instant.now().adding(seconds: timeout))
@@ -228,6 +228,13 @@ final class HandshakeExchange {
         if let timer { loop.arm(timer, at: nil) }
         watch = nil
         timer = nil
+    }
+
+    /// The handshake timeout (or the linger after a refusal) is over. A client still in its
+    /// TLS handshake is a TLS failure the server reports (ETIMEDOUT).
+    private func timedOut() {
+        if tlsHandshake != nil { server?.noteTLSFailure(remoteAddress: connection.remoteAddress, .system(errno: ETIMEDOUT)) }
+        end()
     }
 
     /// Closes the connection (timed out, refused, or the client left) and forgets it.

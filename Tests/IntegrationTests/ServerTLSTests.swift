@@ -228,7 +228,7 @@ final class ServerTLSTests: IntegrationTestCase {
     /// meanwhile the loop serves others.
     func testStalledTLSHandshakeIsDroppedWithoutBlockingOthers() throws {
         let tls = try TLSMaterial.shared()
-        let (server, port) = try startTLSServer(["--echo", "--handshake-timeout", "1"])
+        let (server, port) = try startTLSServer(["--echo", "--handshake-timeout", "1", "-v"])
         let staller = try ChildProcess(executable: Locations.python,
                                        arguments: ["\(Locations.peers)/tls_client.py", "stall", String(port), "10"],
                                        environment: Locations.baseEnvironment, stdin: .null)
@@ -236,6 +236,7 @@ final class ServerTLSTests: IntegrationTestCase {
         assertStdout(ours, "meanwhile\n")
         let stalled = finish(staller).stdoutText
         XCTAssertTrue(stalled.hasPrefix("closed after 1.") || stalled.hasPrefix("closed after 0.9"), stalled)
-        _ = stop(server)
+        let stderr = stop(server)
+        XCTAssertTrue(stderr.contains("failed: \(String(cString: strerror(ETIMEDOUT)))"), stderr)
     }
 }
