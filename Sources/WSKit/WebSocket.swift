@@ -32,8 +32,12 @@ public final class WebSocket: Sendable {
         public let query: String?
         /// Every request header, in order.
         public let headers: [(name: String, value: String)]
-        /// "ip:port" of the client.
+        /// "ip:port" of the client (the socket path for a Unix listener).
         public let remoteAddress: String
+        /// The `Origin` header (RFC 6455 §4.2.1 item 8; browsers always send it), if any.
+        public let origin: String?
+        /// The subprotocols the client offered, in its order of preference (§4.2.1 item 10).
+        public let subprotocols: [String]
 
         /// The values of the header `name` (ASCII case-insensitive).
         public func values(_ name: String) -> [String] {

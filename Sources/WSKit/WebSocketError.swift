@@ -13,6 +13,8 @@ public enum WebSocketError: Error, Sendable, Equatable, CustomStringConvertible 
     case invalidArgument(String)
     /// DNS, TCP, the Unix socket or the proxy failed (refused, unreachable, proxy refusal).
     case cannotConnect(String)
+    /// A server's socket cannot be bound or listened on (address in use, permission denied).
+    case cannotListen(String)
     /// TLS failed: certificate verification, no common version, client certificate.
     case tls(String)
     /// The server did not accept the WebSocket handshake. `status`: its HTTP status when
@@ -34,7 +36,7 @@ public enum WebSocketError: Error, Sendable, Equatable, CustomStringConvertible 
 
     public var description: String {
         switch self {
-        case .invalidURL(let text), .invalidArgument(let text), .cannotConnect(let text), .tls(let text),
+        case .invalidURL(let text), .invalidArgument(let text), .cannotConnect(let text), .cannotListen(let text), .tls(let text),
              .handshakeRejected(_, let text), .protocolError(_, let text), .connectionLost(let text), .timedOut(let text):
             return text
         case .closed(let code?, let reason):
