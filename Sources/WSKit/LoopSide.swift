@@ -212,6 +212,7 @@ final class LoopSide: ConnectionDelegate, @unchecked Sendable {
         let waiting = socket.shared.withLock { state in
             state.state = .closed
             state.ending = failure
+            state.connectionEnding = ending
             state.side = nil
             let receiver = state.receiver
             state.receiver = nil

@@ -125,29 +125,35 @@ public final class WebSocket: Sendable {
 
     /// Connects to a parsed URL; see `connect(to:options:)` with a string.
     public static func connect(to url: WebSocketURL, options: WebSocketOptions = .init()) async throws(WebSocketError) -> WebSocket {
-        let headers = try options.requestHeaders()
-        var opener = ClientOpener(url: url, dialOptions: try options.dialOptions(), subprotocols: options.subprotocols,
-                                  headers: { credentials, userHost in
-                                      headers.filter { (credentials || !$0.isSensitive) && (userHost || !$0.hasName("Host")) }
-                                  })
-        opener.followRedirects = options.followsRedirects
-        opener.maxRedirects = options.maximumRedirects
+        try await open(url, options: options).mapError(\.error).get()
+    }
+
+    /// Why an opening failed: the error for the caller and the facts for a retry policy.
+    struct OpenFailure: Error {
+        let error: WebSocketError
+        /// nil: not an attempt that failed (bad options, cancelled).
+        let attempt: AttemptFailure?
+    }
+
+    static func open(_ url: WebSocketURL, options: WebSocketOptions) async -> Result<WebSocket, OpenFailure> {
+        let opener: ClientOpener
+        do throws(WebSocketError) { opener = try options.opener(for: url) } catch { return .failure(OpenFailure(error: error, attempt: nil)) }
         let engine = EngineThread.shared
         let attempt = ConnectAttempt()
-        let result: Result<WebSocket, WebSocketError> = await withTaskCancellationHandler {
-            await withCheckedContinuation { (continuation: CheckedContinuation<Result<WebSocket, WebSocketError>, Never>) in
-                ConnectPool.shared.run { [opener] in
+        return await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Result<WebSocket, OpenFailure>, Never>) in
+                ConnectPool.shared.run {
                     let buffer = ByteBuffer(capacity: 256 * 1024)
                     let opened: ClientOpener.Opened
                     do throws(OpenError) {
                         opened = try opener.open(into: buffer, deadline: Deadline(seconds: options.connectTimeout.seconds))
                     } catch {
-                        continuation.resume(returning: .failure(WebSocketError(error)))
+                        continuation.resume(returning: .failure(OpenFailure(error: WebSocketError(error), attempt: AttemptFailure(error))))
                         return
                     }
                     if attempt.isCancelled {
                         opened.stream.close()
-                        continuation.resume(returning: .failure(.cancelled))
+                        continuation.resume(returning: .failure(OpenFailure(error: .cancelled, attempt: nil)))
                         return
                     }
                     let socket = WebSocket(url: opened.url, negotiated: opened.negotiated, engine: engine, options: options)
@@ -161,8 +167,10 @@ public final class WebSocket: Sendable {
         } onCancel: {
             attempt.cancel()
         }
-        return try result.get()
     }
+
+    /// How the connection ended, once it has (the engine's facts, for a retry policy).
+    var ending: ConnectionEnding? { shared.withLock { $0.connectionEnding } }
 
     // MARK: - Sending
 
@@ -403,6 +411,8 @@ struct Shared {
     var closeReason: String?
     /// The failure that ended the connection (thrown once by `messages`, then by sends).
     var ending: WebSocketError?
+    /// How the connection ended (set with `state = .closed`).
+    var connectionEnding: ConnectionEnding?
     var endReported = false
 
     var inbox = FIFO<Message>()

@@ -31,12 +31,14 @@ public enum WebSocketError: Error, Sendable, Equatable, CustomStringConvertible 
     /// The connection is closing or closed; nothing more can be sent. `code` and `reason`:
     /// the peer's Close, if it sent one.
     case closed(code: Int?, reason: String)
+    /// A `ReconnectingWebSocket`'s offline queue is full under `ReconnectPolicy.QueuePolicy.fail`.
+    case offlineQueueFull(String)
     /// The task awaiting the operation was cancelled; the connection is closed with 1001.
     case cancelled
 
     public var description: String {
         switch self {
-        case .invalidURL(let text), .invalidArgument(let text), .cannotConnect(let text), .cannotListen(let text), .tls(let text),
+        case .invalidURL(let text), .invalidArgument(let text), .cannotConnect(let text), .cannotListen(let text), .offlineQueueFull(let text), .tls(let text),
              .handshakeRejected(_, let text), .protocolError(_, let text), .connectionLost(let text), .timedOut(let text):
             return text
         case .closed(let code?, let reason):

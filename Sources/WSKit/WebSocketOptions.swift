@@ -1,5 +1,6 @@
 import Glibc
 import WebSocketCore
+import WebSocketEngine
 import WebSocketTransport
 
 /// How `WebSocket.connect` reaches the server and runs the connection. Every transport
@@ -98,6 +99,18 @@ public struct WebSocketOptions: Sendable {
 
 /// The options as the transport takes them.
 extension WebSocketOptions {
+    /// The engine's opener for `url` with these options.
+    func opener(for url: WebSocketURL) throws(WebSocketError) -> ClientOpener {
+        let headers = try requestHeaders()
+        var opener = ClientOpener(url: url, dialOptions: try dialOptions(), subprotocols: subprotocols,
+                                  headers: { credentials, userHost in
+                                      headers.filter { (credentials || !$0.isSensitive) && (userHost || !$0.hasName("Host")) }
+                                  })
+        opener.followRedirects = followsRedirects
+        opener.maxRedirects = maximumRedirects
+        return opener
+    }
+
     func dialOptions() throws(WebSocketError) -> DialOptions {
         var options = DialOptions()
         switch proxy {

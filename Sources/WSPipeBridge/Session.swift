@@ -967,28 +967,7 @@ extension Session {
             + "\"queued\":\(offlineQueue?.queuedTotal ?? 0),\"dropped\":\(offlineQueue?.droppedTotal ?? 0),"
     }
 
-    static func attemptFailure(_ error: OpenError) -> AttemptFailure {
-        switch error {
-        case .transport(.connect), .transport(.timedOut), .transport(.unixConnect), .transport(.system):
-            return .connectFailed
-        case .transport(.resolve(_, let reason, _, _)):
-            // Only a temporary failure (EAI_AGAIN) may pass; a name that does not exist will not.
-            return reason == String(cString: gai_strerror(EAI_AGAIN)) ? .connectFailed : .connectRefusedForGood
-        case .transport:
-            return .connectRefusedForGood  // TLS verification, proxy refusals and settings
-        case .handshake(.unexpectedStatus(let head), _):
-            let retryAfter = head.values("Retry-After").first.flatMap {
-                RetryAfter.seconds($0, now: Double(time(nil)))
-            }
-            return .handshakeStatus(head.statusCode, retryAfter: retryAfter)
-        case .handshake:
-            return .handshakeRejected
-        case .handshakeLost:
-            return .handshakeLost
-        case .redirect:
-            return .handshakeRejected
-        }
-    }
+    static func attemptFailure(_ error: OpenError) -> AttemptFailure { AttemptFailure(error) }
 
     static func disconnection(_ ending: ConnectionEnding, stale: Bool, up: Double) -> ConnectionEvent {
         func text(_ bytes: [UInt8]) -> String { String(decoding: bytes, as: UTF8.self) }
