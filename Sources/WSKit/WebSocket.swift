@@ -46,8 +46,31 @@ public final class WebSocket: Sendable {
     }
     /// The subprotocol the server selected (`Sec-WebSocket-Protocol`), if any.
     public let subprotocol: String?
-    /// The extensions the server accepted, as it answered them (`Sec-WebSocket-Extensions`).
+    /// The extensions the server accepted, as it answered them (`Sec-WebSocket-Extensions`),
+    /// e.g. `permessage-deflate; client_max_window_bits=15`.
     public let extensions: [String]
+    /// What permessage-deflate (RFC 7692) came to when the server agreed to it; nil: messages
+    /// go uncompressed.
+    public let deflate: DeflateAgreement?
+
+    /// The agreed permessage-deflate windows (base-2 logarithms, 8...15) and context resets.
+    public struct DeflateAgreement: Sendable, Equatable {
+        /// The window we compress with.
+        public let outgoingWindowBits: Int
+        /// We reset our compressor after each message.
+        public let outgoingNoContextTakeover: Bool
+        /// The largest window the peer compresses with.
+        public let incomingWindowBits: Int
+        /// The peer resets its compressor after each message.
+        public let incomingNoContextTakeover: Bool
+
+        init(_ configuration: DeflateConfiguration) {
+            outgoingWindowBits = configuration.outgoingWindowBits
+            outgoingNoContextTakeover = configuration.outgoingNoContextTakeover
+            incomingWindowBits = configuration.incomingWindowBits
+            incomingNoContextTakeover = configuration.incomingNoContextTakeover
+        }
+    }
 
     let shared: Mutex<Shared>
     let engine: EngineThread
@@ -80,11 +103,13 @@ public final class WebSocket: Sendable {
     /// The received messages (see `Messages`). Single consumer: iterate it from one task.
     public var messages: Messages { Messages(socket: self) }
 
-    init(url: WebSocketURL, negotiated: ClientHandshake.Negotiated, engine: EngineThread, options: WebSocketOptions) {
+    init(url: WebSocketURL, negotiated: ClientHandshake.Negotiated, deflate: DeflateConfiguration?, engine: EngineThread,
+         options: WebSocketOptions) {
         self.url = url
         request = nil
         subprotocol = negotiated.subprotocol
         extensions = negotiated.extensions.map { "\($0)" }
+        self.deflate = deflate.map(DeflateAgreement.init)
         self.engine = engine
         shared = Mutex(Shared())
         receiveLimit = max(options.receiveBufferLimit, 1)
@@ -96,6 +121,7 @@ public final class WebSocket: Sendable {
         self.request = request
         self.subprotocol = subprotocol
         extensions = []
+        deflate = nil
         self.engine = engine
         shared = Mutex(Shared())
         receiveLimit = max(options.receiveBufferLimit, 1)
@@ -151,13 +177,22 @@ public final class WebSocket: Sendable {
                         continuation.resume(returning: .failure(OpenFailure(error: WebSocketError(error), attempt: AttemptFailure(error))))
                         return
                     }
+                    let agreed: PerMessageDeflate?
+                    do throws(OpenError) {
+                        agreed = try PerMessageDeflate.agreed(offer: try? options.deflate?.parameters(), opened.negotiated)
+                    } catch {
+                        opened.stream.close()
+                        continuation.resume(returning: .failure(OpenFailure(error: WebSocketError(error), attempt: AttemptFailure(error))))
+                        return
+                    }
                     if attempt.isCancelled {
                         opened.stream.close()
                         continuation.resume(returning: .failure(OpenFailure(error: .cancelled, attempt: nil)))
                         return
                     }
-                    let socket = WebSocket(url: opened.url, negotiated: opened.negotiated, engine: engine, options: options)
-                    let transfer = StreamTransfer(opened: opened, buffer: buffer)
+                    let socket = WebSocket(url: opened.url, negotiated: opened.negotiated, deflate: agreed?.configuration,
+                                           engine: engine, options: options)
+                    let transfer = StreamTransfer(opened: opened, buffer: buffer, extensions: agreed.map { [$0] } ?? [])
                     engine.submit {
                         LoopSide.start(socket, transfer: transfer, options: options)
                         continuation.resume(returning: .success(socket))
@@ -354,6 +389,8 @@ final class ConnectAttempt: Sendable {
 struct StreamTransfer: @unchecked Sendable {
     let opened: ClientOpener.Opened
     let buffer: ByteBuffer
+    /// The agreed extensions, configured (permessage-deflate).
+    let extensions: [any WebSocketExtension]
 }
 
 /// What the caller queued for the engine.
