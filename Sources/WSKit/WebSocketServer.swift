@@ -15,7 +15,7 @@ import WebSocketTransport
 ///         guard pending.request.path == "/chat" else { try? pending.reject(status: 404); continue }
 ///         group.addTask {
 ///             guard let ws = try? await pending.accept() else { return }
-///             for try await message in ws.messages { try await ws.send(message) }
+///             do { for try await message in ws.messages { try await ws.send(message) } } catch {}
 ///         }
 ///     }
 /// }
