@@ -25,8 +25,9 @@ public struct ReconnectPolicy: Sendable {
     public var resubscribe: [Message] = []
     /// The offline queue: messages sent while disconnected wait here (at most `queueSize`
     /// messages and `queueBytes` payload bytes) and go out, in order, after the next
-    /// handshake's `resubscribe` messages. Defaults 10,000 and 16 MiB.
+    /// handshake's `resubscribe` messages. Default 10,000 messages.
     public var queueSize = 10_000
+    /// Payload bytes the offline queue holds at most. Default 16 MiB.
     public var queueBytes = 16 << 20
     /// What a send does when the queue is full.
     public var queuePolicy: QueuePolicy = .block
@@ -43,6 +44,7 @@ public struct ReconnectPolicy: Sendable {
         case fail
     }
 
+    /// - Parameters mirror the properties of the same names; the others keep their defaults.
     public init(maxRetries: Int? = nil, resubscribe: [Message] = [], queuePolicy: QueuePolicy = .block) {
         self.maxRetries = maxRetries
         self.resubscribe = resubscribe
@@ -116,11 +118,17 @@ extension WebSocket {
 /// connecting, waiting and receiving happen inside its `next()`. Cancelling that task
 /// closes the current connection with 1001 and ends the sequence with `.cancelled`.
 public final class ReconnectingWebSocket: AsyncSequence, Sendable {
+    /// Connections, messages, disconnections, drops, in order.
     public typealias Element = ReconnectEvent
+    /// `.cancelled` when the iterating task is cancelled, the options' error (`.invalidArgument`)
+    /// when they cannot make a connection at all; attempt failures are events, not throws.
     public typealias Failure = WebSocketError
 
+    /// The URL every attempt starts from.
     public let url: WebSocketURL
+    /// The options of every attempt.
     public let options: WebSocketOptions
+    /// When to try again, what to resend, the offline queue.
     public let policy: ReconnectPolicy
 
     private enum Phase {
@@ -163,10 +171,14 @@ public final class ReconnectingWebSocket: AsyncSequence, Sendable {
     /// The open connection now, if any.
     public var current: WebSocket? { state.withLock { $0.current } }
 
+    /// The iterator that drives the run (single consumer).
     public func makeAsyncIterator() -> Iterator { Iterator(owner: self) }
 
+    /// Connects, waits and receives inside `next()`.
     public struct Iterator: AsyncIteratorProtocol, Sendable {
+        /// The run's events.
         public typealias Element = ReconnectEvent
+        /// See `ReconnectingWebSocket.Failure`.
         public typealias Failure = WebSocketError
         let owner: ReconnectingWebSocket
 
@@ -175,6 +187,7 @@ public final class ReconnectingWebSocket: AsyncSequence, Sendable {
             try await owner.next()
         }
 
+        /// As `next()`, on the caller's actor.
         public mutating func next(isolation actor: isolated (any Actor)?) async throws(WebSocketError) -> ReconnectEvent? {
             try await owner.next()
         }
@@ -312,6 +325,12 @@ public final class ReconnectingWebSocket: AsyncSequence, Sendable {
                 state.current = socket
                 state.flushing = true
                 return state.attempts
+            }
+            if let closing = state.withLock({ $0.closing }) {
+                // close() came while this attempt was under way: it found no socket to close.
+                try? await socket.close(code: closing.code, reason: closing.reason)
+                state.withLock { $0.current = nil }
+                return finishAfter(.disconnected(.closed(code: closing.code, reason: closing.reason), retryIn: nil))
             }
             await flush(to: socket)
             return .connected(.init(url: socket.url ?? url, subprotocol: socket.subprotocol, extensions: socket.extensions,

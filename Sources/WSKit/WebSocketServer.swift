@@ -30,7 +30,9 @@ import WebSocketTransport
 /// `maximumRequestHeadSize` with 431; a client that takes longer than `handshakeTimeout`
 /// (from TCP accept to the written 101, the handler's decision included) is dropped.
 public final class WebSocketServer: AsyncSequence, Sendable {
+    /// Each handshake waiting for the handler's verdict.
     public typealias Element = PendingConnection
+    /// Iteration never throws; it ends after `close()`.
     public typealias Failure = Never
 
     /// The bound address: "127.0.0.1:PORT", "[::1]:PORT", or "unix:PATH".
@@ -118,11 +120,14 @@ public final class WebSocketServer: AsyncSequence, Sendable {
         }
     }
 
+    /// The iterator of the pending connections (single consumer: iterate from one task).
     public func makeAsyncIterator() -> Iterator { Iterator(server: self) }
 
     /// Hands out the pending connections in the order their requests arrived.
     public struct Iterator: AsyncIteratorProtocol, Sendable {
+        /// A handshake waiting for a verdict.
         public typealias Element = PendingConnection
+        /// Never throws.
         public typealias Failure = Never
         let server: WebSocketServer
 
@@ -132,6 +137,7 @@ public final class WebSocketServer: AsyncSequence, Sendable {
             await server.next()
         }
 
+        /// As `next()`, on the caller's actor.
         public mutating func next(isolation actor: isolated (any Actor)?) async -> PendingConnection? {
             await server.next()
         }
@@ -273,6 +279,8 @@ public struct WebSocketServerOptions: Sendable {
     /// (see `WebSocketOptions.receiveBufferLimit`). Default 1 MiB.
     public var receiveBufferLimit: Int = 1 << 20
 
+    /// - Parameters mirror the properties of the same names; the others keep their defaults.
+    ///   Checked by `WebSocketServer.bind` (`.invalidArgument` for a limit below 1).
     public init(maximumClients: Int = 10_000, path: String? = nil, allowedOrigins: [String] = []) {
         self.maximumClients = maximumClients
         self.path = path

@@ -125,8 +125,10 @@ public extension ServerMode {
 
     func connectionDidStart(_ connection: ServerConnection) {}
 
+    /// By default a mode decides at once (`refusal(for:)`).
     var decidesLater: Bool { false }
 
+    /// Not called for a mode that decides at once; should it be, the client gets a 500.
     func review(_ handshake: PendingHandshake) {
         try? handshake.refuse(status: 500, body: "this server decides no handshake later")
     }
