@@ -264,6 +264,56 @@ final class WSKitServerTests: XCTestCase {
         await server.close()
     }
 
+    func testCancellingTheIteratingTaskClosesTheServer() async throws {
+        let server = try await WebSocketServer.bind(to: "127.0.0.1:0")
+        let port = try XCTUnwrap(server.port)
+        let accepted = AsyncStream<WebSocket>.makeStream()
+        let iterating = Task {
+            for await pending in server {
+                if let ws = try? await pending.accept() { accepted.continuation.yield(ws) }
+            }
+        }
+        try await withTimeout {
+            let client = try await WebSocket.connect(to: "ws://127.0.0.1:\(port)/")
+            var sockets = accepted.stream.makeAsyncIterator()
+            let serverSide = await sockets.next()
+            XCTAssertNotNil(serverSide)
+            iterating.cancel()
+            _ = await iterating.value
+            var messages = client.messages.makeAsyncIterator()
+            let end = try await messages.next()
+            XCTAssertNil(end)
+            XCTAssertEqual(client.closeCode, 1001)
+            do {
+                _ = try await WebSocket.connect(to: "ws://127.0.0.1:\(port)/")
+                XCTFail("connected after the cancellation")
+            } catch let error as WebSocketError {
+                guard case .cannotConnect = error else { return XCTFail("\(error)") }
+            }
+        }
+    }
+
+    func testAUnixSocketServer() async throws {
+        let path = NSTemporaryDirectory() + "wskit-\(getpid())-\(UInt32.random(in: 0...UInt32.max)).sock"
+        let server = try await WebSocketServer.bind(to: "unix:" + path)
+        XCTAssertNil(server.port)
+        XCTAssertEqual(server.localAddress, "unix:" + path)
+        let serving = serve(server) { pending in
+            guard let ws = try? await pending.accept() else { return }
+            try? await ws.send(.text("path \(pending.request.path)"))
+            try? await ws.close()
+        }
+        try await withTimeout {
+            let ws = try await WebSocket.connect(to: "ws+unix://\(path):/over-unix")
+            var messages = ws.messages.makeAsyncIterator()
+            let greeting = try await messages.next()
+            XCTAssertEqual(greeting, .text("path /over-unix"))
+        }
+        await server.close()
+        _ = await serving.value
+        XCTAssertFalse(FileManager.default.fileExists(atPath: path), "the socket file stays after close")
+    }
+
     func testAThousandConcurrentClients() async throws {
         var limit = rlimit()
         getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
