@@ -415,7 +415,9 @@ public final class ReconnectingWebSocket: AsyncSequence, Sendable {
         await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
                 let early = state.withLock { state -> Bool in
-                    if state.closing != nil { return true }
+                    // Checked under the lock: a cancellation either came before (seen here)
+                    // or its handler runs after and finds the sleeper.
+                    if state.closing != nil || Task.isCancelled { return true }
                     state.sleeper = continuation
                     return false
                 }

@@ -111,6 +111,51 @@ final class WSKitReconnectTests: XCTestCase {
         _ = await serving.value
     }
 
+    func testCloseAndCancellationEndALongBackoffWait() async throws {
+        let server = try await WebSocketServer.bind(to: "127.0.0.1:0")
+        let port = try XCTUnwrap(server.port)
+        let serving = Task {
+            for await pending in server { try? pending.reject(status: 503, headers: [(name: "Retry-After", value: "600")]) }
+        }
+        let url = "ws://127.0.0.1:\(port)/"
+        try await withTimeout(20) {
+            // close() during the 600 s wait: the run ends at once.
+            let closed = try WebSocket.reconnecting(to: url, policy: Self.quick)
+            var iterator = closed.makeAsyncIterator()
+            let first = try await iterator.next()
+            guard case .disconnected(_, let retryIn?)? = first, retryIn >= .seconds(600) else { return XCTFail("\(String(describing: first))") }
+            // The rest of the run (the same state: any iterator continues it).
+            let rest = Task { () -> [ReconnectEvent] in
+                var events: [ReconnectEvent] = []
+                for try await event in closed { events.append(event) }
+                return events
+            }
+            try await Task.sleep(for: .milliseconds(100))
+            try await closed.close()
+            let remaining = try await rest.value
+            XCTAssertEqual(remaining, [.disconnected(.closed(code: 1000, reason: ""), retryIn: nil)])
+
+            // Cancelling the iterating task during the wait: .cancelled, at once.
+            let cancelled = try WebSocket.reconnecting(to: url, policy: Self.quick)
+            let consumer = Task { () -> WebSocketError? in
+                do {
+                    for try await _ in cancelled {}
+                    return nil
+                } catch let error as WebSocketError {
+                    return error
+                } catch {
+                    return .invalidArgument("not a WebSocketError: \(error)")
+                }
+            }
+            try await Task.sleep(for: .milliseconds(300))
+            consumer.cancel()
+            let thrown = await consumer.value
+            XCTAssertEqual(thrown, .cancelled)
+        }
+        await server.close()
+        _ = await serving.value
+    }
+
     func testRetriesAreSpentAndTheDropPolicyCounts() async throws {
         // A port nobody listens on: every attempt is refused.
         let probe = try await WebSocketServer.bind(to: "127.0.0.1:0")
