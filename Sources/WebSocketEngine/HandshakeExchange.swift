@@ -51,8 +51,9 @@ final class HandshakeExchange {
     private func handle(_ events: IOEvents) {
         if lingering { drain(); return }
         if pending != nil {
-            // Waiting for the mode's verdict, nothing is read; only a reset or a hang-up ends it.
-            if !events.intersection([.error, .hangUp]).isEmpty { end() }
+            // Waiting for the mode's verdict, nothing is read; a client that shut its side,
+            // reset or hung up ends it (the verdict then finds it gone).
+            if !events.intersection([.error, .hangUp, .readHangUp]).isEmpty { end() }
             return
         }
         if !response.isEmpty { writeResponse(); return }
@@ -114,7 +115,7 @@ final class HandshakeExchange {
                 let waiting = PendingHandshake(exchange: self, request: request, subprotocol: subprotocol,
                                                remoteAddress: stream.remoteAddress, localAddress: local, parsed: parsed)
                 pending = waiting
-                if let watch { loop.setInterest(watch, []) }
+                if let watch { loop.setInterest(watch, .readHangUp) }
                 return mode.review(waiting)
             }
             do throws(ResponseBuildError) {

@@ -260,6 +260,19 @@ final class WSKitServerTests: XCTestCase {
                 default: XCTFail("\(error)")
                 }
             }
+            // A client that closes its side while its handshake waits: seen before any 101.
+            let polite = try connectRaw(port: port)
+            _ = request.withCString { send(polite, $0, strlen($0), 0) }
+            let nextHeld = await iterator.next()
+            let held = try XCTUnwrap(nextHeld)
+            close(polite)
+            try await Task.sleep(for: .milliseconds(100))
+            do {
+                _ = try await held.accept()
+                XCTFail("accepted a client that had left")
+            } catch let error as WebSocketError {
+                guard case .connectionLost = error else { return XCTFail("\(error)") }
+            }
         }
         await server.close()
     }
