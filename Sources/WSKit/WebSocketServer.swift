@@ -268,6 +268,11 @@ public struct WebSocketServerOptions: Sendable {
     /// Origins allowed (exact, ASCII case-insensitive; empty: any, also none); others are
     /// refused with 403 before the handler sees them (RFC 6455 §10.2).
     public var allowedOrigins: [String] = []
+    /// The token `Authorization: Bearer` must carry (RFC 6750 §2.1, compared in constant
+    /// time); others are refused with 401 and `WWW-Authenticate` before the handler sees them.
+    public var bearerToken: String?
+    /// A path that answers a plain GET with 200 "ok" (load balancers' health checks).
+    public var healthPath: String?
     /// Keepalive Ping interval per client; nil: none.
     public var pingInterval: Duration?
     /// Fail a client (`.timedOut`) whose Pong is this late; nil: no limit.
@@ -304,6 +309,8 @@ public struct WebSocketServerOptions: Sendable {
         var configuration = ServerConfiguration()
         configuration.policy.path = path
         configuration.policy.allowedOrigins = allowedOrigins
+        configuration.policy.bearerToken = bearerToken
+        configuration.policy.healthPath = healthPath
         configuration.connection = LoopSide.connectionOptions(connectionOptions)
         configuration.maximumMessageSize = UInt64(maximumMessageSize)
         configuration.maximumClients = maximumClients

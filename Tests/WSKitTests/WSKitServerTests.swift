@@ -112,6 +112,37 @@ final class WSKitServerTests: XCTestCase {
         _ = await handling.value
     }
 
+    func testABearerTokenAndAHealthPathAreAnsweredBeforeTheHandler() async throws {
+        var options = WebSocketServerOptions()
+        options.bearerToken = "s3cret"
+        options.healthPath = "/healthz"
+        let server = try await WebSocketServer.bind(to: "127.0.0.1:0", options: options)
+        let port = try XCTUnwrap(server.port)
+        let handling = serve(server) { pending in
+            guard let ws = try? await pending.accept() else { return }
+            try? await ws.send(.text("in"))
+            try? await ws.close()
+        }
+        let missing = try pythonClient(["connect", "ws://127.0.0.1:\(port)/"])
+        let result = await finished(missing, timeout: 20)
+        XCTAssertEqual(result.stdoutText, "status 401\nbody a bearer token is required\n", "\(result)")
+        try await withTimeout {
+            let ws = try await WebSocket.connect(to: "ws://127.0.0.1:\(port)/", options: .init(bearerToken: "s3cret"))
+            var messages = ws.messages.makeAsyncIterator()
+            let greeting = try await messages.next()
+            XCTAssertEqual(greeting, .text("in"))
+            // The health path answers a plain GET.
+            let fd = try connectRaw(port: port)
+            defer { close(fd) }
+            _ = "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n".withCString { send(fd, $0, strlen($0), 0) }
+            var answer = [UInt8](repeating: 0, count: 512)
+            let n = recv(fd, &answer, answer.count, 0)
+            XCTAssertTrue(String(decoding: answer[..<max(n, 0)], as: UTF8.self).hasPrefix("HTTP/1.1 200 OK\r\n"))
+        }
+        await server.close()
+        _ = await handling.value
+    }
+
     func testServerCloseSendsGoingAwayToEveryClientAndEndsIteration() async throws {
         let server = try await WebSocketServer.bind(to: "127.0.0.1:0")
         let port = try XCTUnwrap(server.port)
