@@ -38,7 +38,8 @@ final class LoopSide: ConnectionDelegate, @unchecked Sendable {
     /// A client connection: starts its driver over the opened stream.
     static func start(_ socket: WebSocket, transfer: StreamTransfer, options: WebSocketOptions) {
         let side = LoopSide(socket: socket)
-        let core = WebSocketConnection(role: .client, maximumMessageSize: UInt64(max(options.maximumMessageSize, 0)))
+        let core = WebSocketConnection(role: .client, maximumMessageSize: UInt64(max(options.maximumMessageSize, 0)),
+                                       extensions: transfer.extensions)
         let driver = ConnectionDriver(loop: socket.engine.loop, stream: transfer.opened.stream, core: core,
                                       options: connectionOptions(options),
                                       received: transfer.buffer, parsed: transfer.opened.headLength, delegate: side)
@@ -212,6 +213,7 @@ final class LoopSide: ConnectionDelegate, @unchecked Sendable {
         let waiting = socket.shared.withLock { state in
             state.state = .closed
             state.ending = failure
+            state.connectionEnding = ending
             state.side = nil
             let receiver = state.receiver
             state.receiver = nil

@@ -32,8 +32,12 @@ public final class WebSocket: Sendable {
         public let query: String?
         /// Every request header, in order.
         public let headers: [(name: String, value: String)]
-        /// "ip:port" of the client.
+        /// "ip:port" of the client (the socket path for a Unix listener).
         public let remoteAddress: String
+        /// The `Origin` header (RFC 6455 §4.2.1 item 8; browsers always send it), if any.
+        public let origin: String?
+        /// The subprotocols the client offered, in its order of preference (§4.2.1 item 10).
+        public let subprotocols: [String]
 
         /// The values of the header `name` (ASCII case-insensitive).
         public func values(_ name: String) -> [String] {
@@ -42,8 +46,31 @@ public final class WebSocket: Sendable {
     }
     /// The subprotocol the server selected (`Sec-WebSocket-Protocol`), if any.
     public let subprotocol: String?
-    /// The extensions the server accepted, as it answered them (`Sec-WebSocket-Extensions`).
+    /// The extensions the server accepted, as it answered them (`Sec-WebSocket-Extensions`),
+    /// e.g. `permessage-deflate; client_max_window_bits=15`.
     public let extensions: [String]
+    /// What permessage-deflate (RFC 7692) came to when the server agreed to it; nil: messages
+    /// go uncompressed.
+    public let deflate: DeflateAgreement?
+
+    /// The agreed permessage-deflate windows (base-2 logarithms, 8...15) and context resets.
+    public struct DeflateAgreement: Sendable, Equatable {
+        /// The window we compress with.
+        public let outgoingWindowBits: Int
+        /// We reset our compressor after each message.
+        public let outgoingNoContextTakeover: Bool
+        /// The largest window the peer compresses with.
+        public let incomingWindowBits: Int
+        /// The peer resets its compressor after each message.
+        public let incomingNoContextTakeover: Bool
+
+        init(_ configuration: DeflateConfiguration) {
+            outgoingWindowBits = configuration.outgoingWindowBits
+            outgoingNoContextTakeover = configuration.outgoingNoContextTakeover
+            incomingWindowBits = configuration.incomingWindowBits
+            incomingNoContextTakeover = configuration.incomingNoContextTakeover
+        }
+    }
 
     let shared: Mutex<Shared>
     let engine: EngineThread
@@ -76,11 +103,13 @@ public final class WebSocket: Sendable {
     /// The received messages (see `Messages`). Single consumer: iterate it from one task.
     public var messages: Messages { Messages(socket: self) }
 
-    init(url: WebSocketURL, negotiated: ClientHandshake.Negotiated, engine: EngineThread, options: WebSocketOptions) {
+    init(url: WebSocketURL, negotiated: ClientHandshake.Negotiated, deflate: DeflateConfiguration?, engine: EngineThread,
+         options: WebSocketOptions) {
         self.url = url
         request = nil
         subprotocol = negotiated.subprotocol
         extensions = negotiated.extensions.map { "\($0)" }
+        self.deflate = deflate.map(DeflateAgreement.init)
         self.engine = engine
         shared = Mutex(Shared())
         receiveLimit = max(options.receiveBufferLimit, 1)
@@ -92,6 +121,7 @@ public final class WebSocket: Sendable {
         self.request = request
         self.subprotocol = subprotocol
         extensions = []
+        deflate = nil
         self.engine = engine
         shared = Mutex(Shared())
         receiveLimit = max(options.receiveBufferLimit, 1)
@@ -121,33 +151,48 @@ public final class WebSocket: Sendable {
 
     /// Connects to a parsed URL; see `connect(to:options:)` with a string.
     public static func connect(to url: WebSocketURL, options: WebSocketOptions = .init()) async throws(WebSocketError) -> WebSocket {
-        let headers = try options.requestHeaders()
-        var opener = ClientOpener(url: url, dialOptions: try options.dialOptions(), subprotocols: options.subprotocols,
-                                  headers: { credentials, userHost in
-                                      headers.filter { (credentials || !$0.isSensitive) && (userHost || !$0.hasName("Host")) }
-                                  })
-        opener.followRedirects = options.followsRedirects
-        opener.maxRedirects = options.maximumRedirects
+        try await open(url, options: options).mapError(\.error).get()
+    }
+
+    /// Why an opening failed: the error for the caller and the facts for a retry policy.
+    struct OpenFailure: Error {
+        let error: WebSocketError
+        /// nil: not an attempt that failed (bad options, cancelled).
+        let attempt: AttemptFailure?
+    }
+
+    static func open(_ url: WebSocketURL, options: WebSocketOptions) async -> Result<WebSocket, OpenFailure> {
+        let opener: ClientOpener
+        do throws(WebSocketError) { opener = try options.opener(for: url) } catch { return .failure(OpenFailure(error: error, attempt: nil)) }
         let engine = EngineThread.shared
         let attempt = ConnectAttempt()
-        let result: Result<WebSocket, WebSocketError> = await withTaskCancellationHandler {
-            await withCheckedContinuation { (continuation: CheckedContinuation<Result<WebSocket, WebSocketError>, Never>) in
-                ConnectPool.shared.run { [opener] in
+        return await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Result<WebSocket, OpenFailure>, Never>) in
+                ConnectPool.shared.run {
                     let buffer = ByteBuffer(capacity: 256 * 1024)
                     let opened: ClientOpener.Opened
                     do throws(OpenError) {
                         opened = try opener.open(into: buffer, deadline: Deadline(seconds: options.connectTimeout.seconds))
                     } catch {
-                        continuation.resume(returning: .failure(WebSocketError(error)))
+                        continuation.resume(returning: .failure(OpenFailure(error: WebSocketError(error), attempt: AttemptFailure(error))))
+                        return
+                    }
+                    let agreed: PerMessageDeflate?
+                    do throws(OpenError) {
+                        agreed = try PerMessageDeflate.agreed(offer: try? options.deflate?.parameters(), opened.negotiated)
+                    } catch {
+                        opened.stream.close()
+                        continuation.resume(returning: .failure(OpenFailure(error: WebSocketError(error), attempt: AttemptFailure(error))))
                         return
                     }
                     if attempt.isCancelled {
                         opened.stream.close()
-                        continuation.resume(returning: .failure(.cancelled))
+                        continuation.resume(returning: .failure(OpenFailure(error: .cancelled, attempt: nil)))
                         return
                     }
-                    let socket = WebSocket(url: opened.url, negotiated: opened.negotiated, engine: engine, options: options)
-                    let transfer = StreamTransfer(opened: opened, buffer: buffer)
+                    let socket = WebSocket(url: opened.url, negotiated: opened.negotiated, deflate: agreed?.configuration,
+                                           engine: engine, options: options)
+                    let transfer = StreamTransfer(opened: opened, buffer: buffer, extensions: agreed.map { [$0] } ?? [])
                     engine.submit {
                         LoopSide.start(socket, transfer: transfer, options: options)
                         continuation.resume(returning: .success(socket))
@@ -157,8 +202,10 @@ public final class WebSocket: Sendable {
         } onCancel: {
             attempt.cancel()
         }
-        return try result.get()
     }
+
+    /// How the connection ended, once it has (the engine's facts, for a retry policy).
+    var ending: ConnectionEnding? { shared.withLock { $0.connectionEnding } }
 
     // MARK: - Sending
 
@@ -342,6 +389,8 @@ final class ConnectAttempt: Sendable {
 struct StreamTransfer: @unchecked Sendable {
     let opened: ClientOpener.Opened
     let buffer: ByteBuffer
+    /// The agreed extensions, configured (permessage-deflate).
+    let extensions: [any WebSocketExtension]
 }
 
 /// What the caller queued for the engine.
@@ -399,6 +448,8 @@ struct Shared {
     var closeReason: String?
     /// The failure that ended the connection (thrown once by `messages`, then by sends).
     var ending: WebSocketError?
+    /// How the connection ended (set with `state = .closed`).
+    var connectionEnding: ConnectionEnding?
     var endReported = false
 
     var inbox = FIFO<Message>()

@@ -13,6 +13,8 @@ public enum WebSocketError: Error, Sendable, Equatable, CustomStringConvertible 
     case invalidArgument(String)
     /// DNS, TCP, the Unix socket or the proxy failed (refused, unreachable, proxy refusal).
     case cannotConnect(String)
+    /// A server's socket cannot be bound or listened on (address in use, permission denied).
+    case cannotListen(String)
     /// TLS failed: certificate verification, no common version, client certificate.
     case tls(String)
     /// The server did not accept the WebSocket handshake. `status`: its HTTP status when
@@ -29,12 +31,14 @@ public enum WebSocketError: Error, Sendable, Equatable, CustomStringConvertible 
     /// The connection is closing or closed; nothing more can be sent. `code` and `reason`:
     /// the peer's Close, if it sent one.
     case closed(code: Int?, reason: String)
+    /// A `ReconnectingWebSocket`'s offline queue is full under `ReconnectPolicy.QueuePolicy.fail`.
+    case offlineQueueFull(String)
     /// The task awaiting the operation was cancelled; the connection is closed with 1001.
     case cancelled
 
     public var description: String {
         switch self {
-        case .invalidURL(let text), .invalidArgument(let text), .cannotConnect(let text), .tls(let text),
+        case .invalidURL(let text), .invalidArgument(let text), .cannotConnect(let text), .cannotListen(let text), .offlineQueueFull(let text), .tls(let text),
              .handshakeRejected(_, let text), .protocolError(_, let text), .connectionLost(let text), .timedOut(let text):
             return text
         case .closed(let code?, let reason):
@@ -82,32 +86,16 @@ extension WebSocketError {
         }
     }
 
+    /// The transport's facts as a case, in the transport's sentence with this library's
+    /// setting names (the CLI's sentence, its option names swapped).
     init(_ error: TransportError) {
+        let text = error.sentence(.library)
         switch error {
-        case .resolve(let host, let reason, _, _):
-            self = .cannotConnect("cannot resolve host '\(host)': \(reason)")
-        case .noAddress(let host, let family, let available):
-            self = .cannotConnect("cannot resolve host '\(host)': no \(family == .ipv4 ? "IPv4" : "IPv6") address "
-                                  + "(it has \(available.joined(separator: ", ")))")
-        case .connect(let target, let code, nil):
-            self = .cannotConnect("cannot connect to \(target): \(errnoText(code))")
-        case .connect(_, let code, let via?):
-            self = .cannotConnect("cannot connect to the \(via.proxy.name): \(errnoText(code))")
-        case .unixConnect(let path, let code, let notASocket):
-            self = .cannotConnect("cannot connect to Unix socket \(path): \(errnoText(code))"
-                                  + (notASocket ? " (the file is not a socket)" : ""))
-        case .timedOut(let stage, let seconds):
-            self = .timedOut("timed out after \(formatSeconds(seconds)) s \(describe(stage)) (WebSocketOptions.connectTimeout)")
-        case .tls(let failure, let proxy):
-            self = .tls("TLS: " + (proxy.map { "with the \($0.name): " } ?? "") + describe(failure))
-        case .proxy(let failure):
-            self = .cannotConnect(failure.description)
-        case .proxyVariable(let error):
-            self = .invalidArgument(error.description)
-        case .unixPathLength(let path, let limit):
-            self = .invalidURL("the Unix socket path '\(path)' is empty or longer than \(limit) bytes")
-        case .system(let call, let code):
-            self = .cannotConnect("\(call) failed: \(errnoText(code))")
+        case .resolve, .noAddress, .connect, .unixConnect, .proxy, .system: self = .cannotConnect(text)
+        case .timedOut: self = .timedOut(text)
+        case .tls: self = .tls(text)
+        case .proxyVariable: self = .invalidArgument(text)
+        case .unixPathLength: self = .invalidURL(text)
         }
     }
 
@@ -136,49 +124,11 @@ extension WebSocketError {
     }
 }
 
-private func describe(_ stage: Stage) -> String {
-    switch stage {
-    case .resolving(let host): return "resolving '\(host)'"
-    case .connecting(let target): return "connecting to \(target)"
-    case .connectingUnix(let path, let full): return "connecting to Unix socket \(path)\(full ? " (its backlog is full)" : "")"
-    case .connectingToProxy(let hop): return "connecting to the \(hop.proxy.name)"
-    case .tlsHandshake(nil): return "in the TLS handshake"
-    case .tlsHandshake(let proxy?): return "in the TLS handshake with the \(proxy.name)"
-    case .proxyExchange(let proxy, _): return "in the exchange with the \(proxy.name)"
-    case .sendingHandshake: return "sending the handshake"
-    case .awaitingHandshakeResponse: return "waiting for the server's handshake response"
-    }
-}
-
-private func describe(_ failure: TLSFailure) -> String {
-    switch failure {
-    case .libraryMissing(let why): return why
-    case .setup(let reason): return "cannot create a TLS session: \(reason)"
-    case .trustStore(let path?, let reason): return "cannot load CA certificates from '\(path)': \(reason)"
-    case .trustStore(nil, let reason): return "cannot load the system CA store: \(reason)"
-    case .certificateFile(let path, let reason): return "cannot load the client certificate from '\(path)': \(reason)"
-    case .keyNeedsPassphrase(let path): return "the private key in '\(path)' is encrypted: give its passphrase (keyPassword)"
-    case .wrongPassphrase(let path): return "cannot decrypt the private key in '\(path)': wrong passphrase"
-    case .keyMismatch(let key, let certificate): return "the private key in '\(key)' does not belong to the certificate in '\(certificate)'"
-    case .noPrivateKey(let path, let reason): return "no private key in '\(path)' [\(reason)]"
-    case .keyFile(let path, let reason): return "cannot load the private key from '\(path)': \(reason)"
-    case .verification(let check, let name, let detail):
-        let reason: String
-        switch check {
-        case .expired: reason = "the server's certificate has expired"
-        case .notYetValid: reason = "the server's certificate is not valid yet"
-        case .nameMismatch: reason = "the server's certificate is not valid for '\(name)'"
-        case .unknownCA: reason = "the server's certificate is signed by an unknown CA (trust it with tls.caFile)"
-        case .other: reason = "the server's certificate was refused"
-        }
-        return "certificate verification failed for '\(name)': \(reason) [\(detail)]"
-    case .certificateRequired(let detail): return "the server requires a client certificate [\(detail)]"
-    case .certificateRequiredThenClosed:
-        return "the server asked for a client certificate and closed the connection without one: it requires a client certificate"
-    case .certificateProbablyRefused:
-        return "the server closed the connection right after the TLS handshake without answering: it probably refused the client certificate"
-    case .closedDuringHandshake(let hint): return "the server closed the connection during the TLS handshake" + hint
-    case .handshakeFailed(let why, let hint): return "handshake failed: \(why)" + (hint ?? "")
-    case .alert(let alert): return alert.description
-    }
+extension SettingNames {
+    /// WSKit's names for the settings that error sentences advise.
+    static let library = SettingNames(
+        proxySource: { _ in nil }, ipv4Only: "addressFamily", ipv6Only: "addressFamily",
+        connectTimeout: "WebSocketOptions.connectTimeout", caFile: "tls.caFile", insecure: "tls.verifiesPeer = false",
+        keyPassphrase: "tls.clientCertificate's keyPassword", keyFile: "tls.clientCertificate's keyFile",
+        clientCertificate: "tls.clientCertificate", certificate: "tls.clientCertificate", minimumVersion: "tls.minimumVersion")
 }

@@ -1,5 +1,6 @@
 import Glibc
 import WebSocketCore
+import WebSocketEngine
 import WebSocketTransport
 
 /// How `WebSocket.connect` reaches the server and runs the connection. Every transport
@@ -38,6 +39,10 @@ public struct WebSocketOptions: Sendable {
     /// connection, about 256 KiB more for an idle one. Default false (an idle connection
     /// holds no buffer: thousands of connections stay small).
     public var keepsBuffersWhenIdle = false
+    /// permessage-deflate (RFC 7692) to offer; nil: offer no compression. Offered by
+    /// default, as the CLI does (`permessage-deflate; client_max_window_bits`). What the
+    /// server agreed to is `WebSocket.extensions` and `WebSocket.deflate`.
+    public var deflate: Deflate? = Deflate()
     /// TLS settings for wss:// (and an https:// proxy).
     public var tls = TLS()
     /// Which proxy to use. Default: the environment, as curl reads it (`wss_proxy`,
@@ -70,6 +75,41 @@ public struct WebSocketOptions: Sendable {
         self.pingTimeout = pingTimeout
     }
 
+    /// The permessage-deflate offer (RFC 7692 §7.1). Window bits are base-2 logarithms of
+    /// the LZ77 window, 8...15 (a smaller window: less memory per connection, less
+    /// compression).
+    public struct Deflate: Sendable, Equatable {
+        /// `server_max_window_bits` (§7.1.2.1): the largest window the server may compress
+        /// with; nil: not asked (15).
+        public var serverMaxWindowBits: Int?
+        /// `client_max_window_bits` (§7.1.2.2): the window we compress with at most; nil:
+        /// offered without a value (the server may ask for a smaller one; 15 otherwise).
+        public var clientMaxWindowBits: Int?
+        /// `server_no_context_takeover` (§7.1.1.1): the server resets its compressor after
+        /// each message (less memory on its side, less compression).
+        public var serverNoContextTakeover = false
+        /// `client_no_context_takeover` (§7.1.1.2): we reset ours after each message.
+        public var clientNoContextTakeover = false
+
+        public init(serverMaxWindowBits: Int? = nil, clientMaxWindowBits: Int? = nil,
+                    serverNoContextTakeover: Bool = false, clientNoContextTakeover: Bool = false) {
+            self.serverMaxWindowBits = serverMaxWindowBits
+            self.clientMaxWindowBits = clientMaxWindowBits
+            self.serverNoContextTakeover = serverNoContextTakeover
+            self.clientNoContextTakeover = clientNoContextTakeover
+        }
+
+        /// The engine's offer; throws `.invalidArgument` for window bits outside 8...15.
+        func parameters() throws(WebSocketError) -> DeflateParameters {
+            for (name, bits) in [("serverMaxWindowBits", serverMaxWindowBits), ("clientMaxWindowBits", clientMaxWindowBits)] {
+                if let bits, !(8...15).contains(bits) { throw .invalidArgument("deflate: \(name) \(bits) is not 8...15") }
+            }
+            return DeflateParameters(serverNoContextTakeover: serverNoContextTakeover, clientNoContextTakeover: clientNoContextTakeover,
+                                     serverMaxWindowBits: serverMaxWindowBits,
+                                     clientMaxWindowBits: clientMaxWindowBits.map { .bits($0) } ?? .withoutValue)
+        }
+    }
+
     /// TLS settings.
     public struct TLS: Sendable {
         /// PEM file of CA certificates to trust instead of the system store.
@@ -98,6 +138,19 @@ public struct WebSocketOptions: Sendable {
 
 /// The options as the transport takes them.
 extension WebSocketOptions {
+    /// The engine's opener for `url` with these options.
+    func opener(for url: WebSocketURL) throws(WebSocketError) -> ClientOpener {
+        let headers = try requestHeaders()
+        var opener = ClientOpener(url: url, dialOptions: try dialOptions(), subprotocols: subprotocols,
+                                  headers: { credentials, userHost in
+                                      headers.filter { (credentials || !$0.isSensitive) && (userHost || !$0.hasName("Host")) }
+                                  })
+        if let offer = try deflate?.parameters() { opener.extensions = [PerMessageDeflate.client(offer)] }
+        opener.followRedirects = followsRedirects
+        opener.maxRedirects = maximumRedirects
+        return opener
+    }
+
     func dialOptions() throws(WebSocketError) -> DialOptions {
         var options = DialOptions()
         switch proxy {

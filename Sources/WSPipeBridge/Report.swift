@@ -160,63 +160,21 @@ private func message(_ error: OpenError) -> String {
     }
 }
 
-private func message(_ error: TransportError) -> String {
-    switch error {
-    case .resolve(let host, let reason, let family, let via):
-        var text = "cannot resolve host '\(host)': \(reason)"
-        switch family {
-        case .any: break
-        case .ipv4: text += " (looking for IPv4 addresses only: -4)"
-        case .ipv6: text += " (looking for IPv6 addresses only: -6)"
-        }
-        if let via { text += " (the \(via.proxy.kind.label) from \(name(via.source)))" }
-        return text
-    case .noAddress(let host, let family, let available):
-        let wanted = family == .ipv4 ? "IPv4 (-4)" : "IPv6 (-6)"
-        return "cannot resolve host '\(host)': no \(wanted) address (it has \(available.joined(separator: ", ")))"
-    case .connect(let target, let code, nil):
-        return "cannot connect to \(target): \(errnoText(code))"
-    case .connect(_, let code, let via?):
-        return "cannot connect to the \(via.proxy.name) (from \(name(via.source))): \(errnoText(code))"
-    case .unixConnect(let path, let code, let notASocket):
-        let why = notASocket ? " (the file is not a socket)" : code == ECONNREFUSED ? " (nothing is listening on it)" : ""
-        return "cannot connect to Unix socket \(path): \(errnoText(code))\(why)"
-    case .timedOut(let stage, let seconds):
-        // Which limit it was, unless the stage ends with its own advice in parentheses.
-        let text = "timed out after \(formatSeconds(seconds)) s \(describe(stage))"
-        return text.hasSuffix(")") ? text : "\(text) (--connect-timeout)"
-    case .tls(let failure, let proxy):
-        return "TLS: " + (proxy.map { "with the \($0.name): " } ?? "") + message(failure)
-    case .proxy(let failure):
-        return failure.description
-    case .proxyVariable(let error):
-        return error.description
-    case .unixPathLength(let path, let limit):
-        return "the Unix socket path '\(path)' is empty or longer than \(limit) bytes"
-    case .system(let call, let code):
-        return "\(call) failed: \(errnoText(code))"
-    }
-}
+/// The CLI's names for the settings that error sentences advise (the transport words them).
+let commandLineNames = SettingNames(
+    proxySource: { name($0) }, ipv4Only: "-4", ipv6Only: "-6", connectTimeout: "--connect-timeout",
+    caFile: "--cacert FILE", insecure: "-k/--insecure", keyPassphrase: "--key-pass-env VAR or --key-pass-file FILE",
+    keyFile: "--key", clientCertificate: "--cert and --key", certificate: "--cert", minimumVersion: "--tls-min")
+
+private func message(_ error: TransportError) -> String { error.sentence(commandLineNames) }
+
+private func message(_ alert: TLSAlert) -> String { alert.sentence(commandLineNames) }
 
 /// Where a proxy was set, as the user wrote it.
 private func name(_ source: ProxySource) -> String {
     switch source {
     case .option: return "--proxy"
     case .variable(let name): return name
-    }
-}
-
-private func describe(_ stage: Stage) -> String {
-    switch stage {
-    case .resolving(let host): return "resolving '\(host)'"
-    case .connecting(let target): return "connecting to \(target)"
-    case .connectingUnix(let path, let full): return "connecting to Unix socket \(path)\(full ? " (its backlog is full)" : "")"
-    case .connectingToProxy(let hop): return "connecting to the \(hop.proxy.name) (from \(name(hop.source)))"
-    case .tlsHandshake(nil): return "in the TLS handshake"
-    case .tlsHandshake(let proxy?): return "in the TLS handshake with the \(proxy.name)\(TLSOptions.plainHTTPProxyHint)"
-    case .proxyExchange(let proxy, let step): return step.describe(proxy)
-    case .sendingHandshake: return "sending the handshake"
-    case .awaitingHandshakeResponse: return "waiting for the server's handshake response"
     }
 }
 
@@ -227,65 +185,7 @@ private func serverMessage(_ failure: TLSFailure) -> String {
     case .keyFile(let path, let reason): return "cannot load the server's private key from '\(path)': \(reason)"
     case .trustStore(let path?, let reason): return "cannot load the client CA certificates from '\(path)' (--client-ca): \(reason)"
     case .setup(let reason): return "cannot set up TLS for the server: \(reason)"
-    default: return message(failure)
-    }
-}
-
-private func message(_ failure: TLSFailure) -> String {
-    switch failure {
-    case .libraryMissing(let why): return why
-    case .setup(let reason): return "cannot create a TLS session: \(reason)"
-    case .trustStore(let path?, let reason): return "cannot load CA certificates from '\(path)': \(reason)"
-    case .trustStore(nil, let reason): return "cannot load the system CA store: \(reason)"
-    case .certificateFile(let path, let reason): return "cannot load the client certificate from '\(path)': \(reason)"
-    case .keyNeedsPassphrase(let path):
-        return "the private key in '\(path)' is encrypted: give its passphrase with --key-pass-env VAR or --key-pass-file FILE"
-    case .wrongPassphrase(let path): return "cannot decrypt the private key in '\(path)': wrong passphrase"
-    case .keyMismatch(let key, let certificate):
-        return "the private key in '\(key)' does not belong to the certificate in '\(certificate)'"
-    case .noPrivateKey(let path, let reason): return "no private key in '\(path)' (give the key file with --key) [\(reason)]"
-    case .keyFile(let path, let reason): return "cannot load the private key from '\(path)': \(reason)"
-    case .verification(let check, let name, let detail):
-        let reason: String
-        switch check {
-        case .expired: reason = "the server's certificate has expired"
-        case .notYetValid: reason = "the server's certificate is not valid yet"
-        case .nameMismatch: reason = "the server's certificate is not valid for '\(name)'"
-        case .unknownCA: reason = "the server's certificate is signed by an unknown CA (trust it with --cacert FILE)"
-        case .other: reason = "the server's certificate was refused"
-        }
-        return "certificate verification failed for '\(name)': \(reason) [\(detail)]; -k/--insecure skips verification"
-    case .certificateRequired(let detail):
-        return "the server requires a client certificate (give one with --cert and --key) and ended the handshake [\(detail)]"
-    case .certificateRequiredThenClosed:
-        return "the server asked for a client certificate and closed the connection without one: it requires a client "
-            + "certificate (give one with --cert and --key)"
-    case .certificateProbablyRefused:
-        return "the server closed the connection right after the TLS handshake without answering: it probably refused "
-            + "the client certificate (--cert)"
-    case .closedDuringHandshake(let hint):
-        return "the server closed the connection during the TLS handshake" + hint
-    case .handshakeFailed(.tls(let alert), let hint):
-        return "handshake failed: \(message(alert))" + (hint ?? "")
-    case .handshakeFailed(let why, let hint):
-        return "handshake failed: \(why)" + (hint ?? "")
-    case .alert(let alert):
-        return message(alert)
-    }
-}
-
-/// An OpenSSL reason with what the user can do about it.
-private func message(_ alert: TLSAlert) -> String {
-    switch alert {
-    case .certificateRequired(let detail):
-        return "the server requires a client certificate (give one with --cert and --key) [\(detail)]"
-    case .handshakeRefused(let detail):
-        return "the server ended the handshake (no common protocol or cipher, or it wants a client certificate: "
-            + "--cert and --key) [\(detail)]"
-    case .noCommonVersion(let detail):
-        return "no TLS version that both sides accept (see --tls-min) [\(detail)]"
-    case .certificateRefused, .other:
-        return alert.description
+    default: return failure.sentence(commandLineNames)
     }
 }
 

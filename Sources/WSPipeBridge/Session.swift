@@ -709,27 +709,13 @@ public final class Session: ConnectionDelegate {
         }
     }
 
-    /// The extensions the server agreed to, configured, with zlib loaded for
-    /// permessage-deflate (only now: a session that agreed nothing never maps libz).
+    /// The extensions the server agreed to, configured (zlib loaded only now).
     private func agreedExtensions(_ negotiated: ClientHandshake.Negotiated) throws(OpenError) -> [any WebSocketExtension] {
-        guard let offer = config.deflate,
-              let response = negotiated.extensions.first(where: { $0.name.lowercased() == DeflateParameters.extensionName })
-        else { return [] }
-        let deflate = PerMessageDeflate.client(offer)
-        let parameters: DeflateParameters
-        do throws(ExtensionNegotiationError) {
-            parameters = try deflate.acceptedParameters(response)  // checked by the handshake already
-        } catch {
-            throw .handshake(.invalid(error.description), body: [])
-        }
-        do throws(ZlibLoadError) {
-            try Zlib.load()
-        } catch {
-            throw .handshake(.invalid("the server agreed to permessage-deflate, but \(error.reason)"), body: [])
-        }
-        let configuration = DeflateConfiguration(agreed: parameters, role: .client)
-        log.event("permessage-deflate agreed: \(response) (\(configuration.summary))")
-        return [deflate.agreed(configuration)]
+        guard let deflate = try PerMessageDeflate.agreed(offer: config.deflate, negotiated),
+              let configuration = deflate.configuration else { return [] }
+        let response = negotiated.extensions.first { $0.name.lowercased() == DeflateParameters.extensionName }
+        log.event("permessage-deflate agreed: \(response.map { "\($0)" } ?? "") (\(configuration.summary))")
+        return [deflate]
     }
 
     /// -v at the end: wire bytes against payload bytes of compressed messages, both ways.
@@ -967,28 +953,7 @@ extension Session {
             + "\"queued\":\(offlineQueue?.queuedTotal ?? 0),\"dropped\":\(offlineQueue?.droppedTotal ?? 0),"
     }
 
-    static func attemptFailure(_ error: OpenError) -> AttemptFailure {
-        switch error {
-        case .transport(.connect), .transport(.timedOut), .transport(.unixConnect), .transport(.system):
-            return .connectFailed
-        case .transport(.resolve(_, let reason, _, _)):
-            // Only a temporary failure (EAI_AGAIN) may pass; a name that does not exist will not.
-            return reason == String(cString: gai_strerror(EAI_AGAIN)) ? .connectFailed : .connectRefusedForGood
-        case .transport:
-            return .connectRefusedForGood  // TLS verification, proxy refusals and settings
-        case .handshake(.unexpectedStatus(let head), _):
-            let retryAfter = head.values("Retry-After").first.flatMap {
-                RetryAfter.seconds($0, now: Double(time(nil)))
-            }
-            return .handshakeStatus(head.statusCode, retryAfter: retryAfter)
-        case .handshake:
-            return .handshakeRejected
-        case .handshakeLost:
-            return .handshakeLost
-        case .redirect:
-            return .handshakeRejected
-        }
-    }
+    static func attemptFailure(_ error: OpenError) -> AttemptFailure { AttemptFailure(error) }
 
     static func disconnection(_ ending: ConnectionEnding, stale: Bool, up: Double) -> ConnectionEvent {
         func text(_ bytes: [UInt8]) -> String { String(decoding: bytes, as: UTF8.self) }

@@ -103,3 +103,29 @@ public struct ClientOpener: Sendable {
         }
     }
 }
+
+extension PerMessageDeflate {
+    /// The client's permessage-deflate as the server agreed to it (RFC 7692 §7.1), configured,
+    /// with zlib loaded for it (only now: a connection that agreed nothing never maps libz);
+    /// nil when nothing was offered or the server declined.
+    /// - Throws: `OpenError.handshake(.invalid)` for an answer the offer does not accept (the
+    ///   handshake checked it already) or zlib that cannot be loaded.
+    public static func agreed(offer: DeflateParameters?, _ negotiated: ClientHandshake.Negotiated) throws(OpenError) -> PerMessageDeflate? {
+        guard let offer,
+              let response = negotiated.extensions.first(where: { $0.name.lowercased() == DeflateParameters.extensionName })
+        else { return nil }
+        let deflate = PerMessageDeflate.client(offer)
+        let parameters: DeflateParameters
+        do throws(ExtensionNegotiationError) {
+            parameters = try deflate.acceptedParameters(response)
+        } catch {
+            throw .handshake(.invalid(error.description), body: [])
+        }
+        do throws(ZlibLoadError) {
+            try Zlib.load()
+        } catch {
+            throw .handshake(.invalid("the server agreed to permessage-deflate, but \(error.reason)"), body: [])
+        }
+        return deflate.agreed(DeflateConfiguration(agreed: parameters, role: .client))
+    }
+}

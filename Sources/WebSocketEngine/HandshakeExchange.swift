@@ -29,6 +29,10 @@ final class HandshakeExchange {
     private var lingering = false
     /// After a failed TLS handshake the lingering reads the socket itself: TLS is over.
     private var drainsRawTCP = false
+    /// A handshake the mode decides later (`ServerMode.decidesLater`): waiting for its verdict.
+    private var pending: PendingHandshake?
+    /// An accepted pending handshake while its 101 is written, and its client's delegate.
+    private var handing: (pending: PendingHandshake, delegate: ConnectionDelegate)?
 
     /// Read size: a typical request head fits one read.
     static let readSize = 4096
@@ -57,6 +61,12 @@ final class HandshakeExchange {
     private func handle(_ events: IOEvents) {
         if tlsHandshake != nil { continueTLS(); return }
         if lingering { drain(); return }
+        if pending != nil {
+            // Waiting for the mode's verdict, nothing is read; a client that shut its side,
+            // reset or hung up ends it (the verdict then finds it gone).
+            if !events.intersection([.error, .hangUp, .readHangUp]).isEmpty { end() }
+            return
+        }
         if !response.isEmpty { writeResponse(); return }
         readRequest()
     }
@@ -156,14 +166,56 @@ final class HandshakeExchange {
             if let refusal = server.mode?.refusal(for: request) {
                 return refuse(HTTPResponse.refusalBytesOrPlain(status: refusal.status, headers: refusal.headers, body: refusal.body))
             }
+            if let mode = server.mode, mode.decidesLater {
+                let local = connection.localAddress ?? connection.remoteAddress
+                let waiting = PendingHandshake(exchange: self, request: request, subprotocol: subprotocol,
+                                               remoteAddress: connection.remoteAddress, localAddress: local, parsed: parsed)
+                pending = waiting
+                if let watch { loop.setInterest(watch, .readHangUp) }
+                return mode.review(waiting)
+            }
             do throws(ResponseBuildError) {
-                response = try ServerHandshake.accept(request, subprotocol: subprotocol, headers: server.configuration.policy.responseHeaders)
+                try respond(request, subprotocol: subprotocol, headers: server.configuration.policy.responseHeaders, parsed: parsed)
             } catch {
                 return refuse(HTTPResponse.refusalBytesOrPlain(status: 500, headers: [], body: "the server's response headers are not valid"))
             }
-            accepted = (request, subprotocol, parsed)
-            writeResponse()
         }
+    }
+
+    /// Writes the 101 (RFC 6455 §4.2.2); the stream goes to the server once it is out.
+    private func respond(_ request: HandshakeRequest, subprotocol: String?, headers: [HTTPHeader], parsed: Int) throws(ResponseBuildError) {
+        response = try ServerHandshake.accept(request, subprotocol: subprotocol, headers: headers)
+        accepted = (request, subprotocol, parsed)
+        writeResponse()
+    }
+
+    /// The mode's verdict on `pending`: a 101 with this subprotocol and these headers after
+    /// the policy's; the client's events go to `delegate`. A server that filled up meanwhile
+    /// refuses with 503 instead. A bad answer throws and leaves the handshake waiting.
+    func accept(_ pending: PendingHandshake, subprotocol: String?, headers: [HTTPHeader],
+                delegate: ConnectionDelegate) throws(ResponseBuildError) {
+        guard self.pending === pending, let server else { return }
+        if server.isFull {
+            return refuse(pending, response: HTTPResponse.refusalBytesOrPlain(
+                status: 503, headers: [HTTPHeader(name: "Retry-After", value: "1")],
+                body: "too many clients (the limit is \(server.configuration.maximumClients))"))
+        }
+        response = try ServerHandshake.accept(pending.request, subprotocol: subprotocol,
+                                              headers: server.configuration.policy.responseHeaders + headers)
+        self.pending = nil
+        handing = (pending, delegate)
+        accepted = (pending.request, subprotocol, pending.parsed)
+        if let watch { loop.setInterest(watch, .readable) }
+        writeResponse()
+    }
+
+    /// The mode's verdict on `pending`: this refusal (a 4xx/5xx response).
+    func refuse(_ pending: PendingHandshake, response bytes: [UInt8]) {
+        guard self.pending === pending else { return }
+        self.pending = nil
+        pending.finish(nil)
+        if let watch { loop.setInterest(watch, .readable) }
+        refuse(bytes)
     }
 
     private func refuse(_ bytes: [UInt8]) {
@@ -194,7 +246,11 @@ final class HandshakeExchange {
             let (buffer, parsed) = (self.buffer, accepted.parsed)
             self.buffer = nil
             server.exchangeEnded(self)
-            server.handOver(stream, connection: connection, request: accepted.request, subprotocol: accepted.subprotocol, received: buffer, parsed: parsed)
+            let handing = self.handing
+            self.handing = nil
+            let handed = server.handOver(stream, connection: connection, request: accepted.request, subprotocol: accepted.subprotocol,
+                                         received: buffer, parsed: parsed, delegate: handing?.delegate)
+            handing?.pending.finish(handed)
         } else {
             stream.shutdownOutput()
             startLingering()
@@ -240,6 +296,10 @@ final class HandshakeExchange {
     /// Closes the connection (timed out, refused, or the client left) and forgets it.
     func end() {
         finishWatching()
+        let waiting = pending ?? handing?.pending
+        pending = nil
+        handing = nil
+        waiting?.finish(nil)
         stream.close()
         server?.exchangeEnded(self)
     }

@@ -42,6 +42,69 @@ public protocol ServerMode: AnyObject {
     func refusal(for request: HandshakeRequest) -> ModeRefusal?
     /// The connection's driver has started (`connection.driver` is set).
     func connectionDidStart(_ connection: ServerConnection)
+    /// True: every handshake the policy and `refusal(for:)` accepted goes to `review`, and
+    /// waits (under the handshake timeout) for the mode's verdict on the `PendingHandshake`.
+    var decidesLater: Bool { get }
+    /// A handshake waiting for the verdict (only when `decidesLater`).
+    func review(_ handshake: PendingHandshake)
+}
+
+/// A valid WebSocket request that the server's policy accepted, waiting for its mode to
+/// accept or refuse it (a library's handler that looks at the request first). Loop thread
+/// only. The handshake timeout still runs: a verdict that comes too late finds the client
+/// gone (`onOutcome` has said nil).
+public final class PendingHandshake {
+    /// The request (path, query, headers, offered subprotocols and extensions).
+    public let request: HandshakeRequest
+    /// The subprotocol the policy would select (nil: none).
+    public let subprotocol: String?
+    /// "ip:port" of the client, or the socket path.
+    public let remoteAddress: String
+    /// "ip:port" the client connected to, or the socket path.
+    public let localAddress: String
+    let parsed: Int
+    private weak var exchange: HandshakeExchange?
+    /// Called exactly once: with the client's connection once its 101 is written and its
+    /// driver started, or nil when the handshake ended without one (refused, timed out, the
+    /// client left, the server shut down). Set it in `review`.
+    public var onOutcome: ((ServerConnection?) -> Void)?
+    private var finished = false
+
+    init(exchange: HandshakeExchange, request: HandshakeRequest, subprotocol: String?, remoteAddress: String,
+         localAddress: String, parsed: Int) {
+        self.exchange = exchange
+        self.request = request
+        self.subprotocol = subprotocol
+        self.remoteAddress = remoteAddress
+        self.localAddress = localAddress
+        self.parsed = parsed
+    }
+
+    /// Answers 101 with `subprotocol` (one the client offered, RFC 6455 §4.2.2 item 5.4) and
+    /// `headers` after the policy's; the client's events go to `delegate`. `onOutcome` follows.
+    /// - Throws: `ResponseBuildError` for a subprotocol not offered or a header that is not
+    ///   valid (the handshake keeps waiting for another verdict).
+    public func accept(subprotocol: String?, headers: [HTTPHeader] = [], delegate: ConnectionDelegate) throws(ResponseBuildError) {
+        guard let exchange else { return finish(nil) }
+        try exchange.accept(self, subprotocol: subprotocol, headers: headers, delegate: delegate)
+    }
+
+    /// Refuses with `status` (400-599), `headers` and a one-line `body`; `onOutcome(nil)` follows at once.
+    /// - Throws: `ResponseBuildError` for a status outside 400-599, a 401 without
+    ///   WWW-Authenticate, a header or body that is not valid.
+    public func refuse(status: Int, headers: [HTTPHeader] = [], body: String = "") throws(ResponseBuildError) {
+        let bytes = try HTTPResponse.refusal(status: status, headers: headers, body: body.isEmpty ? nil : body)
+        guard let exchange else { return finish(nil) }
+        exchange.refuse(self, response: bytes)
+    }
+
+    func finish(_ connection: ServerConnection?) {
+        guard !finished else { return }
+        finished = true
+        let outcome = onOutcome
+        onOutcome = nil
+        outcome?(connection)
+    }
 }
 
 /// A mode's refusal of a handshake the policy accepted (a full pool of child processes).
@@ -64,6 +127,14 @@ public extension ServerMode {
     func refusal(for request: HandshakeRequest) -> ModeRefusal? { nil }
 
     func connectionDidStart(_ connection: ServerConnection) {}
+
+    /// By default a mode decides at once (`refusal(for:)`).
+    var decidesLater: Bool { false }
+
+    /// Not called for a mode that decides at once; should it be, the client gets a 500.
+    func review(_ handshake: PendingHandshake) {
+        try? handshake.refuse(status: 500, body: "this server decides no handshake later")
+    }
 }
 
 /// A WebSocket server on one `EventLoop`: listeners, the opening handshake of each accepted
@@ -145,11 +216,13 @@ public final class WebSocketServer {
         onEvent?(.refused(status: status))
     }
 
-    /// The 101 is written: the client gets its driver.
-    /// `stream` is `connection` or the TLS stream over it.
+    /// The 101 is written: the client gets its driver (its events to `delegate`, or to the
+    /// mode's handler). `stream` is `connection` or the TLS stream over it. Nil when the
+    /// server is shutting down (the stream is closed).
+    @discardableResult
     func handOver(_ stream: ByteStream, connection: TCPStream, request: HandshakeRequest, subprotocol: String?,
-                  received: ByteBuffer?, parsed: Int) {
-        guard let mode, !isShuttingDown else { return stream.close() }
+                  received: ByteBuffer?, parsed: Int, delegate: ConnectionDelegate? = nil) -> ServerConnection? {
+        guard let mode, !isShuttingDown else { stream.close(); return nil }
         let id = nextID
         nextID += 1
         acceptedCount += 1
@@ -160,13 +233,14 @@ public final class WebSocketServer {
                               tlsSummary: tls?.summary)
         let connection = ServerConnection(info: info, server: self)
         connections[id] = connection
-        connection.handler = mode.handler(for: connection)
+        connection.handler = delegate ?? mode.handler(for: connection)
         let core = WebSocketConnection(role: .server, maximumMessageSize: configuration.maximumMessageSize)
         let driver = ConnectionDriver(loop: loop, stream: stream, core: core, options: configuration.connection,
                                       received: received, parsed: parsed, delegate: connection)
         onEvent?(.connected(connection))
         connection.start(driver)
         mode.connectionDidStart(connection)
+        return connection
     }
 
     func connectionEnded(_ connection: ServerConnection, _ ending: ConnectionEnding) {

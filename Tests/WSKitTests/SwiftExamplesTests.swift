@@ -1,6 +1,7 @@
 import Foundation
 import XCTest
 import TestSupport
+import WSKit
 
 /// Runs examples/swift's programs (built with the package: .build/<config>/echo-chat and
 /// ticker, next to wspipe) against the examples' Python servers.
@@ -36,5 +37,60 @@ final class SwiftExamplesTests: XCTestCase {
         XCTAssertEqual(lines.filter { $0.hasPrefix("{") }.count, 5, result.stdoutText)
         XCTAssertTrue(lines.contains { $0.hasPrefix("ping: ") }, result.stdoutText)
         XCTAssertEqual(lines.last, "feed ended after 5 messages: 1000 end of feed")
+    }
+
+    func testTickerReconnectsAndResubscribesAfterAServerRestart() throws {
+        var feed = try server("feed_server.py", ["--count", "1000", "--interval", "0.05"])
+        let port = feed.port
+        defer { feed.process.kill() }
+        let ticker = try ChildProcess(executable: example("ticker"), arguments: ["ws://127.0.0.1:\(port)/", "5"],
+                                      environment: Locations.baseEnvironment, stdin: .null)
+        XCTAssertNotNil(ticker.stdout.waitForLine(startingWith: "{", timeout: 20))
+        feed.process.kill()
+        XCTAssertNotNil(ticker.stdout.waitForLine(startingWith: "disconnected: ", timeout: 20))
+        feed = try server("feed_server.py", ["--port", "\(port)", "--count", "3", "--interval", "0.05"])
+        let result = ticker.wait(timeout: 20)
+        XCTAssertEqual(result.exitCode, 0, "\(result)")
+        let lines = result.stdoutText.split(separator: "\n")
+        XCTAssertEqual(lines.first, "connected (attempt 1)")
+        XCTAssertTrue(lines.contains { $0.hasPrefix("connected (attempt ") && $0 != "connected (attempt 1)" }, result.stdoutText)
+        XCTAssertTrue(lines.last?.hasPrefix("feed ended after ") == true, result.stdoutText)
+        XCTAssertTrue(lines.last?.hasSuffix(" messages: 1000 end of feed") == true, result.stdoutText)
+    }
+
+    func testBroadcastServerSendsOneClientsMessageToBoth() async throws {
+        let server = try ChildProcess(executable: example("broadcast-server"), arguments: ["127.0.0.1:0", "/room"],
+                                      environment: Locations.baseEnvironment, stdin: .pipe)
+        defer { server.kill() }
+        let line = try XCTUnwrap(server.stdout.waitForLine(startingWith: "listening on ", timeout: 20), "no listening line")
+        let url = String(line.dropFirst("listening on ".count)) + "room"
+        try await withTimeout(20) {
+            let a = try await WebSocket.connect(to: url)
+            let b = try await WebSocket.connect(to: url)
+            var ai = a.messages.makeAsyncIterator()
+            var bi = b.messages.makeAsyncIterator()
+            // Each hears its own message once it has joined the hub.
+            try await a.send(.text("a ready"))
+            let aReady = try await ai.next()
+            XCTAssertEqual(aReady, .text("a ready"))
+            try await b.send(.text("b ready"))
+            var bReady = try await bi.next()
+            if bReady == .text("a ready") { bReady = try await bi.next() }  // b may have joined before a spoke
+            XCTAssertEqual(bReady, .text("b ready"))
+            try await a.send(.text("hello"))
+            let seenByA = [try await ai.next(), try await ai.next()]
+            let seenByB = try await bi.next()
+            XCTAssertEqual(seenByA, [.text("b ready"), .text("hello")])
+            XCTAssertEqual(seenByB, .text("hello"))
+            // Standard input's end closes the server: both clients get 1001.
+            server.closeStdin()
+            while try await ai.next() != nil {}
+            while try await bi.next() != nil {}
+            XCTAssertEqual(a.closeCode, 1001)
+            XCTAssertEqual(b.closeCode, 1001)
+        }
+        let result = await finished(server, timeout: 20)
+        XCTAssertEqual(result.exitCode, 0, "\(result)")
+        XCTAssertTrue(result.stdoutText.hasSuffix("closed\n"), result.stdoutText)
     }
 }

@@ -36,13 +36,7 @@ final class WSKitClientTests: XCTestCase {
 
     /// Fails the test instead of hanging when `body` takes longer than `seconds`.
     private func bounded<T: Sendable>(_ seconds: Double = 20, _ body: @escaping @Sendable () async throws -> T) async throws -> T {
-        try await withThrowingTaskGroup(of: T?.self) { group in
-            group.addTask { try await body() }
-            group.addTask { try await Task.sleep(for: .seconds(seconds)); return nil }
-            defer { group.cancelAll() }
-            guard let first = try await group.next(), let value = first else { throw HarnessError("timed out after \(seconds) s") }
-            return value
-        }
+        try await withTimeout(seconds, "the test", body)
     }
 
     func testTextAndBinaryEchoWithSubprotocol() async throws {

@@ -1,3 +1,4 @@
+import Glibc
 import WebSocketCore
 
 /// Why one connection attempt, or one connection, came to an end: the facts a
@@ -21,6 +22,30 @@ public enum AttemptFailure: Equatable, Sendable {
     case ended(ConnectionEnding)
     /// An open connection received no message for the stale timeout.
     case stale
+}
+
+extension AttemptFailure {
+    /// The facts of a failed opening (shared by the CLI's `--reconnect` and WSKit's
+    /// `reconnecting`): a server's `Retry-After` (RFC 9110 §10.2.3) read at `now` (seconds
+    /// since the Unix epoch).
+    public init(_ error: OpenError, now: Double = Double(time(nil))) {
+        switch error {
+        case .transport(.connect), .transport(.timedOut), .transport(.unixConnect), .transport(.system):
+            self = .connectFailed
+        case .transport(.resolve(_, let reason, _, _)):
+            // Only a temporary failure (EAI_AGAIN) may pass; a name that does not exist will not.
+            self = reason == String(cString: gai_strerror(EAI_AGAIN)) ? .connectFailed : .connectRefusedForGood
+        case .transport:
+            self = .connectRefusedForGood  // TLS verification, proxy refusals and settings
+        case .handshake(.unexpectedStatus(let head), _):
+            let retryAfter = head.values("Retry-After").first.flatMap { RetryAfter.seconds($0, now: now) }
+            self = .handshakeStatus(head.statusCode, retryAfter: retryAfter)
+        case .handshake, .redirect:
+            self = .handshakeRejected
+        case .handshakeLost:
+            self = .handshakeLost
+        }
+    }
 }
 
 /// Which failures are worth another attempt. Pure: the caller owns the attempt count

@@ -1,0 +1,51 @@
+"""Python `websockets` clients that drive WSKit's WebSocketServer in WSKitTests.
+
+    wskit_client.py connect URL [--header NAME:VALUE]... [--subprotocols a,b] [--send TEXT]...
+        Connects (status refusals print "status N" and exit 0); on success prints
+        "open SUBPROTOCOL-or--", sends each --send text, prints "message TEXT" for every message
+        received until the server closes, then "closed CODE REASON".
+Every step is bounded (10 s open timeout, 20 s in all).
+"""
+import argparse
+import asyncio
+import sys
+
+
+async def connect(args):
+    from websockets.asyncio.client import connect
+    from websockets.exceptions import ConnectionClosed, InvalidStatus
+
+    headers = [tuple(item.split(":", 1)) for item in args.header]
+    subprotocols = [name for name in args.subprotocols.split(",") if name] or None
+    try:
+        ws = await connect(args.url, additional_headers=headers, subprotocols=subprotocols, compression=None,
+                           ping_interval=None, open_timeout=10)
+    except InvalidStatus as error:
+        print(f"status {error.response.status_code}", flush=True)
+        print(f"body {error.response.body.decode('utf-8', 'replace').strip()}", flush=True)
+        return
+    print(f"open {ws.subprotocol or '-'}", flush=True)
+    for text in args.send:
+        await ws.send(text)
+    try:
+        async for message in ws:
+            print(f"message {message}", flush=True)
+    except ConnectionClosed:
+        pass
+    print(f"closed {ws.close_code} {ws.close_reason}", flush=True)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    c = sub.add_parser("connect")
+    c.add_argument("url")
+    c.add_argument("--header", action="append", default=[])
+    c.add_argument("--subprotocols", default="")
+    c.add_argument("--send", action="append", default=[])
+    args = parser.parse_args()
+    asyncio.run(asyncio.wait_for(connect(args), 20))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
