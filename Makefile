@@ -6,7 +6,7 @@ PY := .venv/bin/python
 PREFIX ?= /usr/local
 DESTDIR ?=
 
-.PHONY: all setup build demo test unit conformance autobahn autobahn-deflate install uninstall fuzz bench bench-deflate profile clean
+.PHONY: all setup build demo test unit conformance autobahn autobahn-deflate install uninstall fuzz bench bench-deflate bench-broadcast bench-exec profile clean
 
 all: build
 
@@ -68,6 +68,15 @@ bench: setup
 # zlib's own loops as the limit (~10 minutes; BENCH_ARGS=--quick for a smoke run).
 bench-deflate: setup
 	scripts/bench-deflate $(BENCH_ARGS)
+
+# --broadcast to 1,000 clients (bench/broadcastload.c, epoll), all reading and 10 % stalled,
+# against websocat's broadcast: mode (~5 minutes; BENCH_ARGS=--quick for a smoke run).
+bench-broadcast: setup
+	scripts/bench-broadcast $(BENCH_ARGS)
+
+# --exec churn: connections/s of connect -> child -> first message -> close vs websocketd.
+bench-exec: setup
+	scripts/bench-exec $(BENCH_ARGS)
 
 # Instruction counts (valgrind --tool=callgrind) of fixed workloads: regressions show here.
 profile: setup
