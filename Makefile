@@ -6,7 +6,7 @@ PY := .venv/bin/python
 PREFIX ?= /usr/local
 DESTDIR ?=
 
-.PHONY: all setup build demo test unit conformance autobahn autobahn-deflate install uninstall fuzz bench profile clean
+.PHONY: all setup build demo test unit conformance autobahn autobahn-deflate install uninstall fuzz bench bench-deflate bench-broadcast bench-exec profile clean
 
 all: build
 
@@ -63,6 +63,20 @@ fuzz:
 # wspipe against websocat on the same workloads, interleaved (not part of the tests).
 bench: setup
 	scripts/bench --no-setup
+
+# permessage-deflate: wspipe against Python websockets and Node ws on a JSON feed, with
+# zlib's own loops as the limit (~10 minutes; BENCH_ARGS=--quick for a smoke run).
+bench-deflate: setup
+	scripts/bench-deflate $(BENCH_ARGS)
+
+# --broadcast to 1,000 clients (bench/broadcastload.c, epoll), all reading and 10 % stalled,
+# against websocat's broadcast: mode (~5 minutes; BENCH_ARGS=--quick for a smoke run).
+bench-broadcast: setup
+	scripts/bench-broadcast $(BENCH_ARGS)
+
+# --exec churn: connections/s of connect -> child -> first message -> close vs websocketd.
+bench-exec: setup
+	scripts/bench-exec $(BENCH_ARGS)
 
 # Instruction counts (valgrind --tool=callgrind) of fixed workloads: regressions show here.
 profile: setup

@@ -34,6 +34,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "listen.h"
+
 static SSL *tls;
 static int fd = -1;
 
@@ -201,17 +203,8 @@ static void close_and_wait(void) {
 }
 
 static int listen_on(int port) {
-    int s = socket(AF_INET, SOCK_STREAM, 0);
-    int one = 1;
-    setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (bind(s, (struct sockaddr *)&a, sizeof a) < 0) die("bind");
-    if (listen(s, 4) < 0) die("listen");
-    socklen_t al = sizeof a;
-    getsockname(s, (struct sockaddr *)&a, &al);
-    printf("PORT %d\n", ntohs(a.sin_port));
-    fflush(stdout);
+    int s = listen_loopback(port);
+    if (s < 0) die("listen");
     return s;
 }
 

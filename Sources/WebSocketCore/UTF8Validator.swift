@@ -38,7 +38,15 @@ public struct UTF8Validator: Sendable, Equatable {
         var s = state
         while i < count {
             if s == UTF8Validator.accept {
-                // ASCII fast path, eight bytes at a time.
+                // ASCII fast path: 32 bytes a step while they are ASCII (one test for four
+                // loads; JSON lines of a few hundred bytes), then eight at a time.
+                while i + 32 <= count {
+                    let p = base + i
+                    let any = p.loadUnaligned(as: UInt64.self) | (p + 8).loadUnaligned(as: UInt64.self)
+                        | (p + 16).loadUnaligned(as: UInt64.self) | (p + 24).loadUnaligned(as: UInt64.self)
+                    if any & 0x8080_8080_8080_8080 != 0 { break }
+                    i += 32
+                }
                 while i + 8 <= count, (base + i).loadUnaligned(as: UInt64.self) & 0x8080_8080_8080_8080 == 0 {
                     i += 8
                 }

@@ -98,7 +98,8 @@ public struct ChildOptions: Sendable {
 /// child is spawned with only 0, 1 and 2 open.
 public final class ChildProcess {
     public let loop: EventLoop
-    public let pid: pid_t
+    /// The child's pid (and process group); 0 while a `ChildSpawner` is still spawning it.
+    public private(set) var pid: pid_t = 0
     public let options: ChildOptions
     /// Our end of the child's stdin (write); nil once closed.
     public private(set) var stdin: ChildPipe?
@@ -126,17 +127,24 @@ public final class ChildProcess {
     public var onExit: (ChildTermination) -> Void = { _ in }
     /// When the child has been reaped and its group is gone.
     public var onFinish: (ChildTermination) -> Void = { _ in }
+    /// When a `ChildSpawner` could not start the program (`.cannotSpawn`, or
+    /// `.missingProgram` for ENOENT/EACCES); `onFinish` follows with exit status 127.
+    public var onSpawnFailure: (ChildError) -> Void = { _ in }
 
     /// Starts `command` (resolved with `executablePath` against `environment`'s `PATH`).
     ///
     /// - Parameters:
     ///   - environment: the child's whole environment, `NAME=value` entries.
     ///   - pool: counts the child until it is reaped; full: throws `.tooManyChildren`.
+    ///   - spawner: when given, posix_spawn runs on its threads and `pid` is set later, on
+    ///     the loop's thread (a failure then comes through `onSpawnFailure`); the pipes
+    ///     exist at once, so what is written to `stdin` meanwhile waits in the pipe.
     ///   - stderr: gets each line the child writes to stderr (without its `\n`).
     /// - Throws: `ChildError`: `.tooManyChildren`, `.missingProgram`, `.cannotSpawn`
     ///   (posix_spawn's errno), `.cannotCreate` (pipes).
     public init(_ command: ChildCommand, environment: [String], loop: EventLoop, pool: ChildPool,
-                options: ChildOptions = .init(), stderr: @escaping ([UInt8]) -> Void) throws(ChildError) {
+                options: ChildOptions = .init(), spawner: ChildSpawner? = nil,
+                stderr: @escaping ([UInt8]) -> Void) throws(ChildError) {
         let path = try command.executablePath(searchPath: ChildProcess.value(of: "PATH", in: environment))
         try pool.take()
         var input: [Int32] = [-1, -1], output: [Int32] = [-1, -1], errors: [Int32] = [-1, -1]
@@ -146,6 +154,24 @@ public final class ChildProcess {
             closeAll()
             pool.giveBack()
             throw .cannotCreate(what: "a pipe", errno: code)
+        }
+        self.loop = loop
+        self.options = options
+        self.pool = pool
+        self.stderrSink = stderr
+        if let spawner {
+            // The spawner closes the child's ends once it has spawned (or failed).
+            let queued = spawner.spawn(path, arguments: [command.program] + command.arguments, environment: environment,
+                                       input: input[0], output: output[1], errors: errors[1]) { [self] pid, error in
+                spawned(pid: pid, error: error, path: path)
+            }
+            guard queued == 0 else {
+                closeAll()
+                pool.giveBack()
+                throw .cannotSpawn(path: path, errno: queued)
+            }
+            openPipes(input: input[1], output: output[0], errors: errors[0])
+            return
         }
         var child: pid_t = 0
         let result = ChildProcess.withCStrings([command.program] + command.arguments) { argv in
@@ -161,18 +187,36 @@ public final class ChildProcess {
             throw result == ENOENT || result == EACCES ? .missingProgram(path: path, errno: result)
                                                       : .cannotSpawn(path: path, errno: result)
         }
-        self.loop = loop
         self.pid = child
-        self.options = options
-        self.pool = pool
-        self.stderrSink = stderr
-        self.stdin = ChildPipe(loop: loop, fd: input[1])
-        self.stdout = ChildPipe(loop: loop, fd: output[0])
-        self.stderr = ChildPipe(loop: loop, fd: errors[0])
-        running = self
+        openPipes(input: input[1], output: output[0], errors: errors[0])
         watchExit()
-        self.stderr?.onReady = { [weak self] in self?.readStderr() }
-        self.stderr?.wait(.readable)
+    }
+
+    /// Our ends of the pipes, watched; the child is kept until it is reaped.
+    private func openPipes(input: Int32, output: Int32, errors: Int32) {
+        stdin = ChildPipe(loop: loop, fd: input)
+        stdout = ChildPipe(loop: loop, fd: output)
+        stderr = ChildPipe(loop: loop, fd: errors)
+        running = self
+        stderr?.onReady = { [weak self] in self?.readStderr() }
+        stderr?.wait(.readable)
+    }
+
+    /// A `ChildSpawner` is done: the child runs (its exit is watched from now on), or it
+    /// never started: nothing to signal or reap, the ending is reported as exit 127.
+    private func spawned(pid: pid_t, error: Int32, path: String) {
+        guard error == 0 else {
+            onSpawnFailure(error == ENOENT || error == EACCES ? .missingProgram(path: path, errno: error)
+                                                              : .cannotSpawn(path: path, errno: error))
+            termination = .exited(127)
+            stdin?.close(); stdin = nil
+            stdout?.close(); stdout = nil
+            stderr?.close(); stderr = nil
+            if let signalTimer { loop.arm(signalTimer, at: nil) }
+            return release()
+        }
+        self.pid = pid
+        watchExit()
     }
 
     // MARK: - What the owner does
@@ -250,6 +294,11 @@ public final class ChildProcess {
 
     private func signalGroup() {
         guard !isFinished, let signalTimer else { return }
+        guard pid > 0 else {
+            // Still being spawned: signal once it runs (killpg(0) would hit our own group).
+            loop.arm(signalTimer, at: Instant.now().adding(seconds: 0.01))
+            return
+        }
         if !termSent {
             termSent = true
             _ = killpg(pid, SIGTERM)
@@ -267,7 +316,7 @@ public final class ChildProcess {
     }
 
     private func finishIfDone() {
-        guard !isFinished, !sweeping, termination != nil else { return }
+        guard !isFinished, !sweeping, termination != nil, pid > 0 else { return }
         guard killSent || (stdout == nil && stderr == nil) else { return }
         // The zombie still holds the group id: nothing else can have it yet.
         _ = killpg(pid, SIGKILL)
@@ -353,7 +402,7 @@ public final class ChildProcess {
         return environment.first { $0.hasPrefix(prefix) }.map { String($0.dropFirst(prefix.count)) }
     }
 
-    private static func withCStrings<R>(_ strings: [String], _ body: (UnsafePointer<UnsafeMutablePointer<CChar>?>) -> R) -> R {
+    static func withCStrings<R>(_ strings: [String], _ body: (UnsafePointer<UnsafeMutablePointer<CChar>?>) -> R) -> R {
         var pointers: [UnsafeMutablePointer<CChar>?] = strings.map { strdup($0) }
         pointers.append(nil)
         defer { for pointer in pointers { free(pointer) } }

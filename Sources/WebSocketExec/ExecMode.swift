@@ -26,6 +26,8 @@ public final class ExecMode: ServerMode {
     /// Client `id`'s connection and child are both over.
     public var onOutcome: (_ client: Int, ExecOutcome) -> Void = { _, _ in }
     private let parent: (String) -> String?
+    /// posix_spawn off the loop's thread (nil if its threads could not be made: then on it).
+    private lazy var spawner: ChildSpawner? = ChildSpawner(loop: loop)
 
     public init(loop: EventLoop, command: ChildCommand, pool: ChildPool, serverSoftware: String,
                 parent: @escaping (String) -> String? = { name in getenv(name).map { String(cString: $0) } }) {
@@ -56,19 +58,19 @@ public final class ExecMode: ServerMode {
         let id = info.id
         let child: ChildProcess
         do throws(ChildError) {
-            child = try ChildProcess(command, environment: environment, loop: loop, pool: pool, options: childOptions) { [weak self] line in
+            child = try ChildProcess(command, environment: environment, loop: loop, pool: pool, options: childOptions,
+                                     spawner: spawner) { [weak self] line in
                 self?.stderr(id, line)
             }
         } catch {
-            onSpawnFailure(id, error)
-            let payload: ClosePayload
-            if case .tooManyChildren = error {
-                payload = ClosePayload(code: CloseCode(1013), reason: Array("too many programs running".utf8))
-            } else {
-                payload = ClosePayload(code: .internalError, reason: Array("cannot start the program".utf8))
-            }
-            loop.later { [weak connection] in connection?.driver?.close(payload) }
+            refuse(connection, id, error)
             return RefusedChild()
+        }
+        // Spawned on the spawner's threads: a failure comes back once the loop turns, after
+        // the driver started (the bridge then sees no child output).
+        child.onSpawnFailure = { [weak self, weak connection] error in
+            guard let self, let connection else { return }
+            refuse(connection, id, error)
         }
         let bridge = ExecBridge(child: child, options: options)
         bridge.onEnd = { [weak self] outcome in self?.onOutcome(id, outcome) }
@@ -77,6 +79,21 @@ public final class ExecMode: ServerMode {
             bridge.begin(connection?.driver)
         }
         return bridge
+    }
+}
+
+extension ExecMode {
+    /// The child could not start: reported, and the connection closed (1013 when too many
+    /// programs run, else 1011).
+    private func refuse(_ connection: ServerConnection, _ id: Int, _ error: ChildError) {
+        onSpawnFailure(id, error)
+        let payload: ClosePayload
+        if case .tooManyChildren = error {
+            payload = ClosePayload(code: CloseCode(1013), reason: Array("too many programs running".utf8))
+        } else {
+            payload = ClosePayload(code: .internalError, reason: Array("cannot start the program".utf8))
+        }
+        loop.later { [weak connection] in connection?.driver?.close(payload) }
     }
 }
 

@@ -52,6 +52,18 @@ int wsp_accept4(int fd, void *address, unsigned int *length);
 /// the errno value (ENOENT, EACCES, EAGAIN...).
 int wsp_spawn(const char *path, char *const argv[], char *const envp[], int in, int out, int err, pid_t *pid);
 
+/* posix_spawn on helper threads (spawner.c). wsp_spawner_submit copies the strings and, once
+ * spawned or not, closes in/out/err (the child's ends); wsp_spawner_fd is an eventfd that
+ * is signalled when results wait for wsp_spawner_take (1: one taken, 0: none; error is
+ * posix_spawn's result, pid valid when it is 0). */
+typedef struct wsp_spawner wsp_spawner;
+wsp_spawner *wsp_spawner_new(int threads);
+int wsp_spawner_fd(const wsp_spawner *s);
+int wsp_spawner_submit(wsp_spawner *s, unsigned long long id, const char *path, char *const argv[], char *const envp[],
+                       int in, int out, int err);
+int wsp_spawner_take(wsp_spawner *s, unsigned long long *id, pid_t *pid, int *error);
+void wsp_spawner_free(wsp_spawner *s);
+
 /// pidfd_open(2) (Linux 5.3+): a close-on-exec descriptor that becomes readable when `pid`
 /// exits. -1 with errno (ENOSYS on older kernels).
 int wsp_pidfd_open(pid_t pid);
