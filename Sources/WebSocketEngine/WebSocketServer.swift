@@ -16,6 +16,12 @@ public struct ServerConfiguration: Sendable {
     public var handshakeTimeout = 10.0
     /// Largest request head, in bytes (431 beyond).
     public var maximumHeadSize = HTTPRequestHead.defaultMaximumSize
+    /// Serve one client at a time: while a handshake or a connection is under way nothing
+    /// more is accepted (the next client waits in the kernel's backlog, unread).
+    public var oneClientAtATime = false
+    /// What every client gets whatever the mode: messages on connect, idle and time limits,
+    /// a message count.
+    public var perClient = ClientLimits()
 
     public init() {}
 }
@@ -39,6 +45,9 @@ public protocol ServerMode: AnyObject {
     func refusal(for request: HandshakeRequest) -> ModeRefusal?
     /// The connection's driver has started (`connection.driver` is set).
     func connectionDidStart(_ connection: ServerConnection)
+    /// The driver exists and is about to start (pipelined frames are read at its start):
+    /// a mode that sends before anything is received, or must know the driver first.
+    func connectionWillStart(_ connection: ServerConnection, driver: ConnectionDriver)
 }
 
 /// A mode's refusal of a handshake the policy accepted (a full pool of child processes).
@@ -61,6 +70,8 @@ public extension ServerMode {
     func refusal(for request: HandshakeRequest) -> ModeRefusal? { nil }
 
     func connectionDidStart(_ connection: ServerConnection) {}
+
+    func connectionWillStart(_ connection: ServerConnection, driver: ConnectionDriver) {}
 }
 
 /// A WebSocket server on one `EventLoop`: listeners, the opening handshake of each accepted
@@ -112,11 +123,23 @@ public final class WebSocketServer {
         guard !isShuttingDown else { return stream.close() }
         let exchange = HandshakeExchange(loop: loop, stream: stream, server: self, maximumHeadSize: configuration.maximumHeadSize)
         exchanges[ObjectIdentifier(exchange)] = exchange
+        updateAccepting()
         exchange.start(timeout: configuration.handshakeTimeout)
     }
 
     func exchangeEnded(_ exchange: HandshakeExchange) {
         exchanges[ObjectIdentifier(exchange)] = nil
+        // Checked later: an accepted exchange is handed over right after it ends.
+        if configuration.oneClientAtATime { loop.later { [weak self] in self?.updateAccepting() } }
+    }
+
+    /// One client at a time: accepting pauses while a handshake or connection is under way.
+    private func updateAccepting() {
+        guard configuration.oneClientAtATime, !isShuttingDown else { return }
+        let busy = !exchanges.isEmpty || !connections.isEmpty
+        for entry in listeners {
+            if busy { entry.listener.pause() } else { entry.listener.resume() }
+        }
     }
 
     func noteRefusal(status: Int) {
@@ -140,13 +163,15 @@ public final class WebSocketServer {
         let driver = ConnectionDriver(loop: loop, stream: stream, core: core, options: configuration.connection,
                                       received: received, parsed: parsed, delegate: connection)
         onEvent?(.connected(connection))
-        connection.start(driver)
+        mode.connectionWillStart(connection, driver: driver)
+        connection.start(driver, limits: configuration.perClient)
         mode.connectionDidStart(connection)
     }
 
     func connectionEnded(_ connection: ServerConnection, _ ending: ConnectionEnding) {
         connections[connection.info.id] = nil
         onEvent?(.disconnected(connection, ending))
+        updateAccepting()
         if isShuttingDown && connections.isEmpty { drained() }
     }
 
