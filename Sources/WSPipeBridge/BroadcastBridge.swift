@@ -8,8 +8,10 @@ import WebSocketEngine
 /// stdin EOF closes every client with 1000 and ends the server. stdin is read while the
 /// fastest client keeps up (`BroadcastMode.hasRoom`); a client far behind it gets 1013.
 ///
-/// stdout is written with plain blocking writes: a reader that stops reading stops the
-/// server (as it would stop any filter in a pipeline).
+/// stdout is written without blocking (`StdoutSink`): while more than 1 MiB waits for a
+/// slow reader, no client is read (their messages wait in TCP), and the loop goes on
+/// serving pings, closes and stdin. A reader that goes away closes every client with 1001
+/// (exit 0); a failing stdout with 1011 (exit 1).
 final class BroadcastBridge {
     private let loop: EventLoop
     private let server: WebSocketServer
@@ -23,6 +25,9 @@ final class BroadcastBridge {
     private let separator: UInt8?
     /// Set when stdin failed (exit 1) or a line was not valid input.
     private(set) var failure: Failure?
+    private let stdout = StdoutSink()
+    private var stdoutWatch: EventLoop.Watch?
+    private var stdoutBlocked = false
 
     init(loop: EventLoop, server: WebSocketServer, mode: BroadcastMode, config: BridgeConfiguration, log: Diagnostics) {
         self.loop = loop
@@ -67,6 +72,10 @@ final class BroadcastBridge {
                 } catch {
                     return end(.localInput(error))
                 }
+                // Read again only where that cannot block (a pipe without RWF_NOWAIT, a
+                // terminal: plain reads, after poll said readable); a short read of a pipe
+                // emptied it.
+                if !source.readsUntilWouldBlock || (n < chunk.capacity && source.kind == .pipe) { return }
             case .wouldBlock:
                 return
             case .end:
@@ -117,6 +126,61 @@ final class BroadcastBridge {
             out = payload
             if let separator { out.append(separator) }
         }
-        writeAll(1, out)
+        writeLine(out)
     }
+
+    /// Queues bytes for stdout (a message, or a connection event with --jsonl) and writes
+    /// what stdout takes now.
+    func writeLine(_ bytes: [UInt8]) {
+        guard !bytes.isEmpty, stdout.failure == nil else { return }
+        let buffer = ByteBuffer(capacity: bytes.count)
+        bytes.withUnsafeBytes { buffer.base.copyMemory(from: $0.baseAddress!, byteCount: bytes.count) }
+        buffer.count = bytes.count
+        var list = SegmentList()
+        list.append(buffer, buffer.base, bytes.count)
+        stdout.submit(list)
+        if !stdoutBlocked { stdoutBlocked = stdout.flush() }
+        refreshStdout()
+    }
+
+    private func refreshStdout() {
+        if let why = stdout.failure { return stdoutFailed(why) }
+        mode.readingPaused = stdout.pendingBytes >= Session.stdoutHighWater
+        if stdoutWatch == nil {
+            stdoutWatch = loop.watch(stdout.fd) { [weak self] _ in
+                guard let self else { return }
+                stdoutBlocked = stdout.flush()
+                refreshStdout()
+            }
+        }
+        if let stdoutWatch, !loop.setInterest(stdoutWatch, stdoutBlocked ? .writable : []), stdoutBlocked {
+            loop.later { [weak self] in  // a descriptor epoll cannot watch: try again soon
+                guard let self else { return }
+                stdoutBlocked = stdout.flush()
+                refreshStdout()
+            }
+        }
+    }
+
+    private var stdoutEnded = false
+
+    private func stdoutFailed(_ why: StdoutSink.Failure) {
+        guard !stdoutEnded else { return }
+        stdoutEnded = true
+        mode.readingPaused = false
+        if let stdoutWatch { loop.setInterest(stdoutWatch, []) }
+        switch why {
+        case .readerGone:
+            log.event("stdout reader went away: closing every client with 1001")
+            server.shutdown(ClosePayload(code: .goingAway), within: server.configuration.connection.closeTimeout)
+        case .failed(let text):
+            failure = failure ?? .localOutput(why: text)  // said at the end
+            server.shutdown(ClosePayload(code: .internalError), within: server.configuration.connection.closeTimeout)
+        }
+        if let watch { loop.remove(watch) }
+        watch = nil
+    }
+
+    /// The server's end: what stdout still has to take, waiting for it.
+    func finish() { stdout.drain() }
 }

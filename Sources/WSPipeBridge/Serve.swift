@@ -97,7 +97,13 @@ public func runServer(_ config: BridgeConfiguration, _ serve: ServeConfiguration
         }
         log.event(shown.line)
         guard events else { return }
-        if let session { session.emitLine(Array(shown.json.dropLast())) } else { writeAll(1, shown.json) }
+        if let session {
+            session.emitLine(Array(shown.json.dropLast()))
+        } else if let face {
+            face.writeLine(shown.json)  // in order with the clients' messages
+        } else {
+            writeAll(1, shown.json)
+        }
     }
     server.onDrained = {
         draining = true
@@ -119,6 +125,7 @@ public func runServer(_ config: BridgeConfiguration, _ serve: ServeConfiguration
     log.always("wspipe: listening on \(url)")
     face?.start()
     loop.run()
+    face?.finish()
     if let broadcast, broadcast.droppedSlowClients > 0 {
         log.warning("closed \(broadcast.droppedSlowClients) slow client(s) with 1013")
     }

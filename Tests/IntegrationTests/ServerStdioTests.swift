@@ -182,4 +182,40 @@ final class ServerStdioTests: IntegrationTestCase {
         server.signal(SIGTERM)
         assertExit(finish(server), 0)
     }
+
+    /// --broadcast with a stdout reader that stalls for 6 s while a client floods it: the loop
+    /// is not blocked (another client connects and gets a stdin line at once), the flood waits
+    /// in TCP, and every one of its lines reaches stdout once the reader reads. (Before: the
+    /// loop blocked in write(2), and in a second read(2) of a stdin FIFO after each line.)
+    func testBroadcastKeepsServingWhileStdoutStalls() throws {
+        let flood = path("flood")
+        let count = 20_000
+        try Data((1...count).map { "\($0) " + String(repeating: "y", count: 1000) + "\n" }.joined().utf8)
+            .write(to: URL(fileURLWithPath: flood))
+        let output = path("out")
+        let shell = try ChildProcess(executable: "/bin/sh",
+                                     arguments: ["-c", "'\(Locations.wspipe)' -l 0 -v --broadcast | (sleep 6; cat > '\(output)')"],
+                                     environment: Locations.baseEnvironment, stdin: .pipe)
+        defer { shell.kill() }
+        guard let text = shell.stderr.waitForLine(startingWith: "wspipe: listening on ws://127.0.0.1:", timeout: 15),
+              let port = Int(text.split(separator: ":").last?.split(separator: "/").first ?? "") else {
+            return XCTFail("no listening line: \(shell.stderr.text)")
+        }
+        let started = monotonicSeconds()
+        let flooder = try spawnWspipe(["ws://127.0.0.1:\(port)/"], stdin: .file(flood))
+        usleep(1_000_000)  // the flood fills the stdout pipe and the 1 MiB behind it
+        let listener = try spawnWspipe(["-n", "1", "--receive-only", "ws://127.0.0.1:\(port)/"], stdin: .null)
+        XCTAssertNotNil(shell.stderr.waitForLine(startingWith: "wspipe: * client 2 connected", timeout: 4), shell.stderr.text)
+        shell.writeStdin("while stalled\n")
+        XCTAssertTrue(listener.stdout.wait(timeout: 4) { String(decoding: $0, as: UTF8.self) == "while stalled\n" })
+        XCTAssertLessThan(monotonicSeconds() - started, 5.5, "served while stdout was stalled")
+        // Its Close is read once stdout has taken the flood (no client is read meanwhile).
+        assertExit(finish(listener, timeout: 30), 0)
+        assertExit(finish(flooder, timeout: 60), 0)
+        shell.closeStdin()
+        assertExit(finish(shell, timeout: 60), 0)
+        let lines = try String(contentsOfFile: output, encoding: .utf8).split(separator: "\n")
+        XCTAssertEqual(lines.count, count)
+        XCTAssertEqual(lines.last?.split(separator: " ").first, "\(count)")
+    }
 }
