@@ -9,12 +9,17 @@ final class ServerStdioTests: IntegrationTestCase {
     /// Starts `wspipe -l 0 -v ARGS` with a stdin pipe the test writes; returns it and its port.
     func startStdioServer(_ arguments: [String], file: StaticString = #filePath, line: UInt = #line) throws -> (ChildProcess, Int) {
         let child = try spawnWspipe(["-l", "0", "-v"] + arguments, stdin: .pipe)
-        guard let text = child.stderr.waitForLine(startingWith: "wspipe: listening on ws://127.0.0.1:", timeout: 15),
-              let port = Int(text.split(separator: ":").last?.split(separator: "/").first ?? "") else {
+        guard let port = listeningPort(child) else {
             XCTFail("no listening line; stderr: \(child.stderr.text)", file: file, line: line)
             throw HarnessError("server did not start")
         }
         return (child, port)
+    }
+
+    /// The port of a server's `listening on` line (nil when none came within 15 s).
+    func listeningPort(_ child: ChildProcess) -> Int? {
+        let text = child.stderr.waitForLine(startingWith: "wspipe: listening on ws://127.0.0.1:", timeout: 15)
+        return text.flatMap { Int($0.split(separator: ":").last?.split(separator: "/").first ?? "") }
     }
 
     func pythonClient(_ arguments: [String]) throws -> ChildProcess {
@@ -70,8 +75,7 @@ final class ServerStdioTests: IntegrationTestCase {
         let pad = String(repeating: "x", count: 92)
         try Data((1...total).map { "\($0) \(pad)\n" }.joined().utf8).write(to: URL(fileURLWithPath: input))
         let server = try spawnWspipe(["-l", "0", "-v"], stdin: .file(input))
-        guard let text = server.stderr.waitForLine(startingWith: "wspipe: listening on ws://127.0.0.1:", timeout: 15),
-              let port = Int(text.split(separator: ":").last?.split(separator: "/").first ?? "") else {
+        guard let port = listeningPort(server) else {
             return XCTFail("no listening line: \(server.stderr.text)")
         }
         let first = finish(try pythonClient(["take", "ws://127.0.0.1:\(port)/", "1000"]), timeout: 30)
@@ -171,8 +175,7 @@ final class ServerStdioTests: IntegrationTestCase {
     /// --send, -n and --idle-timeout mean the same per client with --echo.
     func testEchoCountsAndGreetsPerClient() throws {
         let server = try spawnWspipe(["-l", "0", "--echo", "--send", "welcome", "-n", "2", "--idle-timeout", "1"], stdin: .null)
-        guard let text = server.stderr.waitForLine(startingWith: "wspipe: listening on ws://127.0.0.1:", timeout: 15),
-              let port = Int(text.split(separator: ":").last?.split(separator: "/").first ?? "") else {
+        guard let port = listeningPort(server) else {
             return XCTFail("no listening line: \(server.stderr.text)")
         }
         let counted = finish(try pythonClient(["wait", "ws://127.0.0.1:\(port)/", "a", "b", "c"]), timeout: 30)
@@ -197,14 +200,13 @@ final class ServerStdioTests: IntegrationTestCase {
                                      arguments: ["-c", "'\(Locations.wspipe)' -l 0 -v --broadcast | (sleep 6; cat > '\(output)')"],
                                      environment: Locations.baseEnvironment, stdin: .pipe)
         defer { shell.kill() }
-        guard let text = shell.stderr.waitForLine(startingWith: "wspipe: listening on ws://127.0.0.1:", timeout: 15),
-              let port = Int(text.split(separator: ":").last?.split(separator: "/").first ?? "") else {
+        guard let port = listeningPort(shell) else {
             return XCTFail("no listening line: \(shell.stderr.text)")
         }
         let started = monotonicSeconds()
-        let flooder = try spawnWspipe(["ws://127.0.0.1:\(port)/"], stdin: .file(flood))
+        let flooder = try spawnWspipe(["--close-timeout", "30", "ws://127.0.0.1:\(port)/"], stdin: .file(flood))
         usleep(1_000_000)  // the flood fills the stdout pipe and the 1 MiB behind it
-        let listener = try spawnWspipe(["-n", "1", "--receive-only", "ws://127.0.0.1:\(port)/"], stdin: .null)
+        let listener = try spawnWspipe(["-n", "1", "--receive-only", "--close-timeout", "30", "ws://127.0.0.1:\(port)/"], stdin: .null)
         XCTAssertNotNil(shell.stderr.waitForLine(startingWith: "wspipe: * client 2 connected", timeout: 4), shell.stderr.text)
         shell.writeStdin("while stalled\n")
         XCTAssertTrue(listener.stdout.wait(timeout: 4) { String(decoding: $0, as: UTF8.self) == "while stalled\n" })
