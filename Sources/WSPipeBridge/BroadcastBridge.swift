@@ -23,6 +23,11 @@ final class BroadcastBridge {
     private let log: Diagnostics
     private let jsonLines: Bool
     private let separator: UInt8?
+    /// --close-code/--close-reason (the Close at stdin EOF), --no-close (none: the server
+    /// goes on), --receive-only (stdin never read), --send-only (nothing on stdout).
+    private let endOfInputClose: ClosePayload?
+    private let readsStdin: Bool
+    private let discards: Bool
     /// Set when stdin failed (exit 1) or a line was not valid input.
     private(set) var failure: Failure?
     private let stdout = StdoutSink()
@@ -37,6 +42,9 @@ final class BroadcastBridge {
         framer = InputFramer(mode: config.inputMode)
         jsonLines = config.jsonLines
         separator = config.mode == .text ? config.separator : nil
+        endOfInputClose = config.closeOnEndOfInput ? ClosePayload(code: config.closeCode, reason: Array(config.closeReason.utf8)) : nil
+        readsStdin = !config.receiveOnly
+        discards = config.sendOnly
         mode.onMessage = { [unowned self] info, kind, payload in write(info, kind, payload) }
         mode.onRoom = { [weak self] in self?.resumeIfRoom() }
     }
@@ -50,6 +58,7 @@ final class BroadcastBridge {
     }
 
     func start() {
+        guard readsStdin else { return }
         let watch = loop.watch(source.fd) { [weak self] _ in self?.pump() }
         self.watch = watch
         if !loop.setInterest(watch, .readable) { loop.later { [weak self] in self?.pump() } }
@@ -84,8 +93,14 @@ final class BroadcastBridge {
                 } catch {
                     return end(.localInput(error))
                 }
-                log.event("end of stdin after \(framer.messages) messages: closing every client with 1000")
-                return end(nil)
+                guard let close = endOfInputClose else {
+                    log.event("end of stdin after \(framer.messages) messages (--no-close: the clients stay)")
+                    if let watch { loop.remove(watch) }
+                    watch = nil
+                    return
+                }
+                log.event("end of stdin after \(framer.messages) messages: closing every client with \(close.code?.rawValue ?? 1000)")
+                return end(nil, close: close)
             case .failed(let why):
                 return end(.localOutput(why: why))
             }
@@ -104,12 +119,11 @@ final class BroadcastBridge {
         }
     }
 
-    private func end(_ failure: Failure?) {
+    private func end(_ failure: Failure?, close: ClosePayload = ClosePayload(code: .internalError)) {
         self.failure = failure
         if let watch { loop.remove(watch) }
         watch = nil
-        let code: CloseCode = failure == nil ? .normalClosure : .internalError
-        server.shutdown(ClosePayload(code: code), within: server.configuration.connection.closeTimeout)
+        server.shutdown(close, within: server.configuration.connection.closeTimeout)
     }
 
     private func write(_ info: ClientInfo, _ kind: MessageKind, _ payload: [UInt8]) {
@@ -132,7 +146,7 @@ final class BroadcastBridge {
     /// Queues bytes for stdout (a message, or a connection event with --jsonl) and writes
     /// what stdout takes now.
     func writeLine(_ bytes: [UInt8]) {
-        guard !bytes.isEmpty, stdout.failure == nil else { return }
+        guard !bytes.isEmpty, stdout.failure == nil, !discards else { return }
         let buffer = ByteBuffer(capacity: bytes.count)
         bytes.withUnsafeBytes { buffer.base.copyMemory(from: $0.baseAddress!, byteCount: bytes.count) }
         buffer.count = bytes.count

@@ -28,8 +28,7 @@ extension Option {
     /// --oneshot mean the same per client in every mode.
     static let refusedByEcho: [Option] = [timestamps, base64, wholeInput, oneMessage, receiveOnly, sendOnly, stats,
                                           noClose, linger, closeCode, closeReason]
-    static let refusedByBroadcast: [Option] = [timestamps, base64, wholeInput, oneMessage, receiveOnly, sendOnly, stats,
-                                               noClose, linger, closeCode, closeReason]
+    static let refusedByBroadcast: [Option] = [timestamps, base64, wholeInput, oneMessage, stats, linger]
     static let refusedByExec: [Option] = [null, chunkSize, timestamps, base64, wholeInput, maxMessages, oneMessage,
                                           receiveOnly, sendOnly, stats, noClose, linger, closeCode, closeReason]
 }

@@ -220,4 +220,40 @@ final class ServerStdioTests: IntegrationTestCase {
         XCTAssertEqual(lines.count, count)
         XCTAssertEqual(lines.last?.split(separator: " ").first, "\(count)")
     }
+
+    /// --broadcast: --close-code/--close-reason at stdin EOF; --no-close keeps the clients
+    /// after it; --oneshot ends with the one client's status (echo too).
+    func testBroadcastEndingsAndOneshot() throws {
+        var server = try spawnWspipe(["-l", "0", "--broadcast", "--close-code", "4000", "--close-reason", "bye"], stdin: .pipe)
+        guard var port = listeningPort(server) else { return XCTFail("no listening line: \(server.stderr.text)") }
+        var client = try pythonClient(["wait", "ws://127.0.0.1:\(port)/", "hi"])
+        XCTAssertTrue(server.stdout.wait(timeout: 15) { String(decoding: $0, as: UTF8.self) == "hi\n" })
+        server.writeStdin("all\n")
+        server.closeStdin()
+        XCTAssertTrue(finish(client, timeout: 20).stdoutText.hasPrefix("got all\nclosed 4000 after "))
+        assertExit(finish(server), 0)
+
+        server = try spawnWspipe(["-l", "0", "-v", "--broadcast", "--no-close", "--send-only"], stdin: .pipe)
+        guard let noClosePort = listeningPort(server) else { return XCTFail("no listening line: \(server.stderr.text)") }
+        client = try pythonClient(["wait", "ws://127.0.0.1:\(noClosePort)/", "not printed"])
+        XCTAssertNotNil(server.stderr.waitForLine(startingWith: "wspipe: * client 1 connected", timeout: 15))
+        server.writeStdin("one\n")
+        server.closeStdin()
+        XCTAssertNotNil(server.stderr.waitForLine(startingWith: "wspipe: * end of stdin after 1 messages (--no-close", timeout: 15))
+        usleep(300_000)
+        server.signal(SIGTERM)
+        XCTAssertTrue(finish(client, timeout: 20).stdoutText.hasPrefix("got one\nclosed 1001 after "))
+        let result = finish(server)
+        assertExit(result, 0)
+        assertStdout(result, "")
+
+        for (mode, code, status) in [("--echo", "1000", Int32(0)), ("--echo", "4001", 8), ("--broadcast", "1000", 0)] {
+            server = try spawnWspipe(["-l", "0", mode, "--oneshot"], stdin: .pipe)  // --broadcast: stdin EOF would end it
+            guard let found = listeningPort(server) else { return XCTFail("no listening line: \(server.stderr.text)") }
+            port = found
+            let gone = finish(try pythonClient(["take", "ws://127.0.0.1:\(port)/", "0", code]), timeout: 30)
+            XCTAssertEqual(gone.stdoutText, "closed \(code)\n")
+            assertExit(finish(server), status)
+        }
+    }
 }
