@@ -256,4 +256,14 @@ final class ServerStdioTests: IntegrationTestCase {
             assertExit(finish(server), status)
         }
     }
+
+    /// --exec: --send goes before the program's output; --idle-timeout counts both ways.
+    func testExecGreetsAndClosesIdleClients() throws {
+        let server = try spawnWspipe(["-l", "0", "--send", "hi", "--idle-timeout", "1", "--exec", "cat"], stdin: .null)
+        guard let port = listeningPort(server) else { return XCTFail("no listening line: \(server.stderr.text)") }
+        let client = finish(try pythonClient(["wait", "ws://127.0.0.1:\(port)/", "x"]), timeout: 30)
+        XCTAssertTrue(client.stdoutText.hasPrefix("got hi\ngot x\nclosed 1000 after "), "\(client)")
+        server.signal(SIGTERM)
+        assertExit(finish(server), 0)
+    }
 }
