@@ -906,7 +906,9 @@ extension Session {
 
     /// The current client has gone: true to wait for the next one.
     private func clientLeft(_ ending: ConnectionEnding) -> Bool {
-        guard servesOnce == false, localEnd == nil, endOfInputAt == nil else { return false }
+        // --whole-input: all of stdin is the first client's one message (its first fragments
+        // may be on their way already), so the server ends with that client.
+        guard servesOnce == false, localEnd == nil, endOfInputAt == nil, !config.wholeInput else { return false }
         if let timer = clientDeadline { loop.arm(timer, at: nil) }
         if let timer = idleCheck { loop.arm(timer, at: nil) }
         sessionDeadline = nil

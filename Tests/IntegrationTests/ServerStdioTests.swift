@@ -266,4 +266,21 @@ final class ServerStdioTests: IntegrationTestCase {
         server.signal(SIGTERM)
         assertExit(finish(server), 0)
     }
+
+    /// --whole-input: all of stdin is one message to the first client, and the server ends
+    /// with it (its first fragments may have gone out: no other client may get the rest).
+    func testWholeInputGoesToTheFirstClientOnly() throws {
+        let (server, port) = try startStdioServer(["-b", "--whole-input", "--chunk-size", "4"])
+        let client = try pythonClient(["wait", "ws://127.0.0.1:\(port)/"])
+        waitForClient(server, 1)
+        _ = server.writeStdin("0123456789")
+        server.closeStdin()
+        XCTAssertTrue(finish(client, timeout: 20).stdoutText.hasPrefix("got b'0123456789'\nclosed 1000 after "))
+        assertExit(finish(server, timeout: 20), 0)
+
+        let (early, earlyPort) = try startStdioServer(["-b", "--whole-input"])
+        _ = early.writeStdin("part")
+        XCTAssertEqual(finish(try pythonClient(["take", "ws://127.0.0.1:\(earlyPort)/", "0"]), timeout: 20).stdoutText, "closed 1000\n")
+        assertExit(finish(early, timeout: 20), 0)  // stdin still open: the server ended with its client
+    }
 }
