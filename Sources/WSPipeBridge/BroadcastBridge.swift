@@ -8,8 +8,10 @@ import WebSocketEngine
 /// stdin EOF closes every client with 1000 and ends the server. stdin is read while the
 /// fastest client keeps up (`BroadcastMode.hasRoom`); a client far behind it gets 1013.
 ///
-/// stdout is written with plain blocking writes: a reader that stops reading stops the
-/// server (as it would stop any filter in a pipeline).
+/// stdout is written without blocking (`StdoutSink`): while more than 1 MiB waits for a
+/// slow reader, no client is read (their messages wait in TCP), and the loop goes on
+/// serving pings, closes and stdin. A reader that goes away closes every client with 1001
+/// (exit 0); a failing stdout with 1011 (exit 1).
 final class BroadcastBridge {
     private let loop: EventLoop
     private let server: WebSocketServer
@@ -21,8 +23,16 @@ final class BroadcastBridge {
     private let log: Diagnostics
     private let jsonLines: Bool
     private let separator: UInt8?
+    /// --close-code/--close-reason (the Close at stdin EOF), --no-close (none: the server
+    /// goes on), --receive-only (stdin never read), --send-only (nothing on stdout).
+    private let endOfInputClose: ClosePayload?
+    private let readsStdin: Bool
+    private let discards: Bool
     /// Set when stdin failed (exit 1) or a line was not valid input.
     private(set) var failure: Failure?
+    private let stdout = StdoutSink()
+    private var stdoutWatch: EventLoop.Watch?
+    private var stdoutBlocked = false
 
     init(loop: EventLoop, server: WebSocketServer, mode: BroadcastMode, config: BridgeConfiguration, log: Diagnostics) {
         self.loop = loop
@@ -32,6 +42,9 @@ final class BroadcastBridge {
         framer = InputFramer(mode: config.inputMode)
         jsonLines = config.jsonLines
         separator = config.mode == .text ? config.separator : nil
+        endOfInputClose = config.closeOnEndOfInput ? ClosePayload(code: config.closeCode, reason: Array(config.closeReason.utf8)) : nil
+        readsStdin = !config.receiveOnly
+        discards = config.sendOnly
         mode.onMessage = { [unowned self] info, kind, payload in write(info, kind, payload) }
         mode.onRoom = { [weak self] in self?.resumeIfRoom() }
     }
@@ -45,6 +58,7 @@ final class BroadcastBridge {
     }
 
     func start() {
+        guard readsStdin else { return }
         let watch = loop.watch(source.fd) { [weak self] _ in self?.pump() }
         self.watch = watch
         if !loop.setInterest(watch, .readable) { loop.later { [weak self] in self?.pump() } }
@@ -67,6 +81,10 @@ final class BroadcastBridge {
                 } catch {
                     return end(.localInput(error))
                 }
+                // Read again only where that cannot block (a pipe without RWF_NOWAIT, a
+                // terminal: plain reads, after poll said readable); a short read of a pipe
+                // emptied it.
+                if !source.readsUntilWouldBlock || (n < chunk.capacity && source.kind == .pipe) { return }
             case .wouldBlock:
                 return
             case .end:
@@ -75,8 +93,14 @@ final class BroadcastBridge {
                 } catch {
                     return end(.localInput(error))
                 }
-                log.event("end of stdin after \(framer.messages) messages: closing every client with 1000")
-                return end(nil)
+                guard let close = endOfInputClose else {
+                    log.event("end of stdin after \(framer.messages) messages (--no-close: the clients stay)")
+                    if let watch { loop.remove(watch) }
+                    watch = nil
+                    return
+                }
+                log.event("end of stdin after \(framer.messages) messages: closing every client with \(close.code?.rawValue ?? 1000)")
+                return end(nil, close: close)
             case .failed(let why):
                 return end(.localOutput(why: why))
             }
@@ -95,12 +119,11 @@ final class BroadcastBridge {
         }
     }
 
-    private func end(_ failure: Failure?) {
+    private func end(_ failure: Failure?, close: ClosePayload = ClosePayload(code: .internalError)) {
         self.failure = failure
         if let watch { loop.remove(watch) }
         watch = nil
-        let code: CloseCode = failure == nil ? .normalClosure : .internalError
-        server.shutdown(ClosePayload(code: code), within: server.configuration.connection.closeTimeout)
+        server.shutdown(close, within: server.configuration.connection.closeTimeout)
     }
 
     private func write(_ info: ClientInfo, _ kind: MessageKind, _ payload: [UInt8]) {
@@ -117,6 +140,61 @@ final class BroadcastBridge {
             out = payload
             if let separator { out.append(separator) }
         }
-        writeAll(1, out)
+        writeLine(out)
     }
+
+    /// Queues bytes for stdout (a message, or a connection event with --jsonl) and writes
+    /// what stdout takes now.
+    func writeLine(_ bytes: [UInt8]) {
+        guard !bytes.isEmpty, stdout.failure == nil, !discards else { return }
+        let buffer = ByteBuffer(capacity: bytes.count)
+        bytes.withUnsafeBytes { buffer.base.copyMemory(from: $0.baseAddress!, byteCount: bytes.count) }
+        buffer.count = bytes.count
+        var list = SegmentList()
+        list.append(buffer, buffer.base, bytes.count)
+        stdout.submit(list)
+        if !stdoutBlocked { stdoutBlocked = stdout.flush() }
+        refreshStdout()
+    }
+
+    private func refreshStdout() {
+        if let why = stdout.failure { return stdoutFailed(why) }
+        mode.readingPaused = stdout.pendingBytes >= Session.stdoutHighWater
+        if stdoutWatch == nil {
+            stdoutWatch = loop.watch(stdout.fd) { [weak self] _ in
+                guard let self else { return }
+                stdoutBlocked = stdout.flush()
+                refreshStdout()
+            }
+        }
+        if let stdoutWatch, !loop.setInterest(stdoutWatch, stdoutBlocked ? .writable : []), stdoutBlocked {
+            loop.later { [weak self] in  // a descriptor epoll cannot watch: try again soon
+                guard let self else { return }
+                stdoutBlocked = stdout.flush()
+                refreshStdout()
+            }
+        }
+    }
+
+    private var stdoutEnded = false
+
+    private func stdoutFailed(_ why: StdoutSink.Failure) {
+        guard !stdoutEnded else { return }
+        stdoutEnded = true
+        mode.readingPaused = false
+        if let stdoutWatch { loop.setInterest(stdoutWatch, []) }
+        switch why {
+        case .readerGone:
+            log.event("stdout reader went away: closing every client with 1001")
+            server.shutdown(ClosePayload(code: .goingAway), within: server.configuration.connection.closeTimeout)
+        case .failed(let text):
+            failure = failure ?? .localOutput(why: text)  // said at the end
+            server.shutdown(ClosePayload(code: .internalError), within: server.configuration.connection.closeTimeout)
+        }
+        if let watch { loop.remove(watch) }
+        watch = nil
+    }
+
+    /// The server's end: what stdout still has to take, waiting for it.
+    func finish() { stdout.drain() }
 }

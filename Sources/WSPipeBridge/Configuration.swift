@@ -171,10 +171,14 @@ public struct ServeConfiguration: Sendable {
         case exec(ExecServing)
         /// --broadcast: stdin messages to every client, client messages to stdout.
         case broadcast
+        /// No mode given: stdin and stdout bridged to one client at a time.
+        case stdio
     }
 
     public var listen: ListenAddress
-    public var mode: Mode = .echo
+    public var mode: Mode = .stdio
+    /// --oneshot: serve one client, then exit with the status its ending gives.
+    public var oneshot = false
     /// Policy (--path, --allow-origin, --protocol, --require-bearer, --health,
     /// --response-header) and limits (--max-clients, --max-message-size, pings).
     public var server = ServerConfiguration()

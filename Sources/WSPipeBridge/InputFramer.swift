@@ -68,7 +68,7 @@ struct InputFramer {
 
     let mode: Mode
     /// Stop after this many data messages (-1); nil: no limit.
-    let messageLimit: Int?
+    private(set) var messageLimit: Int?
     /// Messages and payload bytes queued so far.
     private(set) var messages: UInt64 = 0
     private(set) var bytes: UInt64 = 0
@@ -79,6 +79,9 @@ struct InputFramer {
     /// A line started in an earlier read (or, in `.whole` text mode, all input so far).
     private var carry: ByteBuffer?
     private var carryValidator = UTF8Validator()
+    /// The read that held a limit or close request and what followed it in that read, kept
+    /// for `resume` (the one-client server's next client gets it).
+    private var held: (chunk: ByteBuffer, offset: Int)?
     /// `.whole` binary: whether the message's first frame went out.
     private var wholeStarted = false
 
@@ -98,17 +101,32 @@ struct InputFramer {
     /// Frames what `chunk` holds. Throws at the first bad line; lines before it in the chunk
     /// are queued. Returns requests that are not data messages.
     mutating func consume(_ chunk: ByteBuffer, into sink: some MessageSink) throws(InputError) -> [InputAction] {
+        try consume(chunk, from: 0, into: sink)
+    }
+
+    /// After a limit or a close request: frames again, up to `limit` more data messages
+    /// (nil: no limit), starting with what followed the request in its read.
+    mutating func resume(limit: Int?, into sink: some MessageSink) throws(InputError) -> [InputAction] {
+        isDone = false
+        messageLimit = limit.map { Int(clamping: messages) + $0 }
+        guard let (chunk, offset) = held else { return [] }
+        held = nil
+        return try consume(chunk, from: offset, into: sink)
+    }
+
+    private mutating func consume(_ chunk: ByteBuffer, from: Int, into sink: some MessageSink) throws(InputError) -> [InputAction] {
         guard !isDone else { return [] }
         var actions: [InputAction] = []
         switch mode {
         case .chunks(let size):
-            var offset = 0
+            var offset = from
             while offset < chunk.count && !isDone {
                 let length = min(size, chunk.count - offset)
                 frame(.binary, chunk, chunk.base + offset, length, sink)
                 offset += length
                 checkLimit(&actions)
             }
+            if isDone && offset < chunk.count { held = (chunk, offset) }
         case .whole(.binary, let size):
             var offset = 0
             while offset < chunk.count {
@@ -123,7 +141,8 @@ struct InputFramer {
         default:
             guard let separator else { return [] }
             let end = chunk.base + chunk.count
-            var start = chunk.base
+            var start = chunk.base + from
+            defer { if isDone && start < end { held = (chunk, start - chunk.base) } }
             while start < end && !isDone {
                 guard let found = memchr(start, Int32(separator), end - start) else {
                     try appendCarry(start, end - start, validate: isTextLines)

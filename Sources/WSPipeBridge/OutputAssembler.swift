@@ -24,8 +24,9 @@ public enum OutputFormat: Sendable, Equatable {
 /// arena so a burst of them becomes a single iovec; encoded formats are built there too.
 struct OutputAssembler {
     let format: OutputFormat
-    /// Messages after this many are not written (-n); nil: no limit.
-    let limit: UInt64?
+    /// Messages after this many are not written (-n); nil: no limit. The one-client
+    /// server moves it on for each client.
+    var limit: UInt64?
     /// Write nothing at all (--send-only).
     let discard: Bool
     private let separatorBuffer: ByteBuffer?

@@ -59,7 +59,18 @@ public func runServer(_ config: BridgeConfiguration, _ serve: ServeConfiguration
     var children: ChildPool?
     var draining = false
     var broadcast: BroadcastMode?
+    var session: Session?
+    var serverConfiguration = serve.server
+    // --oneshot: one client, whose ending gives the exit status.
+    if serve.oneshot { serverConfiguration.oneClientAtATime = true }
+    var oneshotStatus: ExitStatus?
     switch serve.mode {
+    case .stdio:
+        let stdio = Session(config: config, log: log, loop: loop)
+        session = stdio
+        mode = StdioMode(session: stdio)
+        serverConfiguration.oneClientAtATime = true
+        serverConfiguration.connection = stdio.connectionOptions
     case .echo: mode = EchoMode()
     case .broadcast:
         let shared = BroadcastMode()
@@ -75,7 +86,7 @@ public func runServer(_ config: BridgeConfiguration, _ serve: ServeConfiguration
         }
         mode = execMode
     }
-    let server = WebSocketServer(loop: loop, configuration: serve.server, mode: mode)
+    let server = WebSocketServer(loop: loop, configuration: serverConfiguration, mode: mode)
     let face = broadcast.map { BroadcastBridge(loop: loop, server: server, mode: $0, config: config, log: log) }
     let events = config.jsonLines
     server.onEvent = { event in
@@ -91,6 +102,10 @@ public func runServer(_ config: BridgeConfiguration, _ serve: ServeConfiguration
             }
         case .disconnected(let connection, let ending):
             shown = ClientEvent(client: connection.info.id, kind: .disconnected(ending))
+            if serve.oneshot && session == nil && oneshotStatus == nil {
+                oneshotStatus = Session.status(of: ending, stale: false)
+                server.shutdown(ClosePayload(code: .goingAway), within: config.closeTimeout)
+            }
         case .refused(let status):
             log.event("refused a handshake with \(status)")
             return
@@ -99,11 +114,23 @@ public func runServer(_ config: BridgeConfiguration, _ serve: ServeConfiguration
             return
         }
         log.event(shown.line + tlsNote)
-        if events { writeAll(1, shown.json) }
+        guard events else { return }
+        if let session {
+            session.emitLine(Array(shown.json.dropLast()))
+        } else if let face {
+            face.writeLine(shown.json)  // in order with the clients' messages
+        } else {
+            writeAll(1, shown.json)
+        }
     }
     server.onDrained = {
         draining = true
         if (children?.running ?? 0) == 0 { loop.stop() }
+    }
+    if let session {
+        server.listen(on: socket)
+        log.always("wspipe: listening on \(url)")
+        return session.serve(server, oneshot: serve.oneshot)
     }
     Signals.install(wakeFD: loop.wakeFD)
     Signals.exitAtOnce.store(false, ordering: .relaxed)
@@ -116,11 +143,12 @@ public func runServer(_ config: BridgeConfiguration, _ serve: ServeConfiguration
     log.always("wspipe: listening on \(url)")
     face?.start()
     loop.run()
+    face?.finish()
     if let broadcast, broadcast.droppedSlowClients > 0 {
         log.warning("closed \(broadcast.droppedSlowClients) slow client(s) with 1013")
     }
     if let failure = face?.failure { return log.report(failure) }
-    return .success
+    return oneshotStatus ?? .success
 }
 
 /// Why one client's TLS handshake failed, from OpenSSL's reason ("peer did not return a

@@ -73,6 +73,12 @@ public final class Session: ConnectionDelegate {
     private var bearerToken: String?
     private var sendFileMessages: UInt64 = 0
 
+    // Serving one client at a time (-l without a mode): nil/unused otherwise.
+    private var servesOnce: Bool?               // --oneshot; nil: not serving
+    private var clientsServed = 0
+    private var clientDeadline: EventLoop.Timer? // --timeout, per client
+    private var idleCheck: EventLoop.Timer?      // --idle-timeout's timer, armed again per client
+
     /// stdin read size: lines are small and copied next to their headers, so text mode reads
     /// 64 KiB; binary payloads are masked in place and sent from the read buffer, so binary
     /// mode reads 128 KiB (at least --chunk-size). Stdin is not read while a read's worth
@@ -93,16 +99,23 @@ public final class Session: ConnectionDelegate {
         case queueFull
     }
 
-    public init(config: BridgeConfiguration, log: Diagnostics) throws(Failure) {
-        self.config = config
-        self.log = log
-        decompresses = config.decompress != nil
+    public convenience init(config: BridgeConfiguration, log: Diagnostics) throws(Failure) {
+        let loop: EventLoop
         do {
             loop = try EventLoop()
         } catch {
             guard case .cannotCreate(let what, let code) = error else { throw .local(call: "epoll", errno: 0) }
             throw .local(call: what, errno: code)
         }
+        self.init(config: config, log: log, loop: loop)
+    }
+
+    /// A session on `loop` (the one-client server's, shared with its listener).
+    init(config: BridgeConfiguration, log: Diagnostics, loop: EventLoop) {
+        self.config = config
+        self.log = log
+        self.loop = loop
+        decompresses = config.decompress != nil
         stdinReadSize = config.mode == .binary ? max(128 * 1024, config.chunkSize) : 64 * 1024
         outboundHighWater = stdinReadSize + min(stdinReadSize, 128 * 1024)
         framer = InputFramer(mode: config.inputMode, messageLimit: config.oneMessage ? 1 : nil)
@@ -174,6 +187,16 @@ public final class Session: ConnectionDelegate {
     /// one-client server, reconnection): stdin, stdout, counts and timers carry over, and
     /// `continuesAfter` decides, when one ends, whether the session waits for the next.
     func attach(stream: ByteStream, core: WebSocketConnection, received: ByteBuffer?, parsed: Int) {
+        let driver = ConnectionDriver(loop: loop, stream: stream, core: core, options: connectionOptions,
+                                      received: received, parsed: parsed, delegate: self)
+        begin(driver)
+        driver.start()
+        refreshStdin()
+        refreshStdout()
+    }
+
+    /// The driver settings of a connection under this session.
+    var connectionOptions: ConnectionOptions {
         var options = ConnectionOptions()
         options.closeTimeout = config.closeTimeout
         options.pingInterval = config.pingInterval
@@ -182,8 +205,11 @@ public final class Session: ConnectionDelegate {
         // stdin is read only below outboundHighWater; a whole read then frames at once.
         options.queueLimit = outboundHighWater + stdinReadSize
         options.keepsBuffersWhenIdle = true
-        let driver = ConnectionDriver(loop: loop, stream: stream, core: core, options: options,
-                                      received: received, parsed: parsed, delegate: self)
+        return options
+    }
+
+    /// A connection's driver, not started yet, comes under the session: --send first.
+    func begin(_ driver: ConnectionDriver) {
         self.driver = driver
         ending = nil
         lastActivity = .now()  // --idle-timeout counts from the open connection
@@ -194,9 +220,6 @@ public final class Session: ConnectionDelegate {
             sent.bytes += UInt64(text.utf8.count)
         }
         if let file = config.sendFile { sendFile(file, into: driver) }
-        driver.start()
-        refreshStdin()
-        refreshStdout()
     }
 
     /// Asked when a connection ends: true to keep the session (and its loop) running for
@@ -319,7 +342,7 @@ public final class Session: ConnectionDelegate {
 
     public func connection(_ connection: ConnectionDriver, didFail error: ReceiveError) {
         output.discardPending()
-        _ = log.report(.protocolFailure(error))  // said now; the exit status comes at the end
+        _ = say(.protocolFailure(error))  // said now; the exit status comes at the end
         stopStdin()
     }
 
@@ -329,7 +352,7 @@ public final class Session: ConnectionDelegate {
             lastActivity = .now()  // once per read, not per message
             lastReceived = lastActivity
         }
-        if output.limitReached && !limitClosing {
+        if output.limitReached && !limitClosing && !awaitsOneMessage {
             // -n: enough messages; the ones that still arrive before the server's Close
             // are not written. The Close waits until they are on stdout (1011 if that fails).
             limitClosing = true
@@ -340,6 +363,12 @@ public final class Session: ConnectionDelegate {
             if localEnd == nil { connection.close(ClosePayload(code: .normalClosure)) }
         }
         submitOutput()
+    }
+
+    /// Serving with -1: the client's message may come before stdin's one message went out;
+    /// the count's Close then waits for it (the client is owed it).
+    private var awaitsOneMessage: Bool {
+        servesOnce != nil && config.oneMessage && stdinOpen && !framer.isDone
     }
 
     public func connectionHasRoom(_ connection: ConnectionDriver) {
@@ -453,6 +482,7 @@ public final class Session: ConnectionDelegate {
                         if config.closesAtEndOfInput { pendingClose = pendingClose ?? endOfInputClose }
                         return
                     }
+                    if servesOnce != nil { connectionDidProcessInput(driver) }  // -1's count may be waiting for this
                     if config.closesAtEndOfInput && driver.closeSent == nil {
                         if let linger = config.linger {
                             lingerTimer = arm(after: linger) { [unowned self] in
@@ -507,6 +537,7 @@ public final class Session: ConnectionDelegate {
             case .limitReached:
                 log.event("sent stdin's first message (-1); no more stdin")
                 stopStdin()
+                if servesOnce != nil && output.limitReached { connectionDidProcessInput(driver) }
             }
         }
     }
@@ -658,6 +689,7 @@ public final class Session: ConnectionDelegate {
                 }
             }
             idleTimer = timer
+            idleCheck = timer
             loop.arm(timer, at: lastActivity.adding(seconds: idle))
             timers.append(timer)
         }
@@ -684,28 +716,36 @@ public final class Session: ConnectionDelegate {
 
     // MARK: - The end
 
+    /// Reports a failure; when serving, the peer is the client.
+    private func say(_ failure: Failure) -> ExitStatus {
+        guard servesOnce != nil else { return log.report(failure) }
+        let said = report(failure)
+        if let message = said.message { log.error(message.replacing("the server", with: "the client")) }
+        return said.status
+    }
+
     private func conclude(writerFailure: StdoutSink.Failure?) -> ExitStatus {
-        if case .signal(let number) = localEnd { return log.report(.signal(number)) }
+        if case .signal(let number) = localEnd { return say(.signal(number)) }
         if localEnd == .queueFull, let reconnect = config.reconnect {
-            return log.report(.queueFull(messages: reconnect.queueSize, bytes: reconnect.queueBytes))
+            return say(.queueFull(messages: reconnect.queueSize, bytes: reconnect.queueBytes))
         }
-        if timedOut && driver == nil { return log.report(.timedOut) }
-        if driver == nil, let error = lastOpenError { return log.report(.open(error)) }
-        if staleDetected { return log.report(.stale(seconds: config.staleTimeout ?? 0)) }
+        if timedOut && driver == nil { return say(.timedOut) }
+        if driver == nil, let error = lastOpenError { return say(.open(error)) }
+        if staleDetected { return say(.stale(seconds: config.staleTimeout ?? 0)) }
         if case .failed = ending { return .protocolViolation }  // reported when it happened
         if localEnd == .inputError || localEnd == .outputError || localEnd == .decompressError { return .localError }
-        if timedOut { return log.report(.timedOut) }
-        if case .failed(let why) = writerFailure { return log.report(.localOutput(why: why)) }
+        if timedOut { return say(.timedOut) }
+        if case .failed(let why) = writerFailure { return say(.localOutput(why: why)) }
         if localEnd == .readerGone { return .success }
         switch ending {
         case .closed(let handshake):
-            return handshake.isNormal ? .success : log.report(.closedByPeer(handshake.received))
+            return handshake.isNormal ? .success : say(.closedByPeer(handshake.received))
         case .lost(let loss):
-            return log.report(.lost(loss))
+            return say(.lost(loss))
         case .timedOut(let wait):
-            return log.report(.closeTimedOut(wait))
+            return say(.closeTimedOut(wait))
         case .failed, nil:
-            return log.report(.lost(.abandoned))
+            return say(.lost(.abandoned))
         }
     }
 
@@ -748,6 +788,7 @@ public final class Session: ConnectionDelegate {
             + "\"close_received\":\(closeObject(driver?.closeReceived)),"
             + "\"ping_rtt_ms\":\(rtt),"
             + (config.reconnect == nil ? "" : reconnectStatistics())
+            + (servesOnce == nil ? "" : "\"clients\":\(clientsServed),")
             + "\"compression\":\(compressionObject),\"exit\":\(status.rawValue)}").utf8)
         return String(decoding: line, as: UTF8.self)
     }
@@ -762,6 +803,106 @@ extension Session {
             "{\"messages\":\(count.messages),\"wire_bytes\":\(count.wire),\"payload_bytes\":\(count.payload)}"
         }
         return "{\"received\":\(side(driver.compressionIn)),\"sent\":\(side(driver.compressionOut))}"
+    }
+}
+
+// MARK: - Serving one client at a time (-l without a mode)
+
+extension Session {
+    /// Bridges stdin and stdout to the clients of `server`, one after the other (the server
+    /// accepts the next only when the current one has gone: `oneClientAtATime`). Each client
+    /// gets the rest of stdin where the last one left it (a line cut by -1 or a --jsonl
+    /// close included); stdin is not read between clients. -n, -1, --send, --timeout and
+    /// --idle-timeout count per client. stdin EOF closes the current client (after
+    /// delivery) and ends the server; so does a local failure or the stdout reader leaving.
+    /// Exit 0 (also after a signal: a service asked to stop), 1 for a local failure; how
+    /// clients left is told by -v and --jsonl. With `oneshot` the first client's end is the
+    /// end, with the status the client would have for it.
+    func serve(_ server: WebSocketServer, oneshot: Bool) -> ExitStatus {
+        servesOnce = oneshot
+        startStandardStreams()
+        Signals.exitAtOnce.store(false, ordering: .relaxed)
+        sessionDeadline = nil
+        startTimers()
+        if config.sessionTimeout != nil { clientDeadline = loop.timer { [unowned self] in sessionTimedOut() } }
+        if let idle = idleCheck { loop.arm(idle, at: nil) }  // armed per client
+        continuesAfter = { [unowned self] ending in clientLeft(ending) }
+        refreshStdout()
+        loop.run()
+
+        Signals.exitAtOnce.store(true, ordering: .relaxed)
+        submitOutput()
+        stdout.drain()
+        let status: ExitStatus
+        if oneshot {
+            status = conclude(writerFailure: stdout.failure)
+        } else if localEnd == .inputError || localEnd == .outputError {
+            status = .localError  // said when it happened
+        } else if case .failed(let why) = stdout.failure {
+            status = log.report(.localOutput(why: why))
+        } else {
+            status = .success  // how clients left is for -v and --jsonl, not the service's status
+        }
+        if config.stats { log.always(statistics(status)) }
+        return status
+    }
+
+    /// A client's handshake is done: its counts start (-n, -1, --timeout).
+    func clientArrives() {
+        submitOutput()
+        clientsServed += 1
+        if let limit = config.maxMessages { output.limit = output.messages + UInt64(limit) }
+        limitClosing = false
+        timedOut = false
+    }
+
+    /// Its driver, before it starts: --send, then what stdin still holds for it.
+    func clientBegins(_ driver: ConnectionDriver) {
+        begin(driver)
+        guard !config.receiveOnly, endOfInputAt == nil, localEnd == nil else { return }
+        stdinOpen = true
+        guard framer.isDone else { return }
+        do throws(InputError) {
+            try perform(framer.resume(limit: config.oneMessage ? 1 : nil, into: driver))
+        } catch {
+            log.error(error.description)
+            localEnd = .inputError
+            stopStdin()
+            driver.closeAfterDelivery(ClosePayload(code: .internalError, reason: Array("stdin error".utf8)))
+        }
+    }
+
+    /// Its driver started: stdin flows, its timers run.
+    func clientStarted() {
+        let now = Instant.now()
+        if let timer = clientDeadline, let seconds = config.sessionTimeout {
+            sessionDeadline = now.adding(seconds: seconds)
+            loop.arm(timer, at: sessionDeadline)
+        }
+        if let timer = idleCheck, let idle = config.idleTimeout { loop.arm(timer, at: lastActivity.adding(seconds: idle)) }
+        refreshStdin()
+        refreshStdout()
+    }
+
+    /// --jsonl: a client's connected/disconnected object, in order with its messages.
+    func emitLine(_ line: [UInt8]) {
+        output.event(line)
+        submitOutput()
+    }
+
+    /// The current client has gone: true to wait for the next one.
+    private func clientLeft(_ ending: ConnectionEnding) -> Bool {
+        // --whole-input: all of stdin is the first client's one message (its first fragments
+        // may be on their way already), so the server ends with that client.
+        guard servesOnce == false, localEnd == nil, endOfInputAt == nil, !config.wholeInput else { return false }
+        if let timer = clientDeadline { loop.arm(timer, at: nil) }
+        if let timer = idleCheck { loop.arm(timer, at: nil) }
+        sessionDeadline = nil
+        endedDriver = driver
+        driver = nil
+        refreshStdin()
+        submitOutput()
+        return true
     }
 }
 

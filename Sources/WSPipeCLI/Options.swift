@@ -30,7 +30,8 @@ extension Option {
         HelpSection(title: "Output:", options: [verbose, quiet, help, version]),
         HelpSection(title: "Server (-l; see SERVER in the man page):",
                     options: [listen, echo, broadcast, path, allowOrigin, requireProtocol, requireBearer, health, responseHeader,
-                              maxClients, handshakeTimeout, exec, sh, closeGrace, maxChildren, passenv, clientCA]),
+                              maxClients, handshakeTimeout, exec, sh, closeGrace, maxChildren, passenv, clientCA,
+                              oneshot]),
     ]
 
     // MARK: Modes
@@ -428,7 +429,8 @@ extension Option {
 
     static let listen = Option("--listen", "l", value: "[ADDR:]PORT",
                                help: "serve on PORT (127.0.0.1 unless ADDR; [::1]:PORT; unix:PATH; port 0: any free);",
-                               "prints 'listening on ws://ADDR:PORT/' on stderr") { text, name throws(UsageError) in
+                               "prints 'listening on ws://ADDR:PORT/' on stderr; with no mode option,",
+                               "stdin and stdout go to one client at a time") { text, name throws(UsageError) in
         do throws(ListenAddress.ParseError) {
             let address = try ListenAddress(parsing: text)
             return { $0.listen = address }
@@ -442,6 +444,10 @@ extension Option {
     static let broadcast = Option("--broadcast", help: "server mode: every stdin message to every client; client messages to",
                                   "stdout (--jsonl: with \"client\"); a client that falls behind gets 1013") {
         $0.serveMode = .broadcast
+    }
+    static let oneshot = Option("--oneshot", help: "serve one client, then exit with the status its ending gives (as the",
+                                "client's: 0 for a normal close)") {
+        $0.oneshot = true
     }
     static let path = Option("--path", value: "PATH", help: "serve only this path (404 elsewhere)") { text, name throws(UsageError) in
         guard text.hasPrefix("/"), !text.contains("?"), text.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) else {

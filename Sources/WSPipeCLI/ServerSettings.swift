@@ -7,7 +7,8 @@ import WebSocketExec
 extension Option {
     /// Options that mean something only when serving.
     static let serverOnly: [Option] = [echo, broadcast, path, allowOrigin, requireProtocol, requireBearer, health, responseHeader,
-                                       maxClients, handshakeTimeout, exec, sh, closeGrace, maxChildren, passenv, clientCA]
+                                       maxClients, handshakeTimeout, exec, sh, closeGrace, maxChildren, passenv, clientCA,
+                                       oneshot]
     /// Options that mean something only with --exec/--sh.
     static let execOnly: [Option] = [closeGrace, maxChildren, passenv]
     /// Options of a client connection, which a server has no use for.
@@ -15,15 +16,42 @@ extension Option {
                                        insecure, cacert, sni, header, origin, userAgent, bearer, connectTimeout,
                                        reconnect, reconnectOnClose, retryDelay, retryMaxDelay, maxRetries, retryReset,
                                        queueSize, queueBytes, queuePolicy, sendFile, staleTimeout, printPingRTT]
-    /// Options whose server meaning is not built yet (TLS accept, the stdio modes): refused
-    /// with -l rather than parsed and ignored.
-    static let notYetServing: [Option] = [timestamps, base64, wholeInput,
-                                          maxMessages, oneMessage, send, timeout, idleTimeout, receiveOnly, sendOnly, stats,
-                                          noClose, linger, closeCode, closeReason,
-                                          deflateClientWindowBits, deflateServerWindowBits, deflateClientNoContextTakeover,
+    /// Options whose server meaning is not built yet (deflate tuning): refused with -l
+    /// rather than parsed and ignored.
+    static let notYetServing: [Option] = [deflateClientWindowBits, deflateServerWindowBits, deflateClientNoContextTakeover,
                                           deflateServerNoContextTakeover, decompress]
     /// The stdin and stdout formats: --broadcast reads and writes them; --echo has no use.
     static let formats: [Option] = [text, binary, null, chunkSize]
+    /// Client options that a server mode has no use for (the default stdio mode uses every
+    /// one: see the table in SERVER in the man page). --send, --timeout, --idle-timeout and
+    /// --oneshot mean the same per client in every mode.
+    static let refusedByEcho: [Option] = [timestamps, base64, wholeInput, oneMessage, receiveOnly, sendOnly, stats,
+                                          noClose, linger, closeCode, closeReason]
+    static let refusedByBroadcast: [Option] = [timestamps, base64, wholeInput, oneMessage, stats, linger]
+    static let refusedByExec: [Option] = [null, chunkSize, timestamps, base64, wholeInput, maxMessages, oneMessage,
+                                          receiveOnly, sendOnly, stats, noClose, linger, closeCode, closeReason]
+}
+
+extension ServeConfiguration.Mode {
+    /// The mode's option, for messages.
+    var optionName: String {
+        switch self {
+        case .echo: return "--echo"
+        case .broadcast: return "--broadcast"
+        case .exec: return "--exec/--sh"
+        case .stdio: return "the stdio mode"
+        }
+    }
+
+    /// See `Option.refusedByEcho`.
+    var refusedOptions: [Option] {
+        switch self {
+        case .echo: return Option.refusedByEcho
+        case .broadcast: return Option.refusedByBroadcast
+        case .exec: return Option.refusedByExec
+        case .stdio: return []
+        }
+    }
 }
 
 /// A valid request to try --response-header values against the 101 (`ServerHandshake.accept`
@@ -60,24 +88,23 @@ extension Settings {
         if let option = serving.first(where: { given.contains($0.longName) }) {
             throw UsageError("\(option.longName) has no meaning with -l/--listen in this version (see SERVER in the man page)")
         }
-        let serveMode = exec.map { ServeConfiguration.Mode.exec($0) } ?? self.serveMode
         if exec != nil && self.serveMode != nil {
             throw UsageError("--exec/--sh, --echo and --broadcast are different modes: choose one")
-        }
-        guard let serveMode else {
-            throw UsageError("-l/--listen needs a mode: --echo or --broadcast (the stdio bridge per client is not in this version)")
         }
         if given.contains(Option.echo.longName) && given.contains(Option.broadcast.longName) {
             throw UsageError("--echo cannot be combined with --broadcast: choose one mode")
         }
+        // No mode: stdin and stdout bridged to one client at a time.
+        let serveMode = exec.map { ServeConfiguration.Mode.exec($0) } ?? self.serveMode ?? .stdio
         if case .echo = serveMode, let option = Option.formats.first(where: { given.contains($0.longName) }) {
             throw UsageError("\(option.longName) has no meaning with --echo: messages go back with their own type")
         }
+        if let option = serveMode.refusedOptions.first(where: { given.contains($0.longName) }) {
+            throw UsageError("\(option.longName) has no meaning with -l/--listen \(serveMode.optionName) (see SERVER in the man page)")
+        }
+        try checkCombinations()
         if config.jsonLines && config.mode == .binary { throw UsageError("--jsonl cannot be combined with --binary: --jsonl carries both message types") }
         if config.jsonLines && config.separator == 0 { throw UsageError("--jsonl cannot be combined with -0/--null: JSON Lines are newline-separated") }
-        if config.oneMessage || config.maxMessages != nil {
-            throw UsageError("-n and -1 have no meaning with \(exec != nil ? "--exec/--sh" : given.contains(Option.broadcast.longName) ? "--broadcast" : "--echo")")
-        }
         if bearerFile != nil && !requireBearer { throw UsageError("--bearer-file with -l needs --require-bearer") }
         if policy.requiresSubprotocol && config.subprotocols.isEmpty {
             throw UsageError("--require-protocol needs the supported subprotocols (--protocol NAME)")
@@ -86,6 +113,14 @@ extension Settings {
         var serve = ServeConfiguration(listen: listen)
         serve.mode = serveMode
         serve.tls = try serverTLS(environment: environment, readFile: readFile)
+        serve.oneshot = oneshot
+        if serveMode != .stdio {
+            // What the stdio mode's session does itself, the engine does for the others.
+            serve.server.perClient.greeting = config.sendMessages.map { Array($0.utf8) }
+            serve.server.perClient.idleTimeout = config.idleTimeout
+            serve.server.perClient.timeLimit = config.sessionTimeout
+            serve.server.perClient.maximumMessages = config.maxMessages
+        }
         serve.server.policy = policy
         serve.server.policy.subprotocols = config.subprotocols
         if let maxClients { serve.server.maximumClients = maxClients }
@@ -115,6 +150,7 @@ extension Settings {
         }
         var config = self.config
         config.bearerToken = nil
+        if config.oneMessage { config.maxMessages = 1 }
         config.serve = serve
         return config
     }

@@ -27,6 +27,7 @@ struct Settings {
     var requireBearer = false
     var maxClients: Int?
     var handshakeTimeout: Double?
+    var oneshot = false
     // --exec/--sh and their settings.
     var execProgram: String?
     var execArguments: [String] = []
@@ -89,7 +90,7 @@ struct Settings {
     }
 
     /// Options that contradict each other are refused rather than one silently ignored.
-    private func checkCombinations() throws(UsageError) {
+    func checkCombinations() throws(UsageError) {
         func refuse(_ a: String, _ b: String, _ why: String) throws(UsageError) {
             throw UsageError("\(a) cannot be combined with \(b): \(why)")
         }

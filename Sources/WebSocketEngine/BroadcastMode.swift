@@ -36,7 +36,18 @@ public final class BroadcastMode: ServerMode, MessageSink {
     }
 
     public func connectionDidStart(_ connection: ServerConnection) {
-        if let driver = connection.driver { clients[connection.info.id] = driver }
+        guard let driver = connection.driver else { return }
+        clients[connection.info.id] = driver
+        if readingPaused { driver.pausesReading = true }
+    }
+
+    /// Stops (or resumes) reading every client, new ones included: the owner's output of
+    /// their messages lags (stdout is slow), so they wait in TCP instead of in memory.
+    public var readingPaused = false {
+        didSet {
+            guard readingPaused != oldValue else { return }
+            for driver in clients.values { driver.pausesReading = readingPaused }
+        }
     }
 
     func left(_ id: Int) {

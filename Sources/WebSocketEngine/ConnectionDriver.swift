@@ -225,12 +225,16 @@ public final class ConnectionDriver: MessageSink {
     /// The Close we sent and the one we received.
     public var closeSent: ClosePayload? { core.closeSent }
     public var closeReceived: ClosePayload? { core.closeReceived }
+    /// Data messages given to `send` (counted at their last frame): a server's per-client
+    /// idle check sees traffic toward the client with it.
+    public private(set) var messagesSent: UInt64 = 0
 
     /// Sends one data frame (a whole message with `fin`, or a fragment). `owner` keeps the
     /// payload alive; a large payload is masked in place there, so do not change it after.
     /// Does nothing once `canSendData` is false.
     public func send(_ opcode: Opcode, fin: Bool = true, _ payload: UnsafeMutableRawPointer?, count: Int, in owner: ByteBuffer?) {
         guard acceptsData else { return }
+        if fin { messagesSent &+= 1 }
         if waiting.isEmpty && outbound.byteCount < options.queueLimit {
             frame(opcode, fin: fin, payload, count: count, in: owner)
         } else {

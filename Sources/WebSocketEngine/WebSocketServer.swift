@@ -16,6 +16,12 @@ public struct ServerConfiguration: Sendable {
     public var handshakeTimeout = 10.0
     /// Largest request head, in bytes (431 beyond).
     public var maximumHeadSize = HTTPRequestHead.defaultMaximumSize
+    /// Serve one client at a time: while a handshake or a connection is under way nothing
+    /// more is accepted (the next client waits in the kernel's backlog, unread).
+    public var oneClientAtATime = false
+    /// What every client gets whatever the mode: messages on connect, idle and time limits,
+    /// a message count.
+    public var perClient = ClientLimits()
 
     public init() {}
 }
@@ -42,6 +48,9 @@ public protocol ServerMode: AnyObject {
     func refusal(for request: HandshakeRequest) -> ModeRefusal?
     /// The connection's driver has started (`connection.driver` is set).
     func connectionDidStart(_ connection: ServerConnection)
+    /// The driver exists and is about to start (pipelined frames are read at its start):
+    /// a mode that sends before anything is received, or must know the driver first.
+    func connectionWillStart(_ connection: ServerConnection, driver: ConnectionDriver)
     /// True: every handshake the policy and `refusal(for:)` accepted goes to `review`, and
     /// waits (under the handshake timeout) for the mode's verdict on the `PendingHandshake`.
     var decidesLater: Bool { get }
@@ -135,6 +144,7 @@ public extension ServerMode {
     func review(_ handshake: PendingHandshake) {
         try? handshake.refuse(status: 500, body: "this server decides no handshake later")
     }
+    func connectionWillStart(_ connection: ServerConnection, driver: ConnectionDriver) {}
 }
 
 /// A WebSocket server on one `EventLoop`: listeners, the opening handshake of each accepted
@@ -199,11 +209,23 @@ public final class WebSocketServer {
         let exchange = HandshakeExchange(loop: loop, connection: connection, stream: stream, server: self,
                                          maximumHeadSize: configuration.maximumHeadSize)
         exchanges[ObjectIdentifier(exchange)] = exchange
+        updateAccepting()
         exchange.start(timeout: configuration.handshakeTimeout)
     }
 
     func exchangeEnded(_ exchange: HandshakeExchange) {
         exchanges[ObjectIdentifier(exchange)] = nil
+        // Checked later: an accepted exchange is handed over right after it ends.
+        if configuration.oneClientAtATime { loop.later { [weak self] in self?.updateAccepting() } }
+    }
+
+    /// One client at a time: accepting pauses while a handshake or connection is under way.
+    private func updateAccepting() {
+        guard configuration.oneClientAtATime, !isShuttingDown else { return }
+        let busy = !exchanges.isEmpty || !connections.isEmpty
+        for listener in listeners {
+            if busy { listener.pause() } else { listener.resume() }
+        }
     }
 
     func noteTLSFailure(remoteAddress: String, _ why: StreamFailure) {
@@ -238,7 +260,8 @@ public final class WebSocketServer {
         let driver = ConnectionDriver(loop: loop, stream: stream, core: core, options: configuration.connection,
                                       received: received, parsed: parsed, delegate: connection)
         onEvent?(.connected(connection))
-        connection.start(driver)
+        mode.connectionWillStart(connection, driver: driver)
+        connection.start(driver, limits: configuration.perClient)
         mode.connectionDidStart(connection)
         return connection
     }
@@ -246,6 +269,7 @@ public final class WebSocketServer {
     func connectionEnded(_ connection: ServerConnection, _ ending: ConnectionEnding) {
         connections[connection.info.id] = nil
         onEvent?(.disconnected(connection, ending))
+        updateAccepting()
         if isShuttingDown && connections.isEmpty { drained() }
     }
 
