@@ -25,6 +25,10 @@ import WebSocketTransport
 /// ends after `close()`; cancelling the iterating task closes the server too (it stops
 /// accepting and closes every client with 1001, RFC 6455 §7.4.1).
 ///
+/// wss:// is `WebSocketServerOptions.tls` (the CLI's `--cert`): each connection's TLS
+/// handshake runs on the engine thread within the handshake timeout, and the request shows
+/// `isSecure` and, under mutual TLS, the client certificate's subject.
+///
 /// Limits (`WebSocketServerOptions`), as the CLI's server: a handshake beyond
 /// `maximumClients` connected clients is refused with 503; a request head larger than
 /// `maximumRequestHeadSize` with 431; a client that takes longer than `handshakeTimeout`
@@ -318,6 +322,8 @@ public struct WebSocketServerOptions: Sendable {
         /// handshake fails; its subject is `PendingConnection.request.clientCertificateSubject`.
         public var clientCAFile: String?
 
+        /// - Parameters mirror the properties of the same names. Nothing is read until
+        ///   `WebSocketServer.bind`.
         public init(certificateFile: String, keyFile: String, keyPassword: String? = nil,
                     minimumVersion: TLSVersion = .tls12, clientCAFile: String? = nil) {
             self.certificateFile = certificateFile

@@ -69,6 +69,28 @@ final class WSKitServerTLSTests: XCTestCase {
         _ = try? await handler.value
     }
 
+    func testTheMinimumVersionRefusesAnOlderClient() async throws {
+        let material = try TLSMaterial.shared()
+        var options = WebSocketServerOptions()
+        options.tls = .init(certificateFile: material.serverCert, keyFile: material.serverKey, minimumVersion: .tls13)
+        let server = try await WebSocketServer.bind(to: "127.0.0.1:0", options: options)
+        let port = try XCTUnwrap(server.port)
+        let client = try ChildProcess(executable: Locations.python,
+                                      arguments: ["\(Locations.peers)/wskit_client.py", "connect", "wss://localhost:\(port)/",
+                                                  "--cafile", material.caCert, "--tls-max", "1.2"],
+                                      environment: Locations.baseEnvironment)
+        let result = await finished(client, timeout: 20)
+        XCTAssertNotEqual(result.exitCode, 0, "\(result)")
+        XCTAssertFalse(result.stdoutText.contains("open"), "\(result)")
+        XCTAssertTrue(result.stderr.contains("VERSION") || result.stderr.contains("version"), "\(result)")
+        let handler = answerOne(server) { request in XCTAssertTrue(request.isSecure) }
+        var tls13 = WebSocketOptions()
+        tls13.tls.caFile = material.caCert
+        try await exchange(port: port, options: tls13, sending: "1.3")
+        try await withTimeout { try await handler.value }
+        await server.close()
+    }
+
     func testMutualTLSShowsTheClientCertificateSubjectAndRefusesAClientWithoutOne() async throws {
         let material = try TLSMaterial.shared()
         let client = try ClientTLSMaterial.shared()

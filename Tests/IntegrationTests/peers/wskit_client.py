@@ -1,7 +1,7 @@
 """Python `websockets` clients that drive WSKit's WebSocketServer in WSKitTests.
 
     wskit_client.py connect URL [--header NAME:VALUE]... [--subprotocols a,b] [--send TEXT]...
-                    [--cafile PEM] [--cert PEM --key PEM]
+                    [--cafile PEM] [--cert PEM --key PEM] [--tls-max 1.2]
         Connects (status refusals print "status N" and exit 0); on success prints
         "open SUBPROTOCOL-or--", sends each --send text, prints "message TEXT" for every message
         received until the server closes, then "closed CODE REASON". For wss://, --cafile
@@ -25,6 +25,8 @@ async def connect(args):
         context = ssl.create_default_context(cafile=args.cafile)
         if args.cert:
             context.load_cert_chain(args.cert, args.key)
+        if args.tls_max == "1.2":
+            context.maximum_version = ssl.TLSVersion.TLSv1_2
     try:
         ws = await connect(args.url, additional_headers=headers, subprotocols=subprotocols, compression=None,
                            ping_interval=None, open_timeout=10, ssl=context)
@@ -54,6 +56,7 @@ def main():
     c.add_argument("--cafile")
     c.add_argument("--cert")
     c.add_argument("--key")
+    c.add_argument("--tls-max", choices=["1.2"])
     args = parser.parse_args()
     asyncio.run(asyncio.wait_for(connect(args), 20))
 
