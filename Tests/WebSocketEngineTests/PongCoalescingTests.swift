@@ -79,5 +79,39 @@ extension ConnectionDriverTests {
         _ = server
     }
 
+    func testTheQueueKnowsWhetherItsPongHasLeft() {
+        let (a, b) = streamPair()
+        var queue = OutboundQueue()
+        XCTAssertFalse(queue.holdsUnwrittenPong)
+        queue.appendControl(FrameEncoder.frame(opcode: .ping, payload: [1], maskingKey: nil), carryingPong: false)
+        XCTAssertFalse(queue.holdsUnwrittenPong, "a ping is no pong")
+        queue.appendControl(FrameEncoder.frame(opcode: .pong, payload: [2], maskingKey: nil), carryingPong: true)
+        XCTAssertTrue(queue.holdsUnwrittenPong)
+        let vectors = UnsafeMutableBufferPointer<iovec>.allocate(capacity: 64)
+        defer { vectors.deallocate() }
+        XCTAssertEqual(queue.write(to: a, vectors: vectors), .done(0))
+        XCTAssertFalse(queue.holdsUnwrittenPong, "written")
+        queue.appendControl(FrameEncoder.frame(opcode: .pong, payload: [3], maskingKey: nil), carryingPong: true)
+        queue.discard()
+        XCTAssertFalse(queue.holdsUnwrittenPong, "discarded with the connection")
+        _ = b
+    }
+
+    func testTheCoreKeepsOnlyTheMostRecentPongWhenAsked() throws {
+        var server = WebSocketConnection(role: .server)
+        var keys = MaskingKeyGenerator.fixed(MaskingKey(1, 2, 3, 4))
+        var wire: [UInt8] = []
+        for i in 0..<5 { wire += FrameEncoder.frame(opcode: .ping, payload: index(i), maskingKey: keys.next()) }
+        var offset = 0
+        try wire.withUnsafeMutableBytes { input in
+            while try server.receive(input, &offset) != nil {}
+        }
+        XCTAssertTrue(server.hasPendingPong)
+        server.keepOnlyMostRecentPong()
+        XCTAssertEqual(server.takeOutboundControl(), FrameEncoder.frame(opcode: .pong, payload: index(4), maskingKey: nil),
+                       "§5.5.3: only the most recent ping is answered")
+        XCTAssertFalse(server.hasPendingPong)
+    }
+
     private func index(_ i: Int) -> [UInt8] { withUnsafeBytes(of: UInt64(i).bigEndian) { Array($0) } }
 }
