@@ -38,6 +38,12 @@ public final class WebSocket: Sendable {
         public let origin: String?
         /// The subprotocols the client offered, in its order of preference (§4.2.1 item 10).
         public let subprotocols: [String]
+        /// Whether the client connected over TLS (wss://, `WebSocketServerOptions.tls`).
+        public let isSecure: Bool
+        /// The subject of the client's certificate (RFC 2253, "CN=client,O=Example") under
+        /// mutual TLS (`WebSocketServerOptions.TLS.clientCAFile`; verified by then), or when
+        /// a client sent one unasked; nil otherwise.
+        public let clientCertificateSubject: String?
 
         /// The values of the header `name` (ASCII case-insensitive).
         public func values(_ name: String) -> [String] {

@@ -15,7 +15,9 @@ public enum WebSocketError: Error, Sendable, Equatable, CustomStringConvertible 
     case cannotConnect(String)
     /// A server's socket cannot be bound or listened on (address in use, permission denied).
     case cannotListen(String)
-    /// TLS failed: certificate verification, no common version, client certificate.
+    /// TLS failed: certificate verification, no common version, client certificate; or a
+    /// server's TLS settings cannot be used (its certificate, key, passphrase or client CA
+    /// file, thrown by `WebSocketServer.bind`).
     case tls(String)
     /// The server did not accept the WebSocket handshake. `status`: its HTTP status when
     /// it answered with one other than 101 (nil: a 101 that breaks RFC 6455 §4.1, or no
@@ -131,4 +133,12 @@ extension SettingNames {
         connectTimeout: "WebSocketOptions.connectTimeout", caFile: "tls.caFile", insecure: "tls.verifiesPeer = false",
         keyPassphrase: "tls.clientCertificate's keyPassword", keyFile: "tls.clientCertificate's keyFile",
         clientCertificate: "tls.clientCertificate", certificate: "tls.clientCertificate", minimumVersion: "tls.minimumVersion")
+
+    /// The names of `WebSocketServerOptions.TLS`, for a server's TLS settings.
+    static let libraryServer: SettingNames = {
+        var names = library
+        names.keyPassphrase = "tls.keyPassword"
+        names.keyFile = "tls.keyFile"
+        return names
+    }()
 }

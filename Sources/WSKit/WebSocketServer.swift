@@ -25,6 +25,10 @@ import WebSocketTransport
 /// ends after `close()`; cancelling the iterating task closes the server too (it stops
 /// accepting and closes every client with 1001, RFC 6455 §7.4.1).
 ///
+/// wss:// is `WebSocketServerOptions.tls` (the CLI's `--cert`): each connection's TLS
+/// handshake runs on the engine thread within the handshake timeout, and the request shows
+/// `isSecure` and, under mutual TLS, the client certificate's subject.
+///
 /// Limits (`WebSocketServerOptions`), as the CLI's server: a handshake beyond
 /// `maximumClients` connected clients is refused with 503; a request head larger than
 /// `maximumRequestHeadSize` with 431; a client that takes longer than `handshakeTimeout`
@@ -63,10 +67,14 @@ public final class WebSocketServer: AsyncSequence, Sendable {
 
     /// Listens on `address`: `"PORT"`, `"ADDR:PORT"`, `"[IPv6]:PORT"` (port 0: any free
     /// port, read it from `port`), or `"unix:PATH"`. Accepting starts at once; handshakes
-    /// wait for a consumer of the sequence (within the handshake timeout).
+    /// wait for a consumer of the sequence (within the handshake timeout). With
+    /// `options.tls`, every connection is TLS first (wss://, RFC 6455 §4.2.1 over TLS): the
+    /// certificate, key and client CA file are loaded here, before anything is bound.
     /// - Throws: `.invalidArgument` for an address that is not one (a name instead of an IP
-    ///   address, a port outside 0-65535) or options out of range; `.cannotListen` when the
-    ///   socket cannot be bound (address in use, permission denied).
+    ///   address, a port outside 0-65535) or options out of range; `.tls` when the TLS
+    ///   certificate, key (or its passphrase) or client CA file cannot be loaded or do not
+    ///   match (nothing is bound then); `.cannotListen` when the socket cannot be bound
+    ///   (address in use, permission denied).
     public static func bind(to address: String, options: WebSocketServerOptions = .init()) async throws(WebSocketError) -> WebSocketServer {
         let parsed: ListenAddress
         do { parsed = try ListenAddress(parsing: address) } catch { throw .invalidArgument("listen address: \(error)") }
@@ -76,6 +84,7 @@ public final class WebSocketServer: AsyncSequence, Sendable {
     /// Listens on a parsed address; see `bind(to:options:)` with a string.
     public static func bind(to address: ListenAddress, options: WebSocketServerOptions = .init()) async throws(WebSocketError) -> WebSocketServer {
         let configuration = try options.configuration()
+        let tls = try options.tls.map { settings throws(WebSocketError) in try settings.context() }
         let socket: any ListeningSocket
         let port: Int?
         do throws(ListenError) {
@@ -98,7 +107,7 @@ public final class WebSocketServer: AsyncSequence, Sendable {
         let transfer = ListenerTransfer(socket: socket)
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
             engine.submit {
-                side.start(loop: engine.loop, configuration: configuration, socket: transfer.socket,
+                side.start(loop: engine.loop, configuration: configuration, socket: transfer.socket, tls: tls,
                            mode: KitServerMode(inbox: inbox, engine: engine, options: options))
                 continuation.resume()
             }
@@ -175,7 +184,8 @@ public final class PendingConnection: Sendable {
         self.request = WebSocket.Request(path: request.path, query: request.query,
                                          headers: request.headers.map { (name: $0.name, value: $0.value) },
                                          remoteAddress: handshake.remoteAddress, origin: request.origin,
-                                         subprotocols: request.subprotocols)
+                                         subprotocols: request.subprotocols, isSecure: handshake.isSecure,
+                                         clientCertificateSubject: handshake.clientCertificateSubject)
         self.engine = engine
         self.options = options
         self.handshake = HandshakeBox(handshake)
@@ -273,6 +283,9 @@ public struct WebSocketServerOptions: Sendable {
     public var bearerToken: String?
     /// A path that answers a plain GET with 200 "ok" (load balancers' health checks).
     public var healthPath: String?
+    /// Serve wss://: the server's certificate and key, and for mutual TLS the CAs of client
+    /// certificates. Nil (the default): plain ws://.
+    public var tls: TLS?
     /// Keepalive Ping interval per client; nil: none.
     public var pingInterval: Duration?
     /// Fail a client (`.timedOut`) whose Pong is this late; nil: no limit.
@@ -290,6 +303,45 @@ public struct WebSocketServerOptions: Sendable {
         self.maximumClients = maximumClients
         self.path = path
         self.allowedOrigins = allowedOrigins
+    }
+
+    /// A TLS server's certificate and what it asks of clients (as `wspipe -l` with `--cert`,
+    /// `--key`, `--key-pass-env`, `--tls-min` and `--client-ca`). Loaded by
+    /// `WebSocketServer.bind`, which throws `.tls` for a file that cannot be used.
+    public struct TLS: Sendable {
+        /// PEM file of the server's certificate, optionally followed by its chain.
+        public var certificateFile: String
+        /// PEM file of its private key (may be `certificateFile`).
+        public var keyFile: String
+        /// The passphrase of an encrypted key; nil: none. Never printed.
+        public var keyPassword: String?
+        /// Lowest TLS version accepted. Default 1.2.
+        public var minimumVersion: TLSVersion
+        /// PEM file of the CAs whose client certificates are accepted. Set, every client
+        /// must present a valid certificate signed by one of them (mutual TLS) or its TLS
+        /// handshake fails; its subject is `PendingConnection.request.clientCertificateSubject`.
+        public var clientCAFile: String?
+
+        /// - Parameters mirror the properties of the same names. Nothing is read until
+        ///   `WebSocketServer.bind`.
+        public init(certificateFile: String, keyFile: String, keyPassword: String? = nil,
+                    minimumVersion: TLSVersion = .tls12, clientCAFile: String? = nil) {
+            self.certificateFile = certificateFile
+            self.keyFile = keyFile
+            self.keyPassword = keyPassword
+            self.minimumVersion = minimumVersion
+            self.clientCAFile = clientCAFile
+        }
+
+        /// The loaded context; `.tls` with the transport's sentence (these settings' names).
+        func context() throws(WebSocketError) -> TLSServerContext {
+            let options = TLSServerOptions(certificateFile: certificateFile, keyFile: keyFile,
+                                           keyPassword: keyPassword.map { Array($0.utf8) },
+                                           minimumVersion: minimumVersion, clientCAFile: clientCAFile)
+            do { return try TLSServerContext(options) } catch {
+                throw .tls(error.serverSentence(.libraryServer, clientCA: "tls.clientCAFile"))
+            }
+        }
     }
 
     /// The client-side options that carry the same per-connection settings.
@@ -472,7 +524,8 @@ final class ServerSide: @unchecked Sendable {
     private var mode: KitServerMode?
     private var stopping = false
 
-    func start(loop: EventLoop, configuration: ServerConfiguration, socket: any ListeningSocket, mode: KitServerMode) {
+    func start(loop: EventLoop, configuration: ServerConfiguration, socket: any ListeningSocket, tls: TLSServerContext?,
+               mode: KitServerMode) {
         let server = WebSocketEngine.WebSocketServer(loop: loop, configuration: configuration, mode: mode)
         self.server = server
         self.mode = mode
@@ -491,7 +544,7 @@ final class ServerSide: @unchecked Sendable {
             self.mode = nil
             inbox.drained()
         }
-        server.listen(on: socket)
+        server.listen(on: socket, tls: tls)
     }
 
     /// From any thread: shuts the server down on the engine thread (once).

@@ -180,13 +180,7 @@ private func name(_ source: ProxySource) -> String {
 
 /// A server TLS configuration failure: the client's wording where it is the same.
 private func serverMessage(_ failure: TLSFailure) -> String {
-    switch failure {
-    case .certificateFile(let path, let reason): return "cannot load the server certificate from '\(path)': \(reason)"
-    case .keyFile(let path, let reason): return "cannot load the server's private key from '\(path)': \(reason)"
-    case .trustStore(let path?, let reason): return "cannot load the client CA certificates from '\(path)' (--client-ca): \(reason)"
-    case .setup(let reason): return "cannot set up TLS for the server: \(reason)"
-    default: return failure.sentence(commandLineNames)
-    }
+    failure.serverSentence(commandLineNames, clientCA: "--client-ca")
 }
 
 private func message(_ loss: ConnectionLoss) -> String {

@@ -146,6 +146,18 @@ public struct WebSocketConnection: Sendable {
     /// True when a Close or one of our pings waits (not only pongs).
     public var hasOutboundCloseOrPing: Bool { !outbound.isEmpty }
 
+    /// True when a pong waits (a ping received and not answered yet).
+    public var hasPendingPong: Bool { !pongs.isEmpty }
+
+    /// Forgets the pongs waiting except the one for the most recent ping (§5.5.3: an
+    /// endpoint that has not sent a Pong for earlier pings may answer only the last one).
+    /// For a writer whose earlier pong has not left yet, so replies never pile up.
+    public mutating func keepOnlyMostRecentPong() {
+        guard pongs.count > 1, let last = pongs.last else { return }
+        pongs = [last]
+        pongBytes = last.count + 1
+    }
+
     /// Control frames to write at the next frame boundary (masked in the client role): pongs
     /// (the answers to the pings received so far, oldest first), then our pings and Close in
     /// the order queued.

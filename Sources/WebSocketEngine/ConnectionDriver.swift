@@ -321,7 +321,7 @@ public final class ConnectionDriver: MessageSink {
         endingMark = outbound.totalQueued
         core.close(payload)
         delegate?.connection(self, note: .closeQueued(payload))
-        queueControlFrames(force: true)
+        queueControlFrames()
         closeWrittenMark = outbound.totalQueued
     }
 
@@ -332,7 +332,7 @@ public final class ConnectionDriver: MessageSink {
         endingMark = outbound.totalQueued
         if core.ping(pending.payload) {
             delegate?.connection(self, note: .barrierQueued)
-            queueControlFrames(force: true)
+            queueControlFrames()
         } else {
             releaseBarrier()
         }
@@ -401,11 +401,13 @@ public final class ConnectionDriver: MessageSink {
         guard ending == nil else { return }
         checkTimers(now: .now())
         // Frame waiting messages as the socket takes the queue, until it is full.
+        // Pongs go ahead of waiting messages; one held back behind an unwritten pong
+        // follows once the socket has taken that.
         repeat {
+            queueControlFrames()
             frameWaiting()
-            queueControlFrames(force: false)
             if writeBlocked == nil { flush() }
-        } while writeBlocked == nil && !waiting.isEmpty && !outputShutDown && loss == nil
+        } while writeBlocked == nil && (!waiting.isEmpty || core.hasOutboundControl) && !outputShutDown && loss == nil
         if finishedStep() {
             finish()
             return
@@ -498,7 +500,7 @@ public final class ConnectionDriver: MessageSink {
                 case .ping(let payload):
                     // The pong goes out ahead of data the owner sends after this point (an
                     // echo of a message the ping interrupted): peers expect it first.
-                    queueControlFrames(force: false)
+                    queueControlFrames()
                     delegate.connection(self, didReceivePing: payload)
                 case .pong(let payload):
                     if barrier != nil && payload == barrierPayload {
@@ -533,16 +535,34 @@ public final class ConnectionDriver: MessageSink {
         delegate.connectionDidProcessInput(self)
     }
 
-    private func queueControlFrames(force: Bool) {
+    /// Moves the core's control frames to the queue. At most one pong waits unwritten in
+    /// the queue: while it has not left, the next one waits in the core, which then keeps
+    /// only the most recent (RFC 6455 §5.5.3), so a peer that floods pings without reading
+    /// grows neither our memory nor the queue (which would hold back data: stdin, echoes).
+    /// A peer that reads gets every ping answered: the socket is tried first. A Close or
+    /// our own ping always goes at once (after the pong waiting, if any).
+    private func queueControlFrames() {
         guard core.hasOutboundControl else { return }
-        // While the socket queue is full, pongs wait in the core, which keeps only the most
-        // recent few: a peer that floods pings without reading cannot grow our memory. A
-        // Close or our own ping always goes.
-        if !force && outbound.byteCount >= options.queueLimit && !core.hasOutboundCloseOrPing { return }
-        outbound.appendBytes(core.takeOutboundControl())
+        if core.hasPendingPong && outbound.holdsUnwrittenPong {
+            if writeBlocked == nil { flush(reportsRoom: false) }
+            core.keepOnlyMostRecentPong()
+            if outbound.holdsUnwrittenPong && !core.hasOutboundCloseOrPing { return }
+        }
+        let carryingPong = core.hasPendingPong
+        outbound.appendControl(core.takeOutboundControl(), carryingPong: carryingPong)
     }
 
-    private func flush() {
+    /// The socket took bytes while the owner was not to be called (in the middle of a
+    /// read): `connectionHasRoom` is due at the next flush.
+    private var roomUnreported = false
+
+    private func flush(reportsRoom: Bool = true) {
+        defer {
+            if reportsRoom && roomUnreported && ending == nil {
+                roomUnreported = false
+                if queuedBytes < options.queueLimit && canSendData { delegate?.connectionHasRoom(self) }
+            }
+        }
         guard !outbound.isEmpty || stream.hasPendingOutput, !outputShutDown else { return }
         let before = outbound.totalWritten
         switch outbound.write(to: stream, vectors: loop.vectors) {
@@ -560,7 +580,7 @@ public final class ConnectionDriver: MessageSink {
         if outbound.totalWritten > before {
             pings.written(upTo: outbound.totalWritten, at: now)
             if before < endingMark { progressed(at: now) }
-            if queuedBytes < options.queueLimit && canSendData { delegate?.connectionHasRoom(self) }
+            roomUnreported = true
         }
     }
 
@@ -573,7 +593,7 @@ public final class ConnectionDriver: MessageSink {
         if pings.pingDue(at: now), core.state == .open {
             let payload = pings.nextPayload()
             core.ping(payload)
-            queueControlFrames(force: true)
+            queueControlFrames()
             pings.queued(payload, endingAt: outbound.totalQueued, at: now)
             delegate?.connection(self, note: .pingQueued(payload.count))
         }

@@ -169,7 +169,9 @@ final class HandshakeExchange {
             if let mode = server.mode, mode.decidesLater {
                 let local = connection.localAddress ?? connection.remoteAddress
                 let waiting = PendingHandshake(exchange: self, request: request, subprotocol: subprotocol,
-                                               remoteAddress: connection.remoteAddress, localAddress: local, parsed: parsed)
+                                               remoteAddress: connection.remoteAddress, localAddress: local,
+                                               isSecure: stream is TLSStream, clientCertificateSubject: (stream as? TLSStream)?.peerSubject,
+                                               parsed: parsed)
                 pending = waiting
                 if let watch { loop.setInterest(watch, .readHangUp) }
                 return mode.review(waiting)

@@ -18,6 +18,9 @@ public struct OutboundQueue {
     /// passes the position where it was queued.
     public private(set) var totalQueued: UInt64 = 0
     public private(set) var totalWritten: UInt64 = 0
+    /// `totalQueued` just after the last pong queued: that pong has not left while
+    /// `totalWritten` is below it.
+    private var pongEnd: UInt64 = 0
 
     public init() {}
 
@@ -65,6 +68,17 @@ public struct OutboundQueue {
         bytes.withUnsafeBytes { start.copyMemory(from: $0.baseAddress!, byteCount: bytes.count) }
     }
 
+    /// Queues control frames from `WebSocketConnection`; `carryingPong`: they include a
+    /// pong (then `holdsUnwrittenPong` until the stream has taken them).
+    public mutating func appendControl(_ bytes: [UInt8], carryingPong: Bool) {
+        appendBytes(bytes)
+        if carryingPong { pongEnd = totalQueued }
+    }
+
+    /// True while a pong queued here has not been entirely taken by the stream: a pong
+    /// for a later ping should then replace the one waiting in the core, not follow it.
+    public var holdsUnwrittenPong: Bool { totalWritten < pongEnd }
+
     /// Writes as much as the stream takes. `.done` when the queue (and the stream's own
     /// pending output) is empty; `.wouldBlock` when the socket is full.
     public mutating func write(to stream: ByteStream, vectors: UnsafeMutableBufferPointer<iovec>) -> IOResult {
@@ -85,7 +99,10 @@ public struct OutboundQueue {
     }
 
     /// Forgets everything queued (the connection is gone).
-    public mutating func discard() { list.removeAll() }
+    public mutating func discard() {
+        list.removeAll()
+        pongEnd = totalWritten
+    }
 
     /// Lets go of the arena (back to the pool once nothing references it).
     public mutating func releaseArena() { arena = ByteBuffer.released }

@@ -71,6 +71,11 @@ public final class PendingHandshake {
     public let remoteAddress: String
     /// "ip:port" the client connected to, or the socket path.
     public let localAddress: String
+    /// Whether the connection is TLS (a listener with `listen(on:tls:)`).
+    public let isSecure: Bool
+    /// The subject of the client's certificate (RFC 2253, "CN=client,O=Example") when it
+    /// sent one; under mutual TLS OpenSSL has verified it. Nil without TLS.
+    public let clientCertificateSubject: String?
     let parsed: Int
     private weak var exchange: HandshakeExchange?
     /// Called exactly once: with the client's connection once its 101 is written and its
@@ -80,12 +85,14 @@ public final class PendingHandshake {
     private var finished = false
 
     init(exchange: HandshakeExchange, request: HandshakeRequest, subprotocol: String?, remoteAddress: String,
-         localAddress: String, parsed: Int) {
+         localAddress: String, isSecure: Bool, clientCertificateSubject: String?, parsed: Int) {
         self.exchange = exchange
         self.request = request
         self.subprotocol = subprotocol
         self.remoteAddress = remoteAddress
         self.localAddress = localAddress
+        self.isSecure = isSecure
+        self.clientCertificateSubject = clientCertificateSubject
         self.parsed = parsed
     }
 

@@ -153,6 +153,21 @@ extension TLSFailure {
     }
 }
 
+extension TLSFailure {
+    /// One sentence for a person about a server's TLS configuration that `TLSServerContext`
+    /// could not load: the server's certificate and key, `clientCA` naming the face's
+    /// setting of the client CA file (mutual TLS); the rest as `sentence(names)`.
+    public func serverSentence(_ names: SettingNames, clientCA: String) -> String {
+        switch self {
+        case .certificateFile(let path, let reason): return "cannot load the server certificate from '\(path)': \(reason)"
+        case .keyFile(let path, let reason): return "cannot load the server's private key from '\(path)': \(reason)"
+        case .trustStore(let path?, let reason): return "cannot load the client CA certificates from '\(path)' (\(clientCA)): \(reason)"
+        case .setup(let reason): return "cannot set up TLS for the server: \(reason)"
+        default: return sentence(names)
+        }
+    }
+}
+
 extension TLSAlert {
     /// One sentence for a person, with `names` in its advice.
     public func sentence(_ names: SettingNames) -> String {

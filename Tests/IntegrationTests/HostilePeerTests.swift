@@ -82,6 +82,36 @@ final class HostilePeerTests: HostileTestCase {
         XCTAssertLessThan(peak, 40 * 1024, "peak RSS \(mebibytes(peak))")
     }
 
+    func testPingFloodFromAServerThatNeverReadsLetsStdinEndAndTheCloseTimeoutEndIt() throws {
+        // Regression test (fixed): one pong queued per ping filled the outbound queue (and the
+        // core kept ~1000 more), so with a server that floods pings and never reads, stdin sent
+        // after the flood was never read to its end and only --timeout ended the session.
+        // Expected: at most one pong waits unwritten (§5.5.3), stdin ends, and the session
+        // ends by --close-timeout (exit 7, the server stopped reading); when the server
+        // finally reads, the pings after the first unanswered one got at most a pong or two.
+        let count = 100_000
+        let server = try startHostile("deaf-ping-flood", ["--count", "\(count)", "--size", "125", "--quiet", "6"])
+        let child = try spawnWspipe([url(server), "--close-timeout", "1"], stdin: .pipe)
+        child.writeStdin("L1\n")
+        XCTAssertTrue(server.process.stdout.wait(timeout: 30) { String(decoding: $0, as: UTF8.self).contains("FLOODED") },
+                      "the flood did not end")
+        usleep(500_000)  // wspipe reads the rest of the flood from the socket
+        for i in 2...200 { child.writeStdin("L\(i)\n") }
+        child.closeStdin()
+        let inputEnded = monotonicSeconds()
+        let result = finish(child, timeout: 15)
+        let ending = monotonicSeconds() - inputEnded
+        let record = try server.hostileRecord(timeout: 20)
+        print("MEASURE deaf ping flood \(count) x 125 B: \(record.pongs) pongs, \(record.pongs_after_gap ?? -1) after "
+              + "the first unanswered ping; wspipe ended \(String(format: "%.2f", ending)) s after its stdin")
+        assertExit(result, 7)
+        assertStderr(result, contains: "(--close-timeout)")
+        // 1 s without progress for the end-of-input ping, then at most 1 s for the Close.
+        XCTAssertLessThan(ending, 4, "the session took \(ending) s to end after stdin")
+        XCTAssertNotNil(record.pongs_after_gap, "\(record)")
+        XCTAssertLessThanOrEqual(record.pongs_after_gap ?? .max, 2, "pongs were not coalesced: \(record.pongs) in all")
+    }
+
     // MARK: 3. Message flood while stdout stalls
 
     /// The slowest test here (~7 s: a 3 s stall, then 2 GiB through wspipe).

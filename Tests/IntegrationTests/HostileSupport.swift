@@ -33,6 +33,8 @@ struct HostileRecord: Decodable, HeaderRecord {
     let sent_bytes: Int
     let flood_seconds: Double?
     let pongs_before_close: Int?
+    /// deaf-ping-flood: pongs received after the first ping left unanswered.
+    let pongs_after_gap: Int?
 }
 
 /// The bytes hostile.py's `--check pattern` expects (and `flood` sends after each index):

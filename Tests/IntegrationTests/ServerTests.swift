@@ -133,6 +133,25 @@ final class ServerTests: IntegrationTestCase {
         assertExit(finish(server), 0)
     }
 
+    func testAClientFloodingPingsWithoutReadingGetsOnePongWaitingAndItsEcho() throws {
+        // Regression test (fixed): each ping's pong went into the queue, so --echo's
+        // backpressure stopped reading a client that floods pings and never reads (its
+        // sends stalled after ~58k pings). Now at most one pong waits (RFC 6455 §5.5.3):
+        // the server reads all 100k, and when the client reads at last, after the pongs the
+        // kernel held it finds one for the most recent ping and then the echo of its text.
+        let (server, port) = try startServer(["--echo"])
+        let result = try python(["pingflood", String(port), "100000", "2"])
+        print("MEASURE server ping flood 100000 x 125 B: \(result.stdoutText.trimmingCharacters(in: .whitespacesAndNewlines))")
+        let words = result.stdoutText.split(separator: " ")
+        XCTAssertEqual(words.first, "pongs", "\(result)")
+        XCTAssertTrue(result.stdoutText.hasSuffix("echo yes\n"), "\(result)")
+        let afterGap = words.firstIndex(of: "after-gap").flatMap { Int(words[$0 + 1]) }
+        XCTAssertNotNil(afterGap, "\(result)")
+        XCTAssertLessThanOrEqual(afterGap ?? .max, 2, "pongs were not coalesced: \(result)")
+        server.signal(SIGTERM)
+        assertExit(finish(server), 0)
+    }
+
     /// 1,000 clients at once on one loop: every handshake answered, one descriptor each, and
     /// SIGTERM closes every one with 1001 before exiting 0.
     func testThousandConnectionsAndShutdown() throws {

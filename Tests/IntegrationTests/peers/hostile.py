@@ -13,6 +13,11 @@ client's request and answering 101 (except `endless-headers`), it acts out --sce
   ping-flood       sends --count pings (payload: 8-byte big-endian index, padded with "p"
                    to --size bytes) as fast as it can without reading, then reads until the
                    pong for the last ping (counting pongs), then Close 1000; then like sink.
+  deaf-ping-flood  never reads while it sends --count pings (as ping-flood) and then waits
+                   --quiet S more; then reads what the client sent until EOF (counting
+                   pongs, messages and its Close; `pongs_after_gap`: the pongs after the
+                   first ping left unanswered). Prints FLOODED after the flood. --rcvbuf B shrinks the listening socket's
+                   receive buffer (so the kernel holds little of what the client writes).
   flood            sends --count binary messages of --size bytes (the 8-byte big-endian
                    index, then PATTERN bytes), then Close 1000; then like sink.
   send-close       sends --count text messages (message(i) below), then Close 1000; then
@@ -37,6 +42,7 @@ pings, pongs, last_pong, sent, and `sizes` (the first 1000 message sizes).
 """
 import asyncio
 import base64
+import socket
 import struct
 import time
 
@@ -83,6 +89,7 @@ class Sink:
         self.closed = False
         self.next_progress = 16 << 20
         self.expected_pattern = None
+        self.pong_order = None      # deaf-ping-flood: {"next": index expected, "after_gap": count}
 
     def error(self, text):
         if len(self.record["errors"]) < 20:
@@ -189,6 +196,13 @@ class Sink:
         elif opcode == 0xA:
             record["pongs"] += 1
             record["last_pong"] = base64.b64encode(bytes(self.control)).decode()
+            order = self.pong_order
+            if order is not None and len(self.control) >= 8:
+                # Pongs answer pings 0, 1, 2... until the first one skipped; count those after it.
+                index = struct.unpack("!Q", bytes(self.control[:8]))[0]
+                if order["after_gap"] or index != order["next"]:
+                    order["after_gap"] += 1
+                order["next"] = index + 1
         elif opcode == 0x8:
             payload = bytes(self.control)
             code = struct.unpack("!H", payload[:2])[0] if len(payload) >= 2 else 1005
@@ -252,6 +266,19 @@ class Server(Recorder):
                 record["held"] = True
                 await asyncio.Future()
 
+    async def send_pings(self, writer, record, started):
+        """ping-flood's pings, as fast as the socket takes them, without reading; returns the padding."""
+        args = self.args
+        padding = b"p" * max(0, args.size - 8)
+        for i in range(args.count):
+            writer.write(frame(0x9, struct.pack("!Q", i) + padding))
+            if i % 1000 == 999:
+                await writer.drain()
+        await writer.drain()
+        record["sent"] = args.count
+        record["flood_seconds"] = round(time.monotonic() - started, 3)
+        return padding
+
     async def background_sink(self, reader, writer, record, started):
         """Reads the client (answering pings, noting its Close) while we keep sending."""
         task = asyncio.create_task(self.sink(reader, writer, record, started))
@@ -285,14 +312,7 @@ class Server(Recorder):
             if scenario in ("sink", "echo-secrets"):
                 await self.sink(reader, writer, record, started)
             elif scenario == "ping-flood":
-                padding = b"p" * max(0, args.size - 8)
-                for i in range(args.count):
-                    writer.write(frame(0x9, struct.pack("!Q", i) + padding))
-                    if i % 1000 == 999:
-                        await writer.drain()
-                await writer.drain()
-                record["sent"] = args.count
-                record["flood_seconds"] = round(time.monotonic() - started, 3)
+                padding = await self.send_pings(writer, record, started)
                 # Read pongs until the one for the last ping (at most 20 s).
                 last = base64.b64encode(struct.pack("!Q", args.count - 1) + padding).decode()
                 parser = Sink(args, record, writer, started)
@@ -315,6 +335,23 @@ class Server(Recorder):
                         parser.finish()
                         break
                     parser.feed(data)
+            elif scenario == "deaf-ping-flood":
+                await self.send_pings(writer, record, started)
+                announce("FLOODED")
+                await asyncio.sleep(args.quiet)
+                parser = Sink(args, record, writer, started)
+                parser.pong_order = {"next": 0, "after_gap": 0}
+                while True:
+                    try:
+                        data = await reader.read(65536)
+                    except ConnectionError as error:
+                        parser.error("read failed: %s" % error)
+                        break
+                    if not data:
+                        break
+                    parser.feed(data)
+                record["pongs_before_close"] = record["pongs"]
+                record["pongs_after_gap"] = parser.pong_order["after_gap"]
             elif scenario == "flood":
                 task = await self.background_sink(reader, writer, record, started)
                 body = (PATTERN * (args.size // len(PATTERN) + 1))[: max(0, args.size - 8)]
@@ -390,9 +427,19 @@ async def main():
     parser.add_argument("--then", choices=["behave", "close"], default="behave")
     parser.add_argument("--secret", default="")
     parser.add_argument("--hold", action="store_true", help="sink: after the Close, keep TCP open forever")
+    parser.add_argument("--quiet", type=float, default=5.0, help="deaf-ping-flood: seconds without reading after the flood")
+    parser.add_argument("--rcvbuf", type=int, help="SO_RCVBUF of the listening socket, bytes")
     args = parser.parse_args()
     server = Server(args)
-    listener = await asyncio.start_server(server.handle, args.host, args.port, limit=1 << 20)
+    sock = None
+    if args.rcvbuf:
+        sock = socket.socket(socket.AF_INET6 if ":" in args.host else socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, args.rcvbuf)
+        sock.bind((args.host, args.port))
+        listener = await asyncio.start_server(server.handle, sock=sock, limit=1 << 20)
+    else:
+        listener = await asyncio.start_server(server.handle, args.host, args.port, limit=1 << 20)
     announce_port(listener.sockets)
     await asyncio.Future()
 

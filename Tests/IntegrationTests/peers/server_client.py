@@ -8,6 +8,10 @@
                                               "open N", then, once all are closed, "closes CODE=COUNT ..."
     server_client.py slowloris PORT SECS      sends half a request head and waits; prints "closed after S"
                                               when the server drops it (or "still open" after SECS)
+    server_client.py pingflood PORT N SECS    raw: sends N pings (8-byte index, 125 bytes) without reading,
+                                              waits SECS, sends text "after" and reads until its echo; prints
+                                              "pongs P after-gap G echo yes|no" (G: pongs after the first ping
+                                              left unanswered)
 """
 import asyncio
 import base64
@@ -167,6 +171,57 @@ def slowloris(port, seconds):
         print(f"closed after {time.monotonic() - start:.1f}", flush=True)
 
 
+def pingflood(port, count, seconds):
+    s = socket.create_connection(("127.0.0.1", int(port)), timeout=10)
+    s.sendall(handshake("127.0.0.1", port, "/"))
+    head = b""
+    while b"\r\n\r\n" not in head:
+        head += s.recv(1)
+    padding = b"p" * 117
+    chunk = bytearray()
+    try:
+        for i in range(int(count)):
+            chunk += bytes([0x89, 0x80 | 125]) + b"\0\0\0\0" + struct.pack("!Q", i) + padding  # zero mask: as is
+            if len(chunk) >= 1 << 16:
+                s.sendall(chunk)
+                chunk = bytearray()
+        s.sendall(chunk + bytes([0x81, 0x80 | 5]) + b"\0\0\0\0" + b"after")
+    except socket.timeout:
+        print(f"stalled: the server stopped reading after about {i} pings", flush=True)
+        return
+    time.sleep(float(seconds))
+    data = bytearray()
+    pongs, after_gap, expected, echo, index = 0, 0, 0, False, 0
+    deadline = time.monotonic() + 20
+    while not echo and time.monotonic() < deadline:
+        try:
+            more = s.recv(1 << 20)
+        except socket.timeout:
+            break
+        if not more:
+            break
+        data += more
+        while index + 2 <= len(data):
+            opcode, length, start = data[index] & 0x0F, data[index + 1] & 0x7F, index + 2
+            if length == 126:
+                length, start = struct.unpack("!H", data[start:start + 2])[0], start + 2
+            elif length == 127:
+                length, start = struct.unpack("!Q", data[start:start + 8])[0], start + 8
+            if start + length > len(data):
+                break
+            payload = bytes(data[start:start + length])
+            index = start + length
+            if opcode == 0xA:
+                pongs += 1
+                number = struct.unpack("!Q", payload[:8])[0]
+                if after_gap or number != expected:
+                    after_gap += 1
+                expected = number + 1
+            elif opcode == 0x1 and payload == b"after":
+                echo = True
+    print(f"pongs {pongs} after-gap {after_gap} echo {'yes' if echo else 'no'}", flush=True)
+
+
 if __name__ == "__main__":
     command, args = sys.argv[1], sys.argv[2:]
     if command == "echo":
@@ -179,3 +234,5 @@ if __name__ == "__main__":
         asyncio.run(fanout(args[0], int(args[1])))
     elif command == "slowloris":
         slowloris(args[0], args[1])
+    elif command == "pingflood":
+        pingflood(args[0], args[1], args[2])

@@ -1,13 +1,16 @@
 """Python `websockets` clients that drive WSKit's WebSocketServer in WSKitTests.
 
     wskit_client.py connect URL [--header NAME:VALUE]... [--subprotocols a,b] [--send TEXT]...
+                    [--cafile PEM] [--cert PEM --key PEM] [--tls-max 1.2]
         Connects (status refusals print "status N" and exit 0); on success prints
         "open SUBPROTOCOL-or--", sends each --send text, prints "message TEXT" for every message
-        received until the server closes, then "closed CODE REASON".
+        received until the server closes, then "closed CODE REASON". For wss://, --cafile
+        is the CA to trust and --cert/--key a client certificate (mutual TLS).
 Every step is bounded (10 s open timeout, 20 s in all).
 """
 import argparse
 import asyncio
+import ssl
 import sys
 
 
@@ -17,9 +20,16 @@ async def connect(args):
 
     headers = [tuple(item.split(":", 1)) for item in args.header]
     subprotocols = [name for name in args.subprotocols.split(",") if name] or None
+    context = None
+    if args.url.startswith("wss:"):
+        context = ssl.create_default_context(cafile=args.cafile)
+        if args.cert:
+            context.load_cert_chain(args.cert, args.key)
+        if args.tls_max == "1.2":
+            context.maximum_version = ssl.TLSVersion.TLSv1_2
     try:
         ws = await connect(args.url, additional_headers=headers, subprotocols=subprotocols, compression=None,
-                           ping_interval=None, open_timeout=10)
+                           ping_interval=None, open_timeout=10, ssl=context)
     except InvalidStatus as error:
         print(f"status {error.response.status_code}", flush=True)
         print(f"body {error.response.body.decode('utf-8', 'replace').strip()}", flush=True)
@@ -43,6 +53,10 @@ def main():
     c.add_argument("--header", action="append", default=[])
     c.add_argument("--subprotocols", default="")
     c.add_argument("--send", action="append", default=[])
+    c.add_argument("--cafile")
+    c.add_argument("--cert")
+    c.add_argument("--key")
+    c.add_argument("--tls-max", choices=["1.2"])
     args = parser.parse_args()
     asyncio.run(asyncio.wait_for(connect(args), 20))
 
