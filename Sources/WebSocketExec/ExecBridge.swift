@@ -227,7 +227,8 @@ public final class ExecBridge: ConnectionDelegate {
         while index < buffer.count {
             guard let found = memchr(buffer.base + index, 0x0A, buffer.count - index) else { break }
             let newline = buffer.base.distance(to: found)
-            sendLine(from: lineStart, to: newline)
+            // A line over the limit ends the connection, which resets the buffer: stop here.
+            guard sendLine(from: lineStart, to: newline) else { return false }
             lineStart = newline + 1
             index = lineStart
         }
@@ -238,13 +239,17 @@ public final class ExecBridge: ConnectionDelegate {
         return true
     }
 
-    private func sendLine(from start: Int, to end: Int) {
+    /// Sends one line; false when it is over the limit (the connection is closing).
+    @discardableResult
+    private func sendLine(from start: Int, to end: Int) -> Bool {
         let count = end - start
-        let valid = UTF8Validator.isValid(UnsafeRawBufferPointer(start: buffer.base + start, count: count))
         if count > options.maximumMessageSize {
-            return endConnection(lineTooLong)
+            endConnection(lineTooLong)
+            return false
         }
+        let valid = UTF8Validator.isValid(UnsafeRawBufferPointer(start: buffer.base + start, count: count))
         send(valid ? .text : .binary, from: start, count: count)
+        return true
     }
 
     private var lineTooLong: ClosePayload {

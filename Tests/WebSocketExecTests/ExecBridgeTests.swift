@@ -81,6 +81,18 @@ final class ExecBridgeTests: ExecTestCase {
         XCTAssertEqual(closeReason(rig.log), "output line exceeds 1000 B")
     }
 
+    /// The long line and what follows it in one read: ending the connection mid-scan must
+    /// not leave the scan past the reset buffer (it crashed copying a negative count).
+    func testLineOverTheLimitFollowedByMoreOutputInOneRead() throws {
+        var options = ExecOptions()
+        options.maximumMessageSize = 1000
+        let rig = try rig(ChildCommand.shell("s=$(head -c 5000 /dev/zero | tr '\\0' x); printf 'ok\\n%s\\nafter\\nmore\\n' \"$s\"; sleep 100"),
+                          options: options)
+        XCTAssertTrue(spin { rig.log.ending != nil && rig.outcome.value != nil })
+        XCTAssertEqual(rig.log.messages.map(\.text), ["ok"])
+        XCTAssertEqual(closeCode(rig.log), 1011)
+    }
+
     func testBinaryModeSendsChunks() throws {
         var options = ExecOptions()
         options.binary = true
