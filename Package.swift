@@ -89,8 +89,13 @@ let package = Package(
             // relocations as RELR (glibc >= 2.36). With gold's RELA table the loader reads
             // 600 KB of relocations and dirties every page they patch at each start: about
             // 0.55 MiB of peak RSS for every run (docs/PERFORMANCE.md). Needs glibc >= 2.36.
+            // --no-export-dynamic undoes the -export-dynamic of the toolchain's
+            // static-stdlib-args.lnk: every public symbol of our modules (4,050) went into
+            // .dynsym/.dynstr (340 KB), read at each start (~0.3 MiB of file-backed RSS), and
+            // nothing loads symbols from the executable (dlopen'd OpenSSL and zlib do not).
             linkerSettings: [
-                .unsafeFlags(["-use-ld=lld", "-Xlinker", "-z", "-Xlinker", "pack-relative-relocs"],
+                .unsafeFlags(["-use-ld=lld", "-Xlinker", "-z", "-Xlinker", "pack-relative-relocs",
+                              "-Xlinker", "--no-export-dynamic"],
                              .when(configuration: .release))
             ]
         ),
