@@ -111,8 +111,14 @@ public struct SegmentList {
     public mutating func append(_ owner: ByteBuffer, _ start: UnsafeMutableRawPointer, _ count: Int) {
         guard count > 0 else { return }
         byteCount += count
-        if head < segments.count, let last = segments.last, last.owner === owner, last.start + last.count == start {
-            segments[segments.count - 1].count += count
+        let last = segments.count - 1
+        // Extended in place: `segments.last` copied the segment (a retain and release of its
+        // owner for every small message written to stdout).
+        if last >= head, segments.withUnsafeMutableBufferPointer({ list in
+            guard list[last].owner === owner, list[last].start + list[last].count == start else { return false }
+            list[last].count += count
+            return true
+        }) {
             return
         }
         segments.append(Segment(owner: owner, start: start, count: count))
