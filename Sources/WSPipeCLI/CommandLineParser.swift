@@ -35,7 +35,7 @@ public enum CommandLineParser {
         // Each option's value is checked as it comes (the first mistake is reported); what
         // it sets is applied once the URL is known.
         var setters: [Option.Setter] = []
-        var given: Set<String> = []
+        var given: [String] = []
         var index = 0
         var onlyPositional = false
 
@@ -52,7 +52,7 @@ public enum CommandLineParser {
             case .version: return .version
             case .set(let handler):
                 setters.append(try handler(value, option.longName))
-                given.insert(option.longName)
+                if !given.contains(option.longName) { given.append(option.longName) }
             }
             return nil
         }
