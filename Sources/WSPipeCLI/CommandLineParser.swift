@@ -35,7 +35,7 @@ public enum CommandLineParser {
         // Each option's value is checked as it comes (the first mistake is reported); what
         // it sets is applied once the URL is known.
         var setters: [Option.Setter] = []
-        var given: Set<String> = []
+        var given: [String] = []
         var index = 0
         var onlyPositional = false
 
@@ -52,7 +52,7 @@ public enum CommandLineParser {
             case .version: return .version
             case .set(let handler):
                 setters.append(try handler(value, option.longName))
-                given.insert(option.longName)
+                if !given.contains(option.longName) { given.append(option.longName) }
             }
             return nil
         }
@@ -74,7 +74,7 @@ public enum CommandLineParser {
                     name = String(argument[..<equals])
                     inline = String(argument[argument.index(after: equals)...])
                 }
-                guard let option = Option.byLongName[name] else {
+                guard let option = Option.named(name) else {
                     throw UsageError("unknown option '\(name)'")
                 }
                 if !option.takesValue && inline != nil { throw UsageError("option \(name) takes no value") }
@@ -91,7 +91,7 @@ public enum CommandLineParser {
                 var letters = Substring(argument.dropFirst())
                 while let letter = letters.first {
                     letters = letters.dropFirst()
-                    guard let option = Option.byShortName[letter] else { throw UsageError("unknown option '-\(letter)'") }
+                    guard let option = Option.named(short: letter) else { throw UsageError("unknown option '-\(letter)'") }
                     if option.takesValue {
                         let inline = letters.isEmpty ? nil : String(letters)
                         _ = try take(option, value(for: "-\(letter)", inline: inline))

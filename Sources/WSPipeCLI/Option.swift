@@ -51,10 +51,20 @@ public struct Option: Sendable, Equatable {
     /// Every option, in --help order.
     public static var allCases: [Option] { helpSections.flatMap(\.options) }
 
-    static let byLongName = Dictionary(uniqueKeysWithValues: allCases.map { ($0.longName, $0) })
-    static let byShortName = Dictionary(uniqueKeysWithValues: allCases.compactMap { option in
-        option.shortName.map { ($0, option) }
-    })
+    /// The option named `--name`, if any. A scan of the 88 options, not a Dictionary: making
+    /// the Dictionary's metadata at run time checks String's Hashable conformance against
+    /// every conformance record of the binary (200,000 instructions at each start with a
+    /// long option, callgrind). CommandLineTests check that names are unique.
+    static func named(_ longName: String) -> Option? {
+        for section in helpSections { for option in section.options where option.longName == longName { return option } }
+        return nil
+    }
+
+    /// The option with the short name `-letter`, if any.
+    static func named(short letter: Character) -> Option? {
+        for section in helpSections { for option in section.options where option.shortName == letter { return option } }
+        return nil
+    }
 }
 
 /// A titled group of options in --help, with extra lines (left column, text) after them.

@@ -62,22 +62,36 @@ public final class ByteBuffer: @unchecked Sendable {
 /// stdin line) are freed at once instead of being kept forever.
 enum BufferPool {
     static let largestPooled = 1 << 20
-    // Addresses as integers: raw pointers are not Sendable.
-    private static let idle = Mutex<[Int: [UInt]]>([:])
+    /// The idle buffers of one size. A list of shelves, not a Dictionary keyed by size: a
+    /// session uses two or three sizes, and a Dictionary's metadata, made at run time on
+    /// first use, checks Int's Hashable conformance against every conformance record of the
+    /// binary (155,000 instructions at each start, callgrind).
+    private struct Shelf {
+        let capacity: Int
+        // Addresses as integers: raw pointers are not Sendable.
+        var addresses: [UInt]
+    }
+    private static let idle = Mutex<[Shelf]>([])
     private static let limit = 4
 
     static func take(capacity: Int) -> UnsafeMutableRawPointer {
-        if let reused = idle.withLock({ $0[capacity]?.popLast() }), let pointer = UnsafeMutableRawPointer(bitPattern: reused) {
-            return pointer
+        let reused = idle.withLock { shelves -> UInt? in
+            for i in shelves.indices where shelves[i].capacity == capacity { return shelves[i].addresses.popLast() }
+            return nil
         }
+        if let reused, let pointer = UnsafeMutableRawPointer(bitPattern: reused) { return pointer }
         return UnsafeMutableRawPointer.allocate(byteCount: capacity, alignment: 64)
     }
 
     static func give(_ pointer: UnsafeMutableRawPointer, capacity: Int) {
         let address = UInt(bitPattern: pointer)
-        let kept = idle.withLock { pool -> Bool in
-            if pool[capacity, default: []].count >= limit { return false }
-            pool[capacity, default: []].append(address)
+        let kept = idle.withLock { shelves -> Bool in
+            for i in shelves.indices where shelves[i].capacity == capacity {
+                if shelves[i].addresses.count >= limit { return false }
+                shelves[i].addresses.append(address)
+                return true
+            }
+            shelves.append(Shelf(capacity: capacity, addresses: [address]))
             return true
         }
         if !kept { pointer.deallocate() }
@@ -111,8 +125,14 @@ public struct SegmentList {
     public mutating func append(_ owner: ByteBuffer, _ start: UnsafeMutableRawPointer, _ count: Int) {
         guard count > 0 else { return }
         byteCount += count
-        if head < segments.count, let last = segments.last, last.owner === owner, last.start + last.count == start {
-            segments[segments.count - 1].count += count
+        let last = segments.count - 1
+        // Extended in place: `segments.last` copied the segment (a retain and release of its
+        // owner for every small message written to stdout).
+        if last >= head, segments.withUnsafeMutableBufferPointer({ list in
+            guard list[last].owner === owner, list[last].start + list[last].count == start else { return false }
+            list[last].count += count
+            return true
+        }) {
             return
         }
         segments.append(Segment(owner: owner, start: start, count: count))

@@ -72,5 +72,12 @@ final class CommandLineTests: XCTestCase {
         let short = Option.allCases.compactMap(\.shortName)
         XCTAssertEqual(Set(short).count, short.count)
         XCTAssertTrue(Option.allCases.allSatisfy { !$0.help.isEmpty && $0.longName.hasPrefix("--") })
+        // The parser's look-ups find every option by each of its names, and nothing else.
+        for option in Option.allCases {
+            XCTAssertEqual(Option.named(option.longName)?.longName, option.longName)
+            if let letter = option.shortName { XCTAssertEqual(Option.named(short: letter)?.longName, option.longName) }
+        }
+        XCTAssertNil(Option.named("--no-such-option"))
+        XCTAssertNil(Option.named(short: "Z"))
     }
 }
