@@ -52,6 +52,7 @@ public func runServer(_ config: BridgeConfiguration, _ serve: ServeConfiguration
     case .echo: mode = EchoMode()
     case .broadcast:
         let shared = BroadcastMode()
+        if let deflate = serve.server.deflate { shared.memoryLevel = deflate.memoryLevel }
         broadcast = shared
         mode = shared
     case .exec(let exec):
@@ -79,8 +80,15 @@ public func runServer(_ config: BridgeConfiguration, _ serve: ServeConfiguration
         case .refused(let status):
             log.event("refused a handshake with \(status)")
             return
+        case .compressionUnavailable(let reason):
+            log.warning("permessage-deflate declined: \(reason)")
+            return
         }
         log.event(shown.line)
+        if case .connected(let connection) = event, let deflate = connection.info.deflate {
+            let summary = deflate.configuration.map { " (\($0.summary))" } ?? ""
+            log.event("client \(connection.info.id): permessage-deflate agreed: \(deflate.response)\(summary)")
+        }
         if events { writeAll(1, shown.json) }
     }
     server.onDrained = {
@@ -100,6 +108,10 @@ public func runServer(_ config: BridgeConfiguration, _ serve: ServeConfiguration
     loop.run()
     if let broadcast, broadcast.droppedSlowClients > 0 {
         log.warning("closed \(broadcast.droppedSlowClients) slow client(s) with 1013")
+    }
+    if let broadcast, broadcast.compressedOnce > 0 {
+        log.event("permessage-deflate: \(broadcast.compressedOnce) message(s) compressed once for \(broadcast.sharedSends) copies "
+                  + "(clients without server context takeover)")
     }
     if let failure = face?.failure { return log.report(failure) }
     return .success

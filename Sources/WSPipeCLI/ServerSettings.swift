@@ -20,8 +20,7 @@ extension Option {
     static let notYetServing: [Option] = [cert, key, keyPassEnv, keyPassFile, tlsMin, timestamps, base64, wholeInput,
                                           maxMessages, oneMessage, send, timeout, idleTimeout, receiveOnly, sendOnly, stats,
                                           noClose, linger, closeCode, closeReason,
-                                          deflateClientWindowBits, deflateServerWindowBits, deflateClientNoContextTakeover,
-                                          deflateServerNoContextTakeover, decompress]
+                                          decompress]
     /// The stdin and stdout formats: --broadcast reads and writes them; --echo has no use.
     static let formats: [Option] = [text, binary, null, chunkSize]
 }
@@ -94,6 +93,7 @@ extension Settings {
         serve.server.connection.pingTimeout = config.pingTimeout
         // Many idle clients: 64 KiB receive buffers, let go between reads.
         serve.server.connection.receiveBufferSize = 64 * 1024
+        serve.server.deflate = noDeflate ? nil : try serverDeflate()
 
         if requireBearer {
             var token: String?
@@ -115,6 +115,24 @@ extension Settings {
         config.bearerToken = nil
         config.serve = serve
         return config
+    }
+}
+
+extension Settings {
+    /// permessage-deflate as the server answers it: the --deflate-* options' server meanings
+    /// (SERVER in the man page) over `PerMessageDeflate.server()`'s memory-tuned defaults.
+    func serverDeflate() throws(UsageError) -> PerMessageDeflate {
+        var deflate = PerMessageDeflate.server()
+        if let bits = deflateOffer.serverMaxWindowBits {
+            guard bits >= 9 else {
+                throw UsageError("--deflate-server-window-bits with -l is our compressor's window: 9 to 15 (zlib makes no 8-bit streams)")
+            }
+            deflate.serverWindowBits = bits
+        }
+        if case .bits(let bits) = deflateOffer.clientMaxWindowBits { deflate.clientWindowBits = bits }
+        deflate.serverNoContextTakeover = deflateOffer.serverNoContextTakeover
+        deflate.clientNoContextTakeover = deflateOffer.clientNoContextTakeover
+        return deflate
     }
 }
 

@@ -232,6 +232,22 @@ public final class ConnectionDriver: MessageSink {
         if !serviceQueued { scheduleService() }
     }
 
+    /// Sends one whole message already deflated for this connection's agreed parameters
+    /// (RFC 7692 §7.2.1, the tail removed), as one frame with RSV1: a broadcast compressed
+    /// once for every client without server context takeover. `payloadSize` is the size
+    /// before deflating (for the counts). `owner` keeps the bytes; they are never changed
+    /// (a server does not mask). Call only when `compression` is agreed.
+    public func sendCompressed(_ opcode: Opcode, _ payload: UnsafeMutableRawPointer, count: Int, in owner: ByteBuffer?, payloadSize: Int) {
+        guard acceptsData, deflateConfiguration != nil else { return }
+        if waiting.isEmpty && outbound.byteCount < options.queueLimit {
+            framePrecompressed(opcode, payload, count: count, in: owner, payloadSize: payloadSize)
+        } else {
+            waiting.append(opcode, fin: true, payload, count: count, in: owner, copyLimit: ConnectionDriver.copyLimit,
+                           precompressedSize: payloadSize)
+        }
+        if !serviceQueued { scheduleService() }
+    }
+
     /// Sends a data frame from bytes (copied).
     public func send(_ opcode: Opcode, fin: Bool = true, bytes: [UInt8]) {
         var copy = bytes
@@ -294,10 +310,27 @@ public final class ConnectionDriver: MessageSink {
         }
     }
 
+    private func framePrecompressed(_ opcode: Opcode, _ payload: UnsafeMutableRawPointer?, count: Int, in owner: ByteBuffer?,
+                                    payloadSize: Int) {
+        let header = core.makeHeader(opcode: opcode, fin: true, rsv: .rsv1, payloadLength: count)
+        if count <= ConnectionDriver.copyLimit || owner == nil {
+            outbound.appendFrame(header, copying: payload, count: count)
+        } else if let owner, let payload {
+            outbound.appendFrame(header, inPlace: owner, payload, count: count)
+        }
+        compressionOut.wire += UInt64(count)
+        compressionOut.payload += UInt64(payloadSize)
+        compressionOut.messages += 1
+    }
+
     /// Frames waiting messages while the socket queue has room.
     private func frameWaiting() {
         while outbound.byteCount < options.queueLimit, let message = waiting.popFirst() {
-            message.withPayload { frame(message.opcode, fin: message.fin, $0, count: $1, in: message.owner) }
+            if let size = message.precompressedSize {
+                message.withPayload { framePrecompressed(message.opcode, $0, count: $1, in: message.owner, payloadSize: size) }
+            } else {
+                message.withPayload { frame(message.opcode, fin: message.fin, $0, count: $1, in: message.owner) }
+            }
         }
         releaseQueuedClose()
         queueBarrierIfReady()
@@ -670,6 +703,8 @@ struct MessageQueue {
         let start: UnsafeMutableRawPointer?
         let count: Int
         let copy: [UInt8]?
+        /// Already deflated (`sendCompressed`): the size before.
+        var precompressedSize: Int? = nil
 
         func withPayload(_ body: (UnsafeMutableRawPointer?, Int) -> Void) {
             if var bytes = copy {
@@ -687,13 +722,15 @@ struct MessageQueue {
     var isEmpty: Bool { head == messages.count }
 
     mutating func append(_ opcode: Opcode, fin: Bool, _ payload: UnsafeMutableRawPointer?, count: Int,
-                         in owner: ByteBuffer?, copyLimit: Int) {
+                         in owner: ByteBuffer?, copyLimit: Int, precompressedSize: Int? = nil) {
         byteCount += count
         if count <= copyLimit || owner == nil {
             let bytes = payload.map { Array(UnsafeRawBufferPointer(start: $0, count: count)) } ?? []
-            messages.append(Message(opcode: opcode, fin: fin, owner: nil, start: nil, count: count, copy: bytes))
+            messages.append(Message(opcode: opcode, fin: fin, owner: nil, start: nil, count: count, copy: bytes,
+                                    precompressedSize: precompressedSize))
         } else {
-            messages.append(Message(opcode: opcode, fin: fin, owner: owner, start: payload, count: count, copy: nil))
+            messages.append(Message(opcode: opcode, fin: fin, owner: owner, start: payload, count: count, copy: nil,
+                                    precompressedSize: precompressedSize))
         }
     }
 

@@ -152,6 +152,8 @@ public final class Deflater {
     private let resetsContext: Bool
     private var scratch: UnsafeMutableRawPointer
     private var scratchSize: Int
+    /// The last frame's sync-flush tail, not sent yet (see `compress`).
+    private var holdsTail = false
 
     /// Nil for a window below 9 bits (zlib cannot make such raw streams; such a connection
     /// sends uncompressed messages, which is always allowed).
@@ -171,6 +173,12 @@ public final class Deflater {
 
     /// Deflates one frame's payload; the bytes stay valid until the next call. Nil if zlib
     /// cannot make its state (out of memory): the caller sends the message uncompressed.
+    ///
+    /// Each frame ends with a sync flush, whose 0x00 0x00 0xff 0xff is held back and put in
+    /// front of the next frame's bytes: the *message's* data must lose that tail (§7.2.1),
+    /// and the last frame may have nothing of its own (an echo's empty final fragment, where
+    /// zlib's second flush in a row adds nothing). Leaving it in such a message made the
+    /// receiver read the tail it restores as a stored block's LEN, swallowing what follows.
     public func compress(_ payload: UnsafeRawPointer?, count: Int, final: Bool) -> UnsafeRawBufferPointer? {
         if stream == nil {
             stream = wsp_deflater_new(Int32(windowBits), Int32(memoryLevel), 6)
@@ -181,6 +189,11 @@ public final class Deflater {
         var offset = 0
         let needed = count + count / 1000 + 64
         if needed > scratchSize { grow(to: needed) }
+        if holdsTail {
+            scratch.storeBytes(of: 0xFFFF_0000 as UInt32, as: UInt32.self)
+            length = 4
+            holdsTail = false
+        }
         while true {
             var consumed = 0
             var produced = 0
@@ -194,10 +207,11 @@ public final class Deflater {
             if offset >= count && length < scratchSize { break }
             grow(to: scratchSize * 2)
         }
-        if final {
-            if length >= 4 { length -= 4 }
-            if resetsContext { _ = wsp_zstream_reset(stream) }
+        if length >= 4 && scratch.loadUnaligned(fromByteOffset: length - 4, as: UInt32.self) == 0xFFFF_0000 {
+            length -= 4
+            holdsTail = !final
         }
+        if final && resetsContext { _ = wsp_zstream_reset(stream) }
         return UnsafeRawBufferPointer(start: scratch, count: length)
     }
 

@@ -17,7 +17,8 @@ final class HandshakeExchange {
     private var buffer: ByteBuffer?
     private var response: [UInt8] = []
     private var written = 0
-    private var accepted: (request: HandshakeRequest, subprotocol: String?, parsed: Int)?
+    private var accepted: (request: HandshakeRequest, subprotocol: String?, parsed: Int,
+                           deflate: (response: ExtensionOffer, agreed: PerMessageDeflate)?)?
     /// After a refusal is written: our side is shut, and the client's bytes are drained until
     /// it closes (closing with unread bytes sends a reset that can destroy the refusal).
     private var lingering = false
@@ -100,12 +101,14 @@ final class HandshakeExchange {
             if let refusal = server.mode?.refusal(for: request) {
                 return refuse(HTTPResponse.refusalBytesOrPlain(status: refusal.status, headers: refusal.headers, body: refusal.body))
             }
+            let deflate = server.negotiateDeflate(request)
             do throws(ResponseBuildError) {
-                response = try ServerHandshake.accept(request, subprotocol: subprotocol, headers: server.configuration.policy.responseHeaders)
+                response = try ServerHandshake.accept(request, subprotocol: subprotocol, extensions: deflate.map { [$0.response] } ?? [],
+                                                      headers: server.configuration.policy.responseHeaders)
             } catch {
                 return refuse(HTTPResponse.refusalBytesOrPlain(status: 500, headers: [], body: "the server's response headers are not valid"))
             }
-            accepted = (request, subprotocol, parsed)
+            accepted = (request, subprotocol, parsed, deflate)
             writeResponse()
         }
     }
@@ -137,7 +140,8 @@ final class HandshakeExchange {
             let (buffer, parsed) = (self.buffer, accepted.parsed)
             self.buffer = nil
             server.exchangeEnded(self)
-            server.handOver(stream, request: accepted.request, subprotocol: accepted.subprotocol, received: buffer, parsed: parsed)
+            server.handOver(stream, request: accepted.request, subprotocol: accepted.subprotocol, deflate: accepted.deflate,
+                            received: buffer, parsed: parsed)
         } else {
             stream.shutdownOutput()
             lingering = true

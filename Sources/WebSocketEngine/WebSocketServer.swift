@@ -16,6 +16,9 @@ public struct ServerConfiguration: Sendable {
     public var handshakeTimeout = 10.0
     /// Largest request head, in bytes (431 beyond).
     public var maximumHeadSize = HTTPRequestHead.defaultMaximumSize
+    /// permessage-deflate (RFC 7692) as the server answers it (`PerMessageDeflate.server()`:
+    /// 4 KiB windows, memLevel 5); nil declines every offer (no extension in the 101).
+    public var deflate: PerMessageDeflate?
 
     public init() {}
 }
@@ -28,6 +31,8 @@ public enum ServerEvent {
     case disconnected(ServerConnection, ConnectionEnding)
     /// A handshake was refused with this HTTP status (a 200 for the health path counts too).
     case refused(status: Int)
+    /// libz could not be loaded (the reason): permessage-deflate offers are declined from now on.
+    case compressionUnavailable(String)
 }
 
 /// Serves a mode: gives each new client the delegate of its driver.
@@ -86,6 +91,9 @@ public final class WebSocketServer {
     public private(set) var refusals: [Int: Int] = [:]
     /// Clients served so far (handshakes completed).
     public private(set) var acceptedCount = 0
+    /// libz is mapped on the first offer we would accept (a server whose clients offer
+    /// nothing never maps it); nil until then, false if it cannot be loaded (offers declined).
+    private var zlibLoaded: Bool?
 
     public init(loop: EventLoop, configuration: ServerConfiguration, mode: ServerMode) {
         self.loop = loop
@@ -124,19 +132,39 @@ public final class WebSocketServer {
         onEvent?(.refused(status: status))
     }
 
+    /// The permessage-deflate answer to `request`'s offers and the extension as agreed, or
+    /// nil (not configured, nothing acceptable offered, or libz missing).
+    func negotiateDeflate(_ request: HandshakeRequest) -> (response: ExtensionOffer, agreed: PerMessageDeflate)? {
+        guard let deflate = configuration.deflate, !request.extensions.isEmpty,
+              let negotiated = deflate.negotiate(request.extensions) else { return nil }
+        if zlibLoaded == nil {
+            do throws(ZlibLoadError) {
+                try Zlib.load()
+                zlibLoaded = true
+            } catch {
+                zlibLoaded = false
+                onEvent?(.compressionUnavailable(error.reason))
+            }
+        }
+        return zlibLoaded == true ? negotiated : nil
+    }
+
     /// The 101 is written: the client gets its driver.
-    func handOver(_ stream: TCPStream, request: HandshakeRequest, subprotocol: String?, received: ByteBuffer?, parsed: Int) {
+    func handOver(_ stream: TCPStream, request: HandshakeRequest, subprotocol: String?, deflate: (response: ExtensionOffer, agreed: PerMessageDeflate)?,
+                  received: ByteBuffer?, parsed: Int) {
         guard let mode, !isShuttingDown else { return stream.close() }
         let id = nextID
         nextID += 1
         acceptedCount += 1
         let local = stream.localAddress ?? stream.remoteAddress
         let info = ClientInfo(id: id, request: request, remoteAddress: stream.remoteAddress, localAddress: local,
-                              isSecure: false, clientCertificateSubject: nil, subprotocol: subprotocol)
+                              isSecure: false, clientCertificateSubject: nil, subprotocol: subprotocol,
+                              deflate: deflate.map { ($0.response, $0.agreed.configuration) })
         let connection = ServerConnection(info: info, server: self)
         connections[id] = connection
         connection.handler = mode.handler(for: connection)
-        let core = WebSocketConnection(role: .server, maximumMessageSize: configuration.maximumMessageSize)
+        let core = WebSocketConnection(role: .server, maximumMessageSize: configuration.maximumMessageSize,
+                                       extensions: deflate.map { [$0.agreed] } ?? [])
         let driver = ConnectionDriver(loop: loop, stream: stream, core: core, options: configuration.connection,
                                       received: received, parsed: parsed, delegate: connection)
         onEvent?(.connected(connection))

@@ -75,6 +75,25 @@ final class DeflateTests: XCTestCase {
         XCTAssertEqual(try inflate(inflater, frames), message)
     }
 
+    /// An echo's pattern: each message as a data fragment and an empty final one, with
+    /// context kept. The final frame has no bytes of its own, so the sync-flush tail of the
+    /// fragment before must not reach the wire, or the receiver's restored tail reads as a
+    /// stored block's length and swallows the next message (seen against Python websockets).
+    func testEmptyFinalFragmentStillLosesTheTail() throws {
+        let deflater = try XCTUnwrap(Deflater(windowBits: 12, memoryLevel: 5, resetsContext: false))
+        let inflater = try XCTUnwrap(Inflater(windowBits: 12, limit: 1 << 20))
+        var random = SystemRandomNumberGenerator()
+        let messages: [[UInt8]] = [Array(repeating: UInt8(ascii: "h"), count: 600), (0..<1000).map { _ in random.next() },
+                                   Array(repeating: 0, count: 1000), Array("Hello".utf8)]
+        for message in messages {
+            var frames: [[UInt8]] = []
+            frames.append(try message.withUnsafeBytes { try XCTUnwrap(deflater.compress($0.baseAddress, count: $0.count, final: false)).map { $0 } })
+            frames.append(try XCTUnwrap(deflater.compress(nil, count: 0, final: true)).map { $0 })
+            XCTAssertNotEqual(frames.joined().suffix(4), [0x00, 0x00, 0xff, 0xff])
+            XCTAssertEqual(try inflate(inflater, frames), message)
+        }
+    }
+
     /// 256 MiB of zeros compress to about 256 KiB; with a 1 MiB limit the inflater stops
     /// (1009) having made at most limit + 1 bytes.
     func testDecompressionBombStopsAtTheLimit() throws {
