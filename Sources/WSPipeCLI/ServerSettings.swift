@@ -93,7 +93,7 @@ extension Settings {
         serve.server.connection.pingTimeout = config.pingTimeout
         // Many idle clients: 64 KiB receive buffers, let go between reads.
         serve.server.connection.receiveBufferSize = 64 * 1024
-        serve.server.deflate = noDeflate ? nil : try serverDeflate()
+        serve.server.deflate = try serverDeflate()
 
         if requireBearer {
             var token: String?
@@ -120,8 +120,15 @@ extension Settings {
 
 extension Settings {
     /// permessage-deflate as the server answers it: the --deflate-* options' server meanings
-    /// (SERVER in the man page) over `PerMessageDeflate.server()`'s memory-tuned defaults.
-    func serverDeflate() throws(UsageError) -> PerMessageDeflate {
+    /// (SERVER in the man page) over `PerMessageDeflate.server()`'s memory-tuned defaults;
+    /// nil with --no-deflate, which no tuning option may join.
+    func serverDeflate() throws(UsageError) -> PerMessageDeflate? {
+        if noDeflate {
+            if let first = deflateTuning.first {
+                throw UsageError("--no-deflate cannot be combined with \(first): with --no-deflate nothing is accepted to tune")
+            }
+            return nil
+        }
         var deflate = PerMessageDeflate.server()
         if let bits = deflateOffer.serverMaxWindowBits {
             guard bits >= 9 else {
