@@ -154,6 +154,8 @@ public final class Deflater {
     private var scratchSize: Int
     /// The last frame's sync-flush tail, not sent yet (see `compress`).
     private var holdsTail = false
+    /// Bytes zlib made for the current message so far.
+    private var messageOutput = 0
 
     /// Nil for a window below 9 bits (zlib cannot make such raw streams; such a connection
     /// sends uncompressed messages, which is always allowed).
@@ -202,6 +204,7 @@ public final class Deflater {
                                      &consumed, &produced, Int32(WSP_Z_SYNC_FLUSH))
             offset += consumed
             length += produced
+            messageOutput += produced
             if result != Int32(WSP_Z_OK) && result != Int32(WSP_Z_BUF_ERROR) { return nil }
             // Done when the input is taken and zlib left room (the flush is complete).
             if offset >= count && length < scratchSize { break }
@@ -210,6 +213,16 @@ public final class Deflater {
         if length >= 4 && scratch.loadUnaligned(fromByteOffset: length - 4, as: UInt32.self) == 0xFFFF_0000 {
             length -= 4
             holdsTail = !final
+        }
+        if final {
+            // An empty message right after another: zlib's second flush in a row adds
+            // nothing, but the receiver restores a tail, which needs its block header in
+            // front: 0x00, an empty message's deflate (RFC 7692 §7.2.3.6). Found by fuzz/inflate.
+            if messageOutput == 0 {
+                scratch.storeBytes(of: 0, as: UInt8.self)
+                length = 1
+            }
+            messageOutput = 0
         }
         if final && resetsContext { _ = wsp_zstream_reset(stream) }
         return UnsafeRawBufferPointer(start: scratch, count: length)

@@ -94,6 +94,24 @@ final class DeflateTests: XCTestCase {
         }
     }
 
+    /// An empty message after another with context kept: zlib adds nothing for it, yet
+    /// the receiver restores a tail, so the frame must carry 0x00 (§7.2.3.6); without it
+    /// the tail read as a stored block's header failed with "invalid stored block lengths"
+    /// (fuzz/inflate's first finding).
+    func testEmptyMessageWithContextKeptIsOneZeroByte() throws {
+        let deflater = try XCTUnwrap(Deflater(windowBits: 15, memoryLevel: 8, resetsContext: false))
+        let inflater = try XCTUnwrap(Inflater(limit: 1 << 20))
+        let first = try hello.withUnsafeBytes { try XCTUnwrap(deflater.compress($0.baseAddress, count: 5, final: true)).map { $0 } }
+        XCTAssertEqual(try inflate(inflater, [first]), hello)
+        for _ in 0..<2 {
+            let empty = try XCTUnwrap(deflater.compress(nil, count: 0, final: true)).map { $0 }
+            XCTAssertEqual(empty, [0x00])
+            XCTAssertEqual(try inflate(inflater, [empty]), [])
+        }
+        let again = try hello.withUnsafeBytes { try XCTUnwrap(deflater.compress($0.baseAddress, count: 5, final: true)).map { $0 } }
+        XCTAssertEqual(try inflate(inflater, [again]), hello)
+    }
+
     /// 256 MiB of zeros compress to about 256 KiB; with a 1 MiB limit the inflater stops
     /// (1009) having made at most limit + 1 bytes.
     func testDecompressionBombStopsAtTheLimit() throws {
