@@ -655,6 +655,11 @@ public final class ConnectionDriver: MessageSink {
             delegate?.connectionWillReleaseReceiveBuffer(self)
             receiveBuffer = nil
             parsed = 0
+            // The inflater's 64 KiB output buffer too (pieces handed out keep theirs): held
+            // by every idle deflate client, it was most of what 1,000 of them cost once
+            // their traffic had touched it (scripts/bench-server, deflate row).
+            if !inflating { inflater?.releaseBuffer() }
+            if !sendingCompressed { deflater?.releaseScratch() }
         }
         if outbound.isEmpty { outbound.releaseArena() }
     }

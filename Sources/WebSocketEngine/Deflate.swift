@@ -164,8 +164,9 @@ public final class Deflater {
         self.windowBits = windowBits
         self.memoryLevel = memoryLevel
         self.resetsContext = resetsContext
-        scratchSize = 16 * 1024
-        scratch = UnsafeMutableRawPointer.allocate(byteCount: scratchSize, alignment: 16)
+        // Made on the first compressed message (and again after `releaseScratch`).
+        scratchSize = 0
+        scratch = UnsafeMutableRawPointer.allocate(byteCount: 16, alignment: 16)
     }
 
     deinit {
@@ -190,7 +191,7 @@ public final class Deflater {
         var length = 0
         var offset = 0
         let needed = count + count / 1000 + 64
-        if needed > scratchSize { grow(to: needed) }
+        if needed > scratchSize { grow(to: max(needed, Deflater.scratchFloor)) }
         if holdsTail {
             scratch.storeBytes(of: 0xFFFF_0000 as UInt32, as: UInt32.self)
             length = 4
@@ -226,6 +227,18 @@ public final class Deflater {
         }
         if final && resetsContext { _ = wsp_zstream_reset(stream) }
         return UnsafeRawBufferPointer(start: scratch, count: length)
+    }
+
+    /// The output buffer's smallest size, in bytes.
+    static let scratchFloor = 16 * 1024
+
+    /// Lets go of the output buffer (the connection is idle; zlib's state stays, as the
+    /// context must): 16 KiB less per idle client. The next `compress` makes a new one.
+    public func releaseScratch() {
+        guard scratchSize > 0 else { return }
+        scratch.deallocate()
+        scratch = UnsafeMutableRawPointer.allocate(byteCount: 16, alignment: 16)
+        scratchSize = 0
     }
 
     private func grow(to size: Int) {

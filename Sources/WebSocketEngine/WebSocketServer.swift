@@ -1,3 +1,4 @@
+import CWSPipeShims
 import Glibc
 import WebSocketCore
 import WebSocketTransport
@@ -174,6 +175,7 @@ public final class WebSocketServer {
 
     func connectionEnded(_ connection: ServerConnection, _ ending: ConnectionEnding) {
         connections[connection.info.id] = nil
+        if connection.info.deflate != nil { noteDeflateEnded() }
         onEvent?(.disconnected(connection, ending))
         if isShuttingDown && connections.isEmpty { drained() }
     }
@@ -192,6 +194,25 @@ public final class WebSocketServer {
         // close timeout bounds it.
         for connection in Array(connections.values) where connection.driver?.canSendData == true {
             connection.driver?.close(payload, within: limit)
+        }
+    }
+
+    /// Deflate clients ended since the heap was last trimmed.
+    private var deflateEndedSinceTrim = 0
+    private var trimScheduled = false
+
+    /// zlib's states are freed with their connection, but into malloc's free lists: after a
+    /// wave of deflate clients leaves (every 256), free pages go back to the system
+    /// (malloc_trim), so RSS falls with the clients instead of staying at its peak.
+    private func noteDeflateEnded() {
+        deflateEndedSinceTrim += 1
+        guard deflateEndedSinceTrim >= 256, !trimScheduled else { return }
+        trimScheduled = true
+        loop.later { [weak self] in
+            guard let self else { return }
+            self.trimScheduled = false
+            self.deflateEndedSinceTrim = 0
+            _ = wsp_malloc_trim()
         }
     }
 
