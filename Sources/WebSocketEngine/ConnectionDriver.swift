@@ -107,6 +107,8 @@ public final class ConnectionDriver: MessageSink {
     @exclusivity(unchecked) private var inflating = false
     /// The message being sent (fragmented) is compressed.
     private var sendingCompressed = false
+    /// Its first frame's opcode while no frame of it is framed yet (zlib kept the bytes).
+    private var unsentOpcode: Opcode?
     /// Compressed messages received and sent: wire bytes against payload bytes.
     public private(set) var compressionIn = CompressionCount()
     public private(set) var compressionOut = CompressionCount()
@@ -818,26 +820,32 @@ extension ConnectionDriver {
     }
 
     /// Frames a data frame compressed, if its message is (or, for a first frame, should
-    /// be): RSV1 on the first frame only. False: frame it as it is.
+    /// be): RSV1 on the first frame only. False: frame it as it is. A non-final frame whose
+    /// bytes zlib keeps for now is not framed: the message's next frame takes its place
+    /// (with the first frame's opcode and RSV1 if none went out yet).
     @inline(never)
     fileprivate func frameCompressed(_ opcode: Opcode, fin: Bool, _ payload: UnsafeMutableRawPointer?, count: Int) -> Bool {
         guard let deflater, !opcode.isControl else { return false }
         if opcode != .continuation {
             sendingCompressed = count >= ConnectionDriver.compressionThreshold
+            unsentOpcode = sendingCompressed ? opcode : nil
         }
         guard sendingCompressed else { return false }
         if fin { sendingCompressed = false }
         guard let compressed = deflater.compress(payload.map { UnsafeRawPointer($0) }, count: count, final: fin) else {
             // zlib could not make its state: this message (a first frame) goes as it is.
-            if opcode != .continuation { sendingCompressed = false; return false }
+            if opcode != .continuation { sendingCompressed = false; unsentOpcode = nil; return false }
             return false
         }
-        let header = core.makeHeader(opcode: opcode, fin: fin, rsv: opcode == .continuation ? [] : .rsv1,
+        compressionOut.payload += UInt64(count)
+        if !fin && compressed.count == 0 { return true }
+        let first = unsentOpcode
+        unsentOpcode = nil
+        let header = core.makeHeader(opcode: first ?? .continuation, fin: fin, rsv: first == nil ? [] : .rsv1,
                                      payloadLength: compressed.count)
         outbound.appendFrame(header, copying: compressed.baseAddress, count: compressed.count)
         compressionOut.wire += UInt64(compressed.count)
-        compressionOut.payload += UInt64(count)
-        if opcode != .continuation { compressionOut.messages += 1 }
+        if first != nil { compressionOut.messages += 1 }
         return true
     }
 }

@@ -152,8 +152,6 @@ public final class Deflater {
     private let resetsContext: Bool
     private var scratch: UnsafeMutableRawPointer
     private var scratchSize: Int
-    /// The last frame's sync-flush tail, not sent yet (see `compress`).
-    private var holdsTail = false
     /// Bytes zlib made for the current message so far.
     private var messageOutput = 0
 
@@ -177,11 +175,12 @@ public final class Deflater {
     /// Deflates one frame's payload; the bytes stay valid until the next call. Nil if zlib
     /// cannot make its state (out of memory): the caller sends the message uncompressed.
     ///
-    /// Each frame ends with a sync flush, whose 0x00 0x00 0xff 0xff is held back and put in
-    /// front of the next frame's bytes: the *message's* data must lose that tail (§7.2.1),
-    /// and the last frame may have nothing of its own (an echo's empty final fragment, where
-    /// zlib's second flush in a row adds nothing). Leaving it in such a message made the
-    /// receiver read the tail it restores as a stored block's LEN, swallowing what follows.
+    /// Only the last frame of a message is flushed (a sync flush, whose 0x00 0x00 0xff 0xff
+    /// is cut, §7.2.1); earlier ones give what zlib has made so far, often nothing (the
+    /// caller then need not send a frame). A flush per frame made an echo of 256-byte
+    /// fragments send as many fragments, each with a flush: worse compression, and a peer
+    /// working per frame (Autobahn 12.2.15: 44 s). The whole message's data then ends with
+    /// the one tail, also when its last frame has no bytes of its own.
     public func compress(_ payload: UnsafeRawPointer?, count: Int, final: Bool) -> UnsafeRawBufferPointer? {
         if stream == nil {
             stream = wsp_deflater_new(Int32(windowBits), Int32(memoryLevel), 6)
@@ -192,17 +191,13 @@ public final class Deflater {
         var offset = 0
         let needed = count + count / 1000 + 64
         if needed > scratchSize { grow(to: max(needed, Deflater.scratchFloor)) }
-        if holdsTail {
-            scratch.storeBytes(of: 0xFFFF_0000 as UInt32, as: UInt32.self)
-            length = 4
-            holdsTail = false
-        }
+        let flush = final ? Int32(WSP_Z_SYNC_FLUSH) : Int32(WSP_Z_NO_FLUSH)
         while true {
             var consumed = 0
             var produced = 0
             let input = payload.map { $0 + offset } ?? UnsafeRawPointer(scratch)
             let result = wsp_deflate(stream, input, count - offset, scratch + length, scratchSize - length,
-                                     &consumed, &produced, Int32(WSP_Z_SYNC_FLUSH))
+                                     &consumed, &produced, flush)
             offset += consumed
             length += produced
             messageOutput += produced
@@ -211,11 +206,10 @@ public final class Deflater {
             if offset >= count && length < scratchSize { break }
             grow(to: scratchSize * 2)
         }
-        if length >= 4 && scratch.loadUnaligned(fromByteOffset: length - 4, as: UInt32.self) == 0xFFFF_0000 {
-            length -= 4
-            holdsTail = !final
-        }
         if final {
+            if length >= 4 && scratch.loadUnaligned(fromByteOffset: length - 4, as: UInt32.self) == 0xFFFF_0000 {
+                length -= 4
+            }
             // An empty message right after another: zlib's second flush in a row adds
             // nothing, but the receiver restores a tail, which needs its block header in
             // front: 0x00, an empty message's deflate (RFC 7692 §7.2.3.6). Found by fuzz/inflate.
@@ -224,8 +218,8 @@ public final class Deflater {
                 length = 1
             }
             messageOutput = 0
+            if resetsContext { _ = wsp_zstream_reset(stream) }
         }
-        if final && resetsContext { _ = wsp_zstream_reset(stream) }
         return UnsafeRawBufferPointer(start: scratch, count: length)
     }
 

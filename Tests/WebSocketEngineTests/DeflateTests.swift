@@ -94,6 +94,24 @@ final class DeflateTests: XCTestCase {
         }
     }
 
+    /// Only a message's last frame is flushed: 256-byte fragments (Autobahn 12.x.15) mostly
+    /// give nothing until then, so an echo sends a few frames instead of one per fragment.
+    func testOnlyTheLastFrameIsFlushed() throws {
+        let deflater = try XCTUnwrap(Deflater(windowBits: 12, memoryLevel: 5, resetsContext: false))
+        let inflater = try XCTUnwrap(Inflater(windowBits: 12, limit: 1 << 20))
+        let message = (0..<131_072).map { UInt8(ascii: "a") + UInt8(($0 * 7919 >> 5) % 26) }
+        var frames: [[UInt8]] = []
+        for start in stride(from: 0, to: message.count, by: 256) {
+            let piece = Array(message[start..<start + 256])
+            frames.append(try piece.withUnsafeBytes {
+                try XCTUnwrap(deflater.compress($0.baseAddress, count: 256, final: start + 256 == message.count)).map { $0 }
+            })
+        }
+        let nonEmpty = frames.filter { !$0.isEmpty }.count
+        XCTAssertLessThan(nonEmpty, 40, "\(nonEmpty) of \(frames.count) frames carry bytes")
+        XCTAssertEqual(try inflate(inflater, frames), message)
+    }
+
     /// An empty message after another with context kept: zlib adds nothing for it, yet
     /// the receiver restores a tail, so the frame must carry 0x00 (§7.2.3.6); without it
     /// the tail read as a stored block's header failed with "invalid stored block lengths"
