@@ -5,8 +5,10 @@ Run from anywhere: python3 fuzz/seeds.py. The input layout of each target is des
 the top of fuzz/targets/TARGET.swift. Entries the fuzzer found (named by their SHA-1) are
 kept beside these and are not touched.
 """
+import gzip
 import hashlib
 import os
+import zlib
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -128,6 +130,29 @@ SEEDS = {
         "slash-in-password": b"\x01ws://u:p/ss@h/",
         "bad-port": b"\x00ws://h:99999/",
     },
+}
+
+
+def deflated(data, wbits=-15, sync=True):
+    """data deflated as permessage-deflate sends it (sync flush, tail removed), or whole."""
+    compressor = zlib.compressobj(6, zlib.DEFLATED, wbits)
+    out = compressor.compress(data) + compressor.flush(zlib.Z_SYNC_FLUSH if sync else zlib.Z_FINISH)
+    return out[:-4] if sync else out
+
+
+# inflate: flags byte (window 8 + bits 0-2, text, 1 KiB limit, reset, format), cut stride, messages
+# separated by ff fe.
+SEEDS["inflate"] = {
+    "rfc-hello": b"\x0f\x00" + bytes([0xf2, 0x48, 0xcd, 0xc9, 0xc9, 0x07, 0x00]),
+    "rfc-hello-kept": b"\x0f\x02" + bytes([0xf2, 0x48, 0xcd, 0xc9, 0xc9, 0x07, 0x00]) + b"\xff\xfe" + bytes([0xf2, 0x00, 0x11, 0x00, 0x00]),
+    "rfc-stored": b"\x27\x03" + bytes([0x00, 0x05, 0x00, 0xfa, 0xff, 0x48, 0x65, 0x6c, 0x6c, 0x6f, 0x00]),
+    "rfc-bfinal": b"\x2f\x01" + bytes([0xf3, 0x48, 0xcd, 0xc9, 0xc9, 0x07, 0x00, 0x00]),
+    "json-text": b"\x0c\x10" + deflated(b'{"id":1,"price":1000.25,"sym":"BTC-USD"}' * 20, -12),
+    "bomb-small-limit": b"\x17\x00" + deflated(bytes(200_000), -15),
+    "bad-utf8": b"\x0f\x00" + deflated("é".encode() * 50 + b"\xc3", -15),
+    "zlib": b"\x47\x05" + zlib.compress(b"hello zlib " * 30),
+    "gzip": b"\x87\x00" + gzip.compress(b"hello gzip " * 30, mtime=0),
+    "two-messages": b"\x0b\x07" + deflated(b"first " * 30, -11) + b"\xff\xfe" + deflated(b"second " * 30, -11),
 }
 
 

@@ -198,3 +198,6 @@ ssize_t wsp_writev_nosigpipe(int fd, const struct iovec *vectors, int count) {
     errno = saved;
     return n;
 }
+
+#include <malloc.h>
+int wsp_malloc_trim(void) { return malloc_trim(0); }

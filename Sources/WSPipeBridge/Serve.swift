@@ -74,6 +74,7 @@ public func runServer(_ config: BridgeConfiguration, _ serve: ServeConfiguration
     case .echo: mode = EchoMode()
     case .broadcast:
         let shared = BroadcastMode()
+        if let deflate = serve.server.deflate { shared.memoryLevel = deflate.memoryLevel }
         broadcast = shared
         mode = shared
     case .exec(let exec):
@@ -112,8 +113,15 @@ public func runServer(_ config: BridgeConfiguration, _ serve: ServeConfiguration
         case .tlsFailed(let remote, let why):
             log.event("TLS handshake with \(remote) failed: \(tlsFailureText(why))")
             return
+        case .compressionUnavailable(let reason):
+            log.warning("permessage-deflate declined: \(reason)")
+            return
         }
         log.event(shown.line + tlsNote)
+        if case .connected(let connection) = event, let deflate = connection.info.deflate {
+            let summary = deflate.configuration.map { " (\($0.summary))" } ?? ""
+            log.event("client \(connection.info.id): permessage-deflate agreed: \(deflate.response)\(summary)")
+        }
         guard events else { return }
         if let session {
             session.emitLine(Array(shown.json.dropLast()))
@@ -146,6 +154,10 @@ public func runServer(_ config: BridgeConfiguration, _ serve: ServeConfiguration
     face?.finish()
     if let broadcast, broadcast.droppedSlowClients > 0 {
         log.warning("closed \(broadcast.droppedSlowClients) slow client(s) with 1013")
+    }
+    if let broadcast, broadcast.compressedOnce > 0 {
+        log.event("permessage-deflate: \(broadcast.compressedOnce) message(s) compressed once for \(broadcast.sharedSends) copies "
+                  + "(clients without server context takeover)")
     }
     if let failure = face?.failure { return log.report(failure) }
     return oneshotStatus ?? .success

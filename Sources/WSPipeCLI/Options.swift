@@ -131,26 +131,31 @@ extension Option {
 
     // MARK: Compression
 
-    static let noDeflate = Option("--no-deflate", help: "offer no compression (permessage-deflate is offered by default)") {
+    static let noDeflate = Option("--no-deflate", help: "offer no compression (permessage-deflate is offered by default);",
+                                  "with -l: accept none") {
         $0.noDeflate = true
     }
     static let deflateClientWindowBits = windowBits("--deflate-client-window-bits", lowest: 9,
                                                     help: "offer client_max_window_bits=BITS: we compress with at most",
-                                                    "2^BITS bytes of window (9-15; default: offered without a value)") {
+                                                    "2^BITS bytes of window (9-15; default: offered without a value);",
+                                                    "with -l: the window asked of clients that let us choose (default 12)") {
         $0.deflateOffer.clientMaxWindowBits = .bits($1)
     }
     static let deflateServerWindowBits = windowBits("--deflate-server-window-bits", lowest: 8,
                                                     help: "offer server_max_window_bits=BITS: ask the server to compress",
-                                                    "with at most 2^BITS bytes of window (8-15; less memory here)") {
+                                                    "with at most 2^BITS bytes of window (8-15; less memory here);",
+                                                    "with -l: the server's own window, at most (9-15, default 12)") {
         $0.deflateOffer.serverMaxWindowBits = $1
     }
     static let deflateClientNoContextTakeover = Option("--deflate-client-no-context-takeover",
-                                                       help: "offer client_no_context_takeover: each message we send is compressed alone") {
+                                                       help: "offer client_no_context_takeover: each message we send is compressed alone;",
+                                                       "with -l: asked of every client") {
         $0.deflateOffer.clientNoContextTakeover = true
         $0.deflateTuning.append("--deflate-client-no-context-takeover")
     }
     static let deflateServerNoContextTakeover = Option("--deflate-server-no-context-takeover",
-                                                       help: "offer server_no_context_takeover: ask the server to compress each message alone") {
+                                                       help: "offer server_no_context_takeover: ask the server to compress each message alone;",
+                                                       "with -l: the server does so for every client (--broadcast compresses once)") {
         $0.deflateOffer.serverNoContextTakeover = true
         $0.deflateTuning.append("--deflate-server-no-context-takeover")
     }

@@ -16,10 +16,9 @@ extension Option {
                                        insecure, cacert, sni, header, origin, userAgent, bearer, connectTimeout,
                                        reconnect, reconnectOnClose, retryDelay, retryMaxDelay, maxRetries, retryReset,
                                        queueSize, queueBytes, queuePolicy, sendFile, staleTimeout, printPingRTT]
-    /// Options whose server meaning is not built yet (deflate tuning): refused with -l
-    /// rather than parsed and ignored.
-    static let notYetServing: [Option] = [deflateClientWindowBits, deflateServerWindowBits, deflateClientNoContextTakeover,
-                                          deflateServerNoContextTakeover, decompress]
+    /// Options whose server meaning is not built yet: refused with -l rather than parsed
+    /// and ignored.
+    static let notYetServing: [Option] = [decompress]
     /// The stdin and stdout formats: --broadcast reads and writes them; --echo has no use.
     static let formats: [Option] = [text, binary, null, chunkSize]
     /// Client options that a server mode has no use for (the default stdio mode uses every
@@ -131,6 +130,7 @@ extension Settings {
         serve.server.connection.pingTimeout = config.pingTimeout
         // Many idle clients: 64 KiB receive buffers, let go between reads.
         serve.server.connection.receiveBufferSize = 64 * 1024
+        serve.server.deflate = try serverDeflate()
 
         if requireBearer {
             var token: String?
@@ -174,6 +174,31 @@ extension Settings {
                                 minimumVersion: config.network.minimumTLSVersion, clientCAFile: clientCAFile)
     }
 
+    /// permessage-deflate as the server answers it: the --deflate-* options' server meanings
+    /// (SERVER in the man page) over `PerMessageDeflate.server()`'s memory-tuned defaults;
+    /// nil with --no-deflate, which no tuning option may join.
+    func serverDeflate() throws(UsageError) -> PerMessageDeflate? {
+        if noDeflate {
+            if let first = deflateTuning.first {
+                throw UsageError("--no-deflate cannot be combined with \(first): with --no-deflate nothing is accepted to tune")
+            }
+            return nil
+        }
+        var deflate = PerMessageDeflate.server()
+        if let bits = deflateOffer.serverMaxWindowBits {
+            guard bits >= 9 else {
+                throw UsageError("--deflate-server-window-bits with -l is our compressor's window: 9 to 15 (zlib makes no 8-bit streams)")
+            }
+            deflate.serverWindowBits = bits
+        }
+        if case .bits(let bits) = deflateOffer.clientMaxWindowBits { deflate.clientWindowBits = bits }
+        deflate.serverNoContextTakeover = deflateOffer.serverNoContextTakeover
+        deflate.clientNoContextTakeover = deflateOffer.clientNoContextTakeover
+        return deflate
+    }
+}
+
+extension Settings {
     /// --exec or --sh with their settings; nil without either. Throws `UsageError`.
     func execServing() throws(UsageError) -> ExecServing? {
         let command: ChildCommand

@@ -32,38 +32,55 @@ public enum Base64 {
     }
 
     /// `decode(_:)` over raw bytes (a stdin line, without copying it into a String first).
+    /// A table lookup per character, written into the result in place: the `--jsonl` relay
+    /// of Autobahn's 12.x binary messages spent 10 % of the client's CPU in the per-byte
+    /// appends of the first version.
     public static func decode(bytes input: UnsafeRawBufferPointer) -> [UInt8]? {
         guard input.count % 4 == 0 else { return nil }
-        var out = [UInt8]()
-        out.reserveCapacity(input.count / 4 * 3)
-        var i = 0
-        while i < input.count {
-            var n: UInt32 = 0
-            var pad = 0
-            for j in 0..<4 {
-                let c = input[i + j]
-                let v: UInt32
-                switch c {
-                case UInt8(ascii: "A")...UInt8(ascii: "Z"): v = UInt32(c - UInt8(ascii: "A"))
-                case UInt8(ascii: "a")...UInt8(ascii: "z"): v = UInt32(c - UInt8(ascii: "a")) + 26
-                case UInt8(ascii: "0")...UInt8(ascii: "9"): v = UInt32(c - UInt8(ascii: "0")) + 52
-                case UInt8(ascii: "+"): v = 62
-                case UInt8(ascii: "/"): v = 63
-                case UInt8(ascii: "="):
-                    // Padding only in the last group's last one or two places.
-                    guard i + 4 == input.count, j >= 2 else { return nil }
-                    pad += 1
-                    v = 0
-                default: return nil
+        guard input.count > 0 else { return [] }
+        let equals = UInt8(ascii: "=")
+        let pad = input[input.count - 1] != equals ? 0 : input[input.count - 2] != equals ? 1 : 2
+        let groups = input.count / 4
+        let outCount = groups * 3 - pad
+        var valid = true
+        let out = [UInt8](unsafeUninitializedCapacity: outCount) { buffer, initialized in
+            values.withUnsafeBufferPointer { table in
+                var i = 0
+                var o = 0
+                // Groups without padding; '=' is outside the table, so a misplaced one fails here.
+                for _ in 0..<(pad == 0 ? groups : groups - 1) {
+                    let a = table[Int(input[i])], b = table[Int(input[i + 1])], c = table[Int(input[i + 2])], d = table[Int(input[i + 3])]
+                    guard (a | b | c | d) & 0xC0 == 0 else { valid = false; return }
+                    let n = UInt32(a) << 18 | UInt32(b) << 12 | UInt32(c) << 6 | UInt32(d)
+                    buffer[o] = UInt8(truncatingIfNeeded: n >> 16)
+                    buffer[o + 1] = UInt8(truncatingIfNeeded: n >> 8)
+                    buffer[o + 2] = UInt8(truncatingIfNeeded: n)
+                    i += 4
+                    o += 3
                 }
-                if pad > 0 && c != UInt8(ascii: "=") { return nil }
-                n = n << 6 | v
+                guard pad > 0 else { return }
+                // The last group: two or three characters, then the padding; the pad bits zero.
+                let a = table[Int(input[i])], b = table[Int(input[i + 1])]
+                let c = pad == 1 ? table[Int(input[i + 2])] : 0
+                guard (a | b | c) & 0xC0 == 0 else { valid = false; return }
+                let n = UInt32(a) << 18 | UInt32(b) << 12 | UInt32(c) << 6
+                buffer[o] = UInt8(truncatingIfNeeded: n >> 16)
+                if pad == 1 {
+                    buffer[o + 1] = UInt8(truncatingIfNeeded: n >> 8)
+                    if n & 0xFF != 0 { valid = false }
+                } else if n >> 8 & 0xFF != 0 {
+                    valid = false
+                }
             }
-            out.append(UInt8(n >> 16))
-            if pad < 2 { out.append(UInt8(n >> 8 & 0xFF)) } else if n >> 8 & 0xFF != 0 { return nil }
-            if pad < 1 { out.append(UInt8(n & 0xFF)) } else if n & 0xFF != 0 { return nil }
-            i += 4
+            initialized = valid ? outCount : 0
         }
-        return out
+        return valid ? out : nil
     }
+
+    /// Each byte's 6-bit value in `alphabet`, 0xFF for bytes outside it (`=` included).
+    private static let values: [UInt8] = {
+        var table = [UInt8](repeating: 0xFF, count: 256)
+        for (index, byte) in alphabet.enumerated() { table[Int(byte)] = UInt8(index) }
+        return table
+    }()
 }

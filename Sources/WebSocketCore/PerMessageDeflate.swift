@@ -156,11 +156,21 @@ public struct PerMessageDeflate: WebSocketExtension {
         PerMessageDeflate(offered: offer, serverWindowBits: 15, clientWindowBits: 15, memoryLevel: 8)
     }
 
-    /// Server settings, tuned for many connections (the figures in docs/PERFORMANCE.md):
-    /// a 4 KiB window each way where the client allows it, memLevel 5.
-    public static func server(windowBits: Int = 12, clientWindowBits: Int = 12, memoryLevel: Int = 5) -> PerMessageDeflate {
-        PerMessageDeflate(offered: DeflateParameters(), serverWindowBits: windowBits, clientWindowBits: clientWindowBits,
-                          memoryLevel: memoryLevel)
+    /// Server: answer `server_no_context_takeover` / `client_no_context_takeover` to every
+    /// offer, asked for or not (§7.1.1.1, §7.1.1.2 let a server add them).
+    public var serverNoContextTakeover = false
+    public var clientNoContextTakeover = false
+
+    /// Server settings, tuned for many connections (the figures in docs/DESIGN.md): a 4 KiB
+    /// window for our compressor and, where the client lets us choose, for its; memLevel 5
+    /// (a 16 KiB hash table). As Python websockets' server defaults.
+    public static func server(windowBits: Int = 12, clientWindowBits: Int = 12, memoryLevel: Int = 5,
+                              serverNoContextTakeover: Bool = false, clientNoContextTakeover: Bool = false) -> PerMessageDeflate {
+        var deflate = PerMessageDeflate(offered: DeflateParameters(), serverWindowBits: windowBits, clientWindowBits: clientWindowBits,
+                                        memoryLevel: memoryLevel)
+        deflate.serverNoContextTakeover = serverNoContextTakeover
+        deflate.clientNoContextTakeover = clientNoContextTakeover
+        return deflate
     }
 
     /// This extension with `configuration` set, for the connection.
@@ -197,27 +207,40 @@ public struct PerMessageDeflate: WebSocketExtension {
         return answer
     }
 
-    /// Server (§7.1): the first offer we can honour, answered. We answer every
-    /// no-context-takeover flag offered, `server_max_window_bits` at our window or the
-    /// offered one if smaller, and `client_max_window_bits` at `clientWindowBits` when the
-    /// client allows it. An offer with unknown or invalid parameters, or one asking a window
-    /// below 9 bits of us (zlib cannot make raw 8-bit streams), is declined.
+    /// Server (§7.1): the first permessage-deflate offer we can honour, answered (other
+    /// extensions' offers are skipped). See `answer(to:)`.
     public func respond(to offers: [ExtensionOffer]) -> ExtensionOffer? {
-        for offer in offers {
+        negotiate(offers)?.response
+    }
+
+    /// Server: `respond(to:)` with the extension configured for the connection (its
+    /// `configuration` set, seen from the server).
+    public func negotiate(_ offers: [ExtensionOffer]) -> (response: ExtensionOffer, agreed: PerMessageDeflate)? {
+        for offer in offers where offer.name.lowercased() == DeflateParameters.extensionName {
             guard let answer = try? answer(to: offer) else { continue }
-            return answer.element
+            return (answer.element, agreed(DeflateConfiguration(agreed: answer, role: .server)))
         }
         return nil
     }
 
-    /// The response parameters for one offer, or nil to decline it.
-    public func answer(to offer: ExtensionOffer) throws(ExtensionNegotiationError) -> DeflateParameters? {
+    /// The response parameters for one offer; throws (naming the parameter) to decline an
+    /// offer with unknown, repeated or invalid parameters (§7.1: "decline an offer it cannot
+    /// parse"). Each rule of §7.1:
+    /// - no_context_takeover either way: answered when offered, and also when we are set to
+    ///   (`serverNoContextTakeover`, `clientNoContextTakeover`).
+    /// - `server_max_window_bits=N` offered: answered with min(N, ours). N = 8 is accepted;
+    ///   zlib makes no raw 8-bit streams, so such a connection sends uncompressed messages
+    ///   (always allowed, §6) and still inflates the client's.
+    /// - not offered: answered with ours when below 15 (§7.1.2.1 lets a server limit itself).
+    /// - `client_max_window_bits` without a value: answered with `clientWindowBits`; with a
+    ///   value N: min(N, `clientWindowBits`); not offered: never answered (§7.1.2.2), and
+    ///   the client may use 15 bits.
+    public func answer(to offer: ExtensionOffer) throws(ExtensionNegotiationError) -> DeflateParameters {
         let asked = try DeflateParameters.parse(offer, isOffer: true)
         var answer = DeflateParameters()
-        answer.serverNoContextTakeover = asked.serverNoContextTakeover
-        answer.clientNoContextTakeover = asked.clientNoContextTakeover
+        answer.serverNoContextTakeover = asked.serverNoContextTakeover || serverNoContextTakeover
+        answer.clientNoContextTakeover = asked.clientNoContextTakeover || clientNoContextTakeover
         let server = min(asked.serverMaxWindowBits ?? 15, serverWindowBits)
-        guard server >= 9 else { return nil }
         if server < 15 || asked.serverMaxWindowBits != nil { answer.serverMaxWindowBits = server }
         switch asked.clientMaxWindowBits {
         case .absent: break

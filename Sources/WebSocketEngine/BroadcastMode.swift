@@ -57,8 +57,14 @@ public final class BroadcastMode: ServerMode, MessageSink {
 
     /// Sends one whole message to every client that can take it. `fin` must be true
     /// (fragments would reach a client that joined mid-message as a protocol error).
+    ///
+    /// permessage-deflate: a client that agreed server_no_context_takeover gets the copy
+    /// compressed once for every such client with the same window (the same frame bytes);
+    /// a client with context takeover has its own compressor, whose window refers to what
+    /// that client was sent before, so its driver compresses its copy.
     public func send(_ opcode: Opcode, fin: Bool, _ payload: UnsafeMutableRawPointer?, count: Int, in owner: ByteBuffer?) {
         precondition(fin, "broadcast sends whole messages")
+        var shared = SharedCopies()
         for (id, driver) in clients where driver.canSendData {
             if driver.queuedBytes + count > queueLimit {
                 droppedSlowClients += 1
@@ -66,8 +72,58 @@ public final class BroadcastMode: ServerMode, MessageSink {
                 driver.close(ClosePayload(code: CloseCode(1013), reason: Array("too slow: the broadcast went on".utf8)))
                 continue
             }
+            if let payload, count >= ConnectionDriver.compressionThreshold, let agreed = driver.compression,
+               agreed.outgoingNoContextTakeover, let copy = shared.copy(windowBits: agreed.outgoingWindowBits, mode: self,
+                                                                        payload, count: count) {
+                driver.sendCompressed(opcode, copy.base, count: copy.count, in: copy, payloadSize: count)
+                continue
+            }
             driver.send(opcode, fin: true, payload, count: count, in: owner)
         }
+        compressedOnce += shared.made
+        sharedSends += shared.sends
+    }
+
+    /// zlib's memLevel of the shared compressors (the server's setting).
+    public var memoryLevel = 5
+    /// Messages compressed once for the clients without context takeover, and the copies
+    /// those sent (so `sharedSends - compressedOnce` compressions were saved).
+    public private(set) var compressedOnce = 0
+    public private(set) var sharedSends = 0
+    /// One compressor per window size, reset after every message (no context kept).
+    private var compressors: [Int: Deflater] = [:]
+
+    /// The compressed copies of one message, made on first need, one per window size.
+    private struct SharedCopies {
+        var copies: [Int: ByteBuffer?] = [:]
+        var made = 0
+        var sends = 0
+
+        mutating func copy(windowBits: Int, mode: BroadcastMode, _ payload: UnsafeMutableRawPointer, count: Int) -> ByteBuffer? {
+            if let known = copies[windowBits] {
+                if known != nil { sends += 1 }
+                return known
+            }
+            let made = mode.compressOnce(windowBits: windowBits, payload, count: count)
+            copies[windowBits] = made
+            if made != nil { self.made += 1; sends += 1 }
+            return made
+        }
+    }
+
+    /// `payload` deflated without context for a `windowBits` window, tail removed; nil
+    /// when zlib cannot (an 8-bit window, no memory): the driver then sends it as usual.
+    fileprivate func compressOnce(windowBits: Int, _ payload: UnsafeMutableRawPointer, count: Int) -> ByteBuffer? {
+        if compressors[windowBits] == nil {
+            guard let made = Deflater(windowBits: windowBits, memoryLevel: memoryLevel, resetsContext: true) else { return nil }
+            compressors[windowBits] = made
+        }
+        guard let deflater = compressors[windowBits],
+              let bytes = deflater.compress(UnsafeRawPointer(payload), count: count, final: true) else { return nil }
+        let buffer = ByteBuffer(capacity: max(bytes.count, 1))
+        if let base = bytes.baseAddress { buffer.base.copyMemory(from: base, byteCount: bytes.count) }
+        buffer.count = bytes.count
+        return buffer
     }
 
     public func send(_ opcode: Opcode, fin: Bool, bytes: [UInt8]) {

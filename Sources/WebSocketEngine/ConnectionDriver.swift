@@ -107,6 +107,8 @@ public final class ConnectionDriver: MessageSink {
     @exclusivity(unchecked) private var inflating = false
     /// The message being sent (fragmented) is compressed.
     private var sendingCompressed = false
+    /// Its first frame's opcode while no frame of it is framed yet (zlib kept the bytes).
+    private var unsentOpcode: Opcode?
     /// Compressed messages received and sent: wire bytes against payload bytes.
     public private(set) var compressionIn = CompressionCount()
     public private(set) var compressionOut = CompressionCount()
@@ -243,6 +245,22 @@ public final class ConnectionDriver: MessageSink {
         if !serviceQueued { scheduleService() }
     }
 
+    /// Sends one whole message already deflated for this connection's agreed parameters
+    /// (RFC 7692 §7.2.1, the tail removed), as one frame with RSV1: a broadcast compressed
+    /// once for every client without server context takeover. `payloadSize` is the size
+    /// before deflating (for the counts). `owner` keeps the bytes; they are never changed
+    /// (a server does not mask). Call only when `compression` is agreed.
+    public func sendCompressed(_ opcode: Opcode, _ payload: UnsafeMutableRawPointer, count: Int, in owner: ByteBuffer?, payloadSize: Int) {
+        guard acceptsData, deflateConfiguration != nil else { return }
+        if waiting.isEmpty && outbound.byteCount < options.queueLimit {
+            framePrecompressed(opcode, payload, count: count, in: owner, payloadSize: payloadSize)
+        } else {
+            waiting.append(opcode, fin: true, payload, count: count, in: owner, copyLimit: ConnectionDriver.copyLimit,
+                           precompressedSize: payloadSize)
+        }
+        if !serviceQueued { scheduleService() }
+    }
+
     /// Sends a data frame from bytes (copied).
     public func send(_ opcode: Opcode, fin: Bool = true, bytes: [UInt8]) {
         var copy = bytes
@@ -305,10 +323,27 @@ public final class ConnectionDriver: MessageSink {
         }
     }
 
+    private func framePrecompressed(_ opcode: Opcode, _ payload: UnsafeMutableRawPointer?, count: Int, in owner: ByteBuffer?,
+                                    payloadSize: Int) {
+        let header = core.makeHeader(opcode: opcode, fin: true, rsv: .rsv1, payloadLength: count)
+        if count <= ConnectionDriver.copyLimit || owner == nil {
+            outbound.appendFrame(header, copying: payload, count: count)
+        } else if let owner, let payload {
+            outbound.appendFrame(header, inPlace: owner, payload, count: count)
+        }
+        compressionOut.wire += UInt64(count)
+        compressionOut.payload += UInt64(payloadSize)
+        compressionOut.messages += 1
+    }
+
     /// Frames waiting messages while the socket queue has room.
     private func frameWaiting() {
         while outbound.byteCount < options.queueLimit, let message = waiting.popFirst() {
-            message.withPayload { frame(message.opcode, fin: message.fin, $0, count: $1, in: message.owner) }
+            if let size = message.precompressedSize {
+                message.withPayload { framePrecompressed(message.opcode, $0, count: $1, in: message.owner, payloadSize: size) }
+            } else {
+                message.withPayload { frame(message.opcode, fin: message.fin, $0, count: $1, in: message.owner) }
+            }
         }
         releaseQueuedClose()
         queueBarrierIfReady()
@@ -654,6 +689,11 @@ public final class ConnectionDriver: MessageSink {
             delegate?.connectionWillReleaseReceiveBuffer(self)
             receiveBuffer = nil
             parsed = 0
+            // The inflater's 64 KiB output buffer too (pieces handed out keep theirs): held
+            // by every idle deflate client, it was most of what 1,000 of them cost once
+            // their traffic had touched it (scripts/bench-server, deflate row).
+            if !inflating { inflater?.releaseBuffer() }
+            if !sendingCompressed { deflater?.releaseScratch() }
         }
         if outbound.isEmpty { outbound.releaseArena() }
     }
@@ -702,6 +742,8 @@ struct MessageQueue {
         let start: UnsafeMutableRawPointer?
         let count: Int
         let copy: [UInt8]?
+        /// Already deflated (`sendCompressed`): the size before.
+        var precompressedSize: Int? = nil
 
         func withPayload(_ body: (UnsafeMutableRawPointer?, Int) -> Void) {
             if var bytes = copy {
@@ -719,13 +761,15 @@ struct MessageQueue {
     var isEmpty: Bool { head == messages.count }
 
     mutating func append(_ opcode: Opcode, fin: Bool, _ payload: UnsafeMutableRawPointer?, count: Int,
-                         in owner: ByteBuffer?, copyLimit: Int) {
+                         in owner: ByteBuffer?, copyLimit: Int, precompressedSize: Int? = nil) {
         byteCount += count
         if count <= copyLimit || owner == nil {
             let bytes = payload.map { Array(UnsafeRawBufferPointer(start: $0, count: count)) } ?? []
-            messages.append(Message(opcode: opcode, fin: fin, owner: nil, start: nil, count: count, copy: bytes))
+            messages.append(Message(opcode: opcode, fin: fin, owner: nil, start: nil, count: count, copy: bytes,
+                                    precompressedSize: precompressedSize))
         } else {
-            messages.append(Message(opcode: opcode, fin: fin, owner: owner, start: payload, count: count, copy: nil))
+            messages.append(Message(opcode: opcode, fin: fin, owner: owner, start: payload, count: count, copy: nil,
+                                    precompressedSize: precompressedSize))
         }
     }
 
@@ -816,26 +860,32 @@ extension ConnectionDriver {
     }
 
     /// Frames a data frame compressed, if its message is (or, for a first frame, should
-    /// be): RSV1 on the first frame only. False: frame it as it is.
+    /// be): RSV1 on the first frame only. False: frame it as it is. A non-final frame whose
+    /// bytes zlib keeps for now is not framed: the message's next frame takes its place
+    /// (with the first frame's opcode and RSV1 if none went out yet).
     @inline(never)
     fileprivate func frameCompressed(_ opcode: Opcode, fin: Bool, _ payload: UnsafeMutableRawPointer?, count: Int) -> Bool {
         guard let deflater, !opcode.isControl else { return false }
         if opcode != .continuation {
             sendingCompressed = count >= ConnectionDriver.compressionThreshold
+            unsentOpcode = sendingCompressed ? opcode : nil
         }
         guard sendingCompressed else { return false }
         if fin { sendingCompressed = false }
         guard let compressed = deflater.compress(payload.map { UnsafeRawPointer($0) }, count: count, final: fin) else {
             // zlib could not make its state: this message (a first frame) goes as it is.
-            if opcode != .continuation { sendingCompressed = false; return false }
+            if opcode != .continuation { sendingCompressed = false; unsentOpcode = nil; return false }
             return false
         }
-        let header = core.makeHeader(opcode: opcode, fin: fin, rsv: opcode == .continuation ? [] : .rsv1,
+        compressionOut.payload += UInt64(count)
+        if !fin && compressed.count == 0 { return true }
+        let first = unsentOpcode
+        unsentOpcode = nil
+        let header = core.makeHeader(opcode: first ?? .continuation, fin: fin, rsv: first == nil ? [] : .rsv1,
                                      payloadLength: compressed.count)
         outbound.appendFrame(header, copying: compressed.baseAddress, count: compressed.count)
         compressionOut.wire += UInt64(compressed.count)
-        compressionOut.payload += UInt64(count)
-        if opcode != .continuation { compressionOut.messages += 1 }
+        if first != nil { compressionOut.messages += 1 }
         return true
     }
 }

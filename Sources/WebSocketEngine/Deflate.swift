@@ -152,6 +152,8 @@ public final class Deflater {
     private let resetsContext: Bool
     private var scratch: UnsafeMutableRawPointer
     private var scratchSize: Int
+    /// Bytes zlib made for the current message so far.
+    private var messageOutput = 0
 
     /// Nil for a window below 9 bits (zlib cannot make such raw streams; such a connection
     /// sends uncompressed messages, which is always allowed).
@@ -160,8 +162,9 @@ public final class Deflater {
         self.windowBits = windowBits
         self.memoryLevel = memoryLevel
         self.resetsContext = resetsContext
-        scratchSize = 16 * 1024
-        scratch = UnsafeMutableRawPointer.allocate(byteCount: scratchSize, alignment: 16)
+        // Made on the first compressed message (and again after `releaseScratch`).
+        scratchSize = 0
+        scratch = UnsafeMutableRawPointer.allocate(byteCount: 16, alignment: 16)
     }
 
     deinit {
@@ -171,6 +174,13 @@ public final class Deflater {
 
     /// Deflates one frame's payload; the bytes stay valid until the next call. Nil if zlib
     /// cannot make its state (out of memory): the caller sends the message uncompressed.
+    ///
+    /// Only the last frame of a message is flushed (a sync flush, whose 0x00 0x00 0xff 0xff
+    /// is cut, §7.2.1); earlier ones give what zlib has made so far, often nothing (the
+    /// caller then need not send a frame). A flush per frame made an echo of 256-byte
+    /// fragments send as many fragments, each with a flush: worse compression, and a peer
+    /// working per frame (Autobahn 12.2.15: 44 s). The whole message's data then ends with
+    /// the one tail, also when its last frame has no bytes of its own.
     public func compress(_ payload: UnsafeRawPointer?, count: Int, final: Bool) -> UnsafeRawBufferPointer? {
         if stream == nil {
             stream = wsp_deflater_new(Int32(windowBits), Int32(memoryLevel), 6)
@@ -180,25 +190,49 @@ public final class Deflater {
         var length = 0
         var offset = 0
         let needed = count + count / 1000 + 64
-        if needed > scratchSize { grow(to: needed) }
+        if needed > scratchSize { grow(to: max(needed, Deflater.scratchFloor)) }
+        let flush = final ? Int32(WSP_Z_SYNC_FLUSH) : Int32(WSP_Z_NO_FLUSH)
         while true {
             var consumed = 0
             var produced = 0
             let input = payload.map { $0 + offset } ?? UnsafeRawPointer(scratch)
             let result = wsp_deflate(stream, input, count - offset, scratch + length, scratchSize - length,
-                                     &consumed, &produced, Int32(WSP_Z_SYNC_FLUSH))
+                                     &consumed, &produced, flush)
             offset += consumed
             length += produced
+            messageOutput += produced
             if result != Int32(WSP_Z_OK) && result != Int32(WSP_Z_BUF_ERROR) { return nil }
             // Done when the input is taken and zlib left room (the flush is complete).
             if offset >= count && length < scratchSize { break }
             grow(to: scratchSize * 2)
         }
         if final {
-            if length >= 4 { length -= 4 }
+            if length >= 4 && scratch.loadUnaligned(fromByteOffset: length - 4, as: UInt32.self) == 0xFFFF_0000 {
+                length -= 4
+            }
+            // An empty message right after another: zlib's second flush in a row adds
+            // nothing, but the receiver restores a tail, which needs its block header in
+            // front: 0x00, an empty message's deflate (RFC 7692 §7.2.3.6). Found by fuzz/inflate.
+            if messageOutput == 0 {
+                scratch.storeBytes(of: 0, as: UInt8.self)
+                length = 1
+            }
+            messageOutput = 0
             if resetsContext { _ = wsp_zstream_reset(stream) }
         }
         return UnsafeRawBufferPointer(start: scratch, count: length)
+    }
+
+    /// The output buffer's smallest size, in bytes.
+    static let scratchFloor = 16 * 1024
+
+    /// Lets go of the output buffer (the connection is idle; zlib's state stays, as the
+    /// context must): 16 KiB less per idle client. The next `compress` makes a new one.
+    public func releaseScratch() {
+        guard scratchSize > 0 else { return }
+        scratch.deallocate()
+        scratch = UnsafeMutableRawPointer.allocate(byteCount: 16, alignment: 16)
+        scratchSize = 0
     }
 
     private func grow(to size: Int) {

@@ -23,7 +23,8 @@ final class HandshakeExchange {
     private var buffer: ByteBuffer?
     private var response: [UInt8] = []
     private var written = 0
-    private var accepted: (request: HandshakeRequest, subprotocol: String?, parsed: Int)?
+    private var accepted: (request: HandshakeRequest, subprotocol: String?, parsed: Int,
+                           deflate: (response: ExtensionOffer, agreed: PerMessageDeflate)?)?
     /// After a refusal is written: our side is shut, and the client's bytes are drained until
     /// it closes (closing with unread bytes sends a reset that can destroy the refusal).
     private var lingering = false
@@ -185,9 +186,16 @@ final class HandshakeExchange {
     }
 
     /// Writes the 101 (RFC 6455 §4.2.2); the stream goes to the server once it is out.
-    private func respond(_ request: HandshakeRequest, subprotocol: String?, headers: [HTTPHeader], parsed: Int) throws(ResponseBuildError) {
-        response = try ServerHandshake.accept(request, subprotocol: subprotocol, headers: headers)
-        accepted = (request, subprotocol, parsed)
+    /// Builds the 101 (with the permessage-deflate answer, if any) and starts writing it.
+    /// Throws before changing anything when the answer is not valid.
+    private func respond(_ request: HandshakeRequest, subprotocol: String?, headers: [HTTPHeader], parsed: Int,
+                         before commit: () -> Void = {}) throws(ResponseBuildError) {
+        guard let server else { return }
+        let deflate = server.negotiateDeflate(request)
+        response = try ServerHandshake.accept(request, subprotocol: subprotocol, extensions: deflate.map { [$0.response] } ?? [],
+                                              headers: headers)
+        commit()
+        accepted = (request, subprotocol, parsed, deflate)
         writeResponse()
     }
 
@@ -202,13 +210,12 @@ final class HandshakeExchange {
                 status: 503, headers: [HTTPHeader(name: "Retry-After", value: "1")],
                 body: "too many clients (the limit is \(server.configuration.maximumClients))"))
         }
-        response = try ServerHandshake.accept(pending.request, subprotocol: subprotocol,
-                                              headers: server.configuration.policy.responseHeaders + headers)
-        self.pending = nil
-        handing = (pending, delegate)
-        accepted = (pending.request, subprotocol, pending.parsed)
-        if let watch { loop.setInterest(watch, .readable) }
-        writeResponse()
+        try respond(pending.request, subprotocol: subprotocol, headers: server.configuration.policy.responseHeaders + headers,
+                    parsed: pending.parsed) {
+            self.pending = nil
+            handing = (pending, delegate)
+            if let watch { loop.setInterest(watch, .readable) }
+        }
     }
 
     /// The mode's verdict on `pending`: this refusal (a 4xx/5xx response).
@@ -251,7 +258,7 @@ final class HandshakeExchange {
             let handing = self.handing
             self.handing = nil
             let handed = server.handOver(stream, connection: connection, request: accepted.request, subprotocol: accepted.subprotocol,
-                                         received: buffer, parsed: parsed, delegate: handing?.delegate)
+                                         deflate: accepted.deflate, received: buffer, parsed: parsed, delegate: handing?.delegate)
             handing?.pending.finish(handed)
         } else {
             stream.shutdownOutput()

@@ -18,6 +18,8 @@ public struct ClientInfo: Sendable {
     public let clientCertificateSubject: String?
     /// The subprotocol selected (nil: none).
     public let subprotocol: String?
+    /// permessage-deflate as agreed: the 101's answer and what it means for us (nil: none).
+    public var deflate: (response: ExtensionOffer, configuration: DeflateConfiguration?)? = nil
     /// The TLS version and cipher ("TLSv1.3 TLS_AES_256_GCM_SHA384"), nil without TLS.
     public var tlsSummary: String? = nil
 }

@@ -1,3 +1,4 @@
+import CWSPipeShims
 import Glibc
 import WebSocketCore
 import WebSocketTransport
@@ -22,6 +23,9 @@ public struct ServerConfiguration: Sendable {
     /// What every client gets whatever the mode: messages on connect, idle and time limits,
     /// a message count.
     public var perClient = ClientLimits()
+    /// permessage-deflate (RFC 7692) as the server answers it (`PerMessageDeflate.server()`:
+    /// 4 KiB windows, memLevel 5); nil declines every offer (no extension in the 101).
+    public var deflate: PerMessageDeflate?
 
     public init() {}
 }
@@ -37,6 +41,8 @@ public enum ServerEvent {
     /// A client's TLS handshake failed (not TLS, no common version, no valid client
     /// certificate under mutual TLS; `.closed`: it hung up): only that connection is closed.
     case tlsFailed(remoteAddress: String, StreamFailure)
+    /// libz could not be loaded (the reason): permessage-deflate offers are declined from now on.
+    case compressionUnavailable(String)
 }
 
 /// Serves a mode: gives each new client the delegate of its driver.
@@ -179,6 +185,9 @@ public final class WebSocketServer {
     public private(set) var acceptedCount = 0
     /// TLS handshakes that failed (or that the client abandoned).
     public private(set) var tlsFailureCount = 0
+    /// libz is mapped on the first offer we would accept (a server whose clients offer
+    /// nothing never maps it); nil until then, false if it cannot be loaded (offers declined).
+    private var zlibLoaded: Bool?
 
     public init(loop: EventLoop, configuration: ServerConfiguration, mode: ServerMode) {
         self.loop = loop
@@ -245,11 +254,29 @@ public final class WebSocketServer {
         onEvent?(.refused(status: status))
     }
 
+    /// The permessage-deflate answer to `request`'s offers and the extension as agreed, or
+    /// nil (not configured, nothing acceptable offered, or libz missing).
+    func negotiateDeflate(_ request: HandshakeRequest) -> (response: ExtensionOffer, agreed: PerMessageDeflate)? {
+        guard let deflate = configuration.deflate, !request.extensions.isEmpty,
+              let negotiated = deflate.negotiate(request.extensions) else { return nil }
+        if zlibLoaded == nil {
+            do throws(ZlibLoadError) {
+                try Zlib.load()
+                zlibLoaded = true
+            } catch {
+                zlibLoaded = false
+                onEvent?(.compressionUnavailable(error.reason))
+            }
+        }
+        return zlibLoaded == true ? negotiated : nil
+    }
+
     /// The 101 is written: the client gets its driver (its events to `delegate`, or to the
     /// mode's handler). `stream` is `connection` or the TLS stream over it. Nil when the
     /// server is shutting down (the stream is closed).
     @discardableResult
     func handOver(_ stream: ByteStream, connection: TCPStream, request: HandshakeRequest, subprotocol: String?,
+                  deflate: (response: ExtensionOffer, agreed: PerMessageDeflate)?,
                   received: ByteBuffer?, parsed: Int, delegate: ConnectionDelegate? = nil) -> ServerConnection? {
         guard let mode, !isShuttingDown else { stream.close(); return nil }
         let id = nextID
@@ -259,11 +286,12 @@ public final class WebSocketServer {
         let tls = stream as? TLSStream
         let info = ClientInfo(id: id, request: request, remoteAddress: connection.remoteAddress, localAddress: local,
                               isSecure: tls != nil, clientCertificateSubject: tls?.peerSubject, subprotocol: subprotocol,
-                              tlsSummary: tls?.summary)
+                              deflate: deflate.map { ($0.response, $0.agreed.configuration) }, tlsSummary: tls?.summary)
         let connection = ServerConnection(info: info, server: self)
         connections[id] = connection
         connection.handler = delegate ?? mode.handler(for: connection)
-        let core = WebSocketConnection(role: .server, maximumMessageSize: configuration.maximumMessageSize)
+        let core = WebSocketConnection(role: .server, maximumMessageSize: configuration.maximumMessageSize,
+                                       extensions: deflate.map { [$0.agreed] } ?? [])
         let driver = ConnectionDriver(loop: loop, stream: stream, core: core, options: configuration.connection,
                                       received: received, parsed: parsed, delegate: connection)
         onEvent?(.connected(connection))
@@ -275,6 +303,7 @@ public final class WebSocketServer {
 
     func connectionEnded(_ connection: ServerConnection, _ ending: ConnectionEnding) {
         connections[connection.info.id] = nil
+        if connection.info.deflate != nil { noteDeflateEnded() }
         onEvent?(.disconnected(connection, ending))
         updateAccepting()
         if isShuttingDown && connections.isEmpty { drained() }
@@ -294,6 +323,25 @@ public final class WebSocketServer {
         // close timeout bounds it.
         for connection in Array(connections.values) where connection.driver?.canSendData == true {
             connection.driver?.close(payload, within: limit)
+        }
+    }
+
+    /// Deflate clients ended since the heap was last trimmed.
+    private var deflateEndedSinceTrim = 0
+    private var trimScheduled = false
+
+    /// zlib's states are freed with their connection, but into malloc's free lists: after a
+    /// wave of deflate clients leaves (every 256), free pages go back to the system
+    /// (malloc_trim), so RSS falls with the clients instead of staying at its peak.
+    private func noteDeflateEnded() {
+        deflateEndedSinceTrim += 1
+        guard deflateEndedSinceTrim >= 256, !trimScheduled else { return }
+        trimScheduled = true
+        loop.later { [weak self] in
+            guard let self else { return }
+            self.trimScheduled = false
+            self.deflateEndedSinceTrim = 0
+            _ = wsp_malloc_trim()
         }
     }
 

@@ -221,7 +221,7 @@ final class ServerTests: IntegrationTestCase {
         // for the 49 others keeps them near each other.
         let line = String(repeating: "x", count: 16 * 1024) + "\n"
         for _ in 0..<40 {
-            _ = server.writeStdin(Array(String(repeating: line, count: 20).utf8))
+            server.writeStdin(Array(String(repeating: line, count: 20).utf8))
             usleep(30_000)
         }
         server.closeStdin()

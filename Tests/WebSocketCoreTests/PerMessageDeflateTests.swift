@@ -94,10 +94,20 @@ final class PerMessageDeflateTests: XCTestCase {
             ("permessage-deflate; server_max_window_bits=15", "permessage-deflate; server_max_window_bits=12"),
             ("permessage-deflate; server_no_context_takeover; client_no_context_takeover",
              "permessage-deflate; server_no_context_takeover; client_no_context_takeover; server_max_window_bits=12"),
-            // 8 bits: zlib makes no raw 8-bit streams, so that offer is declined; the next is taken.
-            ("permessage-deflate; server_max_window_bits=8, permessage-deflate", "permessage-deflate; server_max_window_bits=12"),
-            ("permessage-deflate; server_max_window_bits=8", nil),
+            // 8 bits: accepted; zlib makes no raw 8-bit streams, so we send uncompressed (§6 allows it).
+            ("permessage-deflate; server_max_window_bits=8, permessage-deflate", "permessage-deflate; server_max_window_bits=8"),
+            ("permessage-deflate; server_max_window_bits=8", "permessage-deflate; server_max_window_bits=8"),
             ("permessage-deflate; unknown_parameter", nil),
+            // Several offers: the first acceptable one; other extensions are not ours to answer.
+            ("permessage-deflate; unknown_parameter, permessage-deflate; client_no_context_takeover",
+             "permessage-deflate; client_no_context_takeover; server_max_window_bits=12"),
+            ("x-webkit-deflate-frame, permessage-deflate", "permessage-deflate; server_max_window_bits=12"),
+            ("x-webkit-deflate-frame", nil),
+            ("permessage-deflate; client_max_window_bits=16, permessage-deflate; client_max_window_bits=9",
+             "permessage-deflate; server_max_window_bits=12; client_max_window_bits=9"),
+            ("permessage-deflate; client_max_window_bits; client_max_window_bits", nil),
+            ("permessage-deflate; server_max_window_bits", nil),
+            ("permessage-deflate; server_no_context_takeover=yes", nil),
             ("permessage-deflate; server_max_window_bits=99, permessage-deflate; client_max_window_bits",
              "permessage-deflate; server_max_window_bits=12; client_max_window_bits=12"),
         ]
@@ -107,6 +117,29 @@ final class PerMessageDeflateTests: XCTestCase {
         }
         let full = PerMessageDeflate.server(windowBits: 15, clientWindowBits: 15)
         XCTAssertEqual(try full.respond(to: ExtensionOffer.parse("permessage-deflate"))?.headerValue(), "permessage-deflate")
+        XCTAssertEqual(try full.respond(to: ExtensionOffer.parse("permessage-deflate; server_max_window_bits=15"))?.headerValue(),
+                       "permessage-deflate; server_max_window_bits=15")
+    }
+
+    /// The server's --deflate-* settings: no-context-takeover answered unasked (§7.1.1),
+    /// our windows as the ceiling of what is offered.
+    func testServerSettingsTable() throws {
+        let resets = PerMessageDeflate.server(serverNoContextTakeover: true, clientNoContextTakeover: true)
+        let small = PerMessageDeflate.server(windowBits: 9, clientWindowBits: 10)
+        let table: [(PerMessageDeflate, String, String?)] = [
+            (resets, "permessage-deflate", "permessage-deflate; server_no_context_takeover; client_no_context_takeover; server_max_window_bits=12"),
+            (resets, "permessage-deflate; server_no_context_takeover", "permessage-deflate; server_no_context_takeover; client_no_context_takeover; server_max_window_bits=12"),
+            (small, "permessage-deflate; client_max_window_bits", "permessage-deflate; server_max_window_bits=9; client_max_window_bits=10"),
+            (small, "permessage-deflate; client_max_window_bits=9; server_max_window_bits=13", "permessage-deflate; server_max_window_bits=9; client_max_window_bits=9"),
+            (small, "permessage-deflate", "permessage-deflate; server_max_window_bits=9"),
+        ]
+        for (server, offers, expected) in table {
+            XCTAssertEqual(try server.respond(to: ExtensionOffer.parse(offers))?.headerValue(), expected, offers)
+        }
+        let negotiated = try XCTUnwrap(resets.negotiate(ExtensionOffer.parse("permessage-deflate; client_max_window_bits")))
+        XCTAssertEqual(negotiated.agreed.configuration,
+                       DeflateConfiguration(outgoingWindowBits: 12, outgoingNoContextTakeover: true,
+                                            incomingWindowBits: 12, incomingNoContextTakeover: true))
     }
 
     func testServerAnswerIsAcceptedByTheClientThatOffered() throws {

@@ -99,6 +99,51 @@ final class Base64Tests: XCTestCase {
         XCTAssertEqual(Base64.encode(nonce), "dGhlIHNhbXBsZSBub25jZQ==")
     }
 
+    /// The table decoder against the first version's per-character rules (kept here as the
+    /// reference), on every group of 4 from characters that hit each rule, alone and after
+    /// a valid group.
+    func testDecodeMatchesTheRulesOnEveryShortInput() {
+        func reference(_ text: String) -> [UInt8]? {
+            let input = Array(text.utf8)
+            guard input.count % 4 == 0 else { return nil }
+            var out: [UInt8] = []
+            var i = 0
+            while i < input.count {
+                var n: UInt32 = 0
+                var pad = 0
+                for j in 0..<4 {
+                    let c = input[i + j]
+                    let v: UInt32
+                    switch c {
+                    case UInt8(ascii: "A")...UInt8(ascii: "Z"): v = UInt32(c - UInt8(ascii: "A"))
+                    case UInt8(ascii: "a")...UInt8(ascii: "z"): v = UInt32(c - UInt8(ascii: "a")) + 26
+                    case UInt8(ascii: "0")...UInt8(ascii: "9"): v = UInt32(c - UInt8(ascii: "0")) + 52
+                    case UInt8(ascii: "+"): v = 62
+                    case UInt8(ascii: "/"): v = 63
+                    case UInt8(ascii: "="):
+                        guard i + 4 == input.count, j >= 2 else { return nil }
+                        pad += 1
+                        v = 0
+                    default: return nil
+                    }
+                    if pad > 0 && c != UInt8(ascii: "=") { return nil }
+                    n = n << 6 | v
+                }
+                out.append(UInt8(n >> 16))
+                if pad < 2 { out.append(UInt8(n >> 8 & 0xFF)) } else if n >> 8 & 0xFF != 0 { return nil }
+                if pad < 1 { out.append(UInt8(n & 0xFF)) } else if n & 0xFF != 0 { return nil }
+                i += 4
+            }
+            return out
+        }
+        let characters = ["A", "B", "Q", "g", "w", "z", "9", "+", "/", "=", "!", "\u{80}"]
+        for a in characters { for b in characters { for c in characters { for d in characters {
+            for text in [a + b + c + d, "Zm9v" + a + b + c + d] {
+                XCTAssertEqual(Base64.decode(text), reference(text), text)
+            }
+        } } } }
+    }
+
     func testDecodeRejectsBadInput() {
         let bad = [
             "Zg", "Zg=", "Zm9vY", // length not a multiple of 4

@@ -75,6 +75,61 @@ final class DeflateTests: XCTestCase {
         XCTAssertEqual(try inflate(inflater, frames), message)
     }
 
+    /// An echo's pattern: each message as a data fragment and an empty final one, with
+    /// context kept. The final frame has no bytes of its own, so the sync-flush tail of the
+    /// fragment before must not reach the wire, or the receiver's restored tail reads as a
+    /// stored block's length and swallows the next message (seen against Python websockets).
+    func testEmptyFinalFragmentStillLosesTheTail() throws {
+        let deflater = try XCTUnwrap(Deflater(windowBits: 12, memoryLevel: 5, resetsContext: false))
+        let inflater = try XCTUnwrap(Inflater(windowBits: 12, limit: 1 << 20))
+        var random = SystemRandomNumberGenerator()
+        let messages: [[UInt8]] = [Array(repeating: UInt8(ascii: "h"), count: 600), (0..<1000).map { _ in random.next() },
+                                   Array(repeating: 0, count: 1000), Array("Hello".utf8)]
+        for message in messages {
+            var frames: [[UInt8]] = []
+            frames.append(try message.withUnsafeBytes { try XCTUnwrap(deflater.compress($0.baseAddress, count: $0.count, final: false)).map { $0 } })
+            frames.append(try XCTUnwrap(deflater.compress(nil, count: 0, final: true)).map { $0 })
+            XCTAssertNotEqual(frames.joined().suffix(4), [0x00, 0x00, 0xff, 0xff])
+            XCTAssertEqual(try inflate(inflater, frames), message)
+        }
+    }
+
+    /// Only a message's last frame is flushed: 256-byte fragments (Autobahn 12.x.15) mostly
+    /// give nothing until then, so an echo sends a few frames instead of one per fragment.
+    func testOnlyTheLastFrameIsFlushed() throws {
+        let deflater = try XCTUnwrap(Deflater(windowBits: 12, memoryLevel: 5, resetsContext: false))
+        let inflater = try XCTUnwrap(Inflater(windowBits: 12, limit: 1 << 20))
+        let message = (0..<131_072).map { UInt8(ascii: "a") + UInt8(($0 * 7919 >> 5) % 26) }
+        var frames: [[UInt8]] = []
+        for start in stride(from: 0, to: message.count, by: 256) {
+            let piece = Array(message[start..<start + 256])
+            frames.append(try piece.withUnsafeBytes {
+                try XCTUnwrap(deflater.compress($0.baseAddress, count: 256, final: start + 256 == message.count)).map { $0 }
+            })
+        }
+        let nonEmpty = frames.filter { !$0.isEmpty }.count
+        XCTAssertLessThan(nonEmpty, 40, "\(nonEmpty) of \(frames.count) frames carry bytes")
+        XCTAssertEqual(try inflate(inflater, frames), message)
+    }
+
+    /// An empty message after another with context kept: zlib adds nothing for it, yet
+    /// the receiver restores a tail, so the frame must carry 0x00 (§7.2.3.6); without it
+    /// the tail read as a stored block's header failed with "invalid stored block lengths"
+    /// (fuzz/inflate's first finding).
+    func testEmptyMessageWithContextKeptIsOneZeroByte() throws {
+        let deflater = try XCTUnwrap(Deflater(windowBits: 15, memoryLevel: 8, resetsContext: false))
+        let inflater = try XCTUnwrap(Inflater(limit: 1 << 20))
+        let first = try hello.withUnsafeBytes { try XCTUnwrap(deflater.compress($0.baseAddress, count: 5, final: true)).map { $0 } }
+        XCTAssertEqual(try inflate(inflater, [first]), hello)
+        for _ in 0..<2 {
+            let empty = try XCTUnwrap(deflater.compress(nil, count: 0, final: true)).map { $0 }
+            XCTAssertEqual(empty, [0x00])
+            XCTAssertEqual(try inflate(inflater, [empty]), [])
+        }
+        let again = try hello.withUnsafeBytes { try XCTUnwrap(deflater.compress($0.baseAddress, count: 5, final: true)).map { $0 } }
+        XCTAssertEqual(try inflate(inflater, [again]), hello)
+    }
+
     /// 256 MiB of zeros compress to about 256 KiB; with a 1 MiB limit the inflater stops
     /// (1009) having made at most limit + 1 bytes.
     func testDecompressionBombStopsAtTheLimit() throws {

@@ -13,6 +13,8 @@
 //   - the server answers any offer list with nil or an element that parses back, and the
 //     client that made that offer accepts the answer
 //   - the configuration of an accepted response has windows 8...15 both ways
+//   - with each server setting (defaults, forced no-context-takeover, small windows): the
+//     configuration the server keeps is what its answer means, within its own window
 
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzzDeflateParameters(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
@@ -44,7 +46,26 @@ public func fuzzDeflateParameters(_ data: UnsafePointer<UInt8>?, _ size: Int) ->
               "window out of range")
     }
 
-    let server = PerMessageDeflate.server()
+    // The server's settings vary with the input's length: the defaults, both
+    // no-context-takeover flags forced, small windows (the --deflate-* meanings with -l).
+    let server = switch size % 3 {
+    case 0: PerMessageDeflate.server()
+    case 1: PerMessageDeflate.server(serverNoContextTakeover: true, clientNoContextTakeover: true)
+    default: PerMessageDeflate.server(windowBits: 9, clientWindowBits: min(15, 9 + Int(pick >> 5)))
+    }
+    if let (answer, agreed) = server.negotiate(elements) {
+        // What the server configures is what the answer means for it.
+        guard let parsed = try? DeflateParameters.parse(answer, isOffer: false) else {
+            check(false, "the server's answer does not parse as a response: \((try? answer.headerValue()) ?? "?")")
+            return 0
+        }
+        check(agreed.configuration == DeflateConfiguration(agreed: parsed, role: .server), "configuration differs from the answer")
+        if let configuration = agreed.configuration {
+            check(configuration.outgoingWindowBits <= server.serverWindowBits, "compressing above our own window")
+            check(!server.serverNoContextTakeover || configuration.outgoingNoContextTakeover, "forced server_no_context_takeover lost")
+            check(!server.clientNoContextTakeover || configuration.incomingNoContextTakeover, "forced client_no_context_takeover lost")
+        }
+    }
     if let answer = server.respond(to: elements) {
         guard let header = try? answer.headerValue(), let reparsed = try? ExtensionOffer.parse(header) else {
             check(false, "the server's answer is not a header value")

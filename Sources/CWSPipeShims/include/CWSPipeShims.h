@@ -91,4 +91,8 @@ ssize_t wsp_writev_nosigpipe(int fd, const struct iovec *vectors, int count);
 /// pipe2(O_CLOEXEC); then O_NONBLOCK on the end at `nonblocking_index` (0: read end, 1:
 /// write end) only: the child's end stays blocking. 0, or -1 with errno.
 int wsp_child_pipe(int fds[2], int nonblocking_index);
+
+/// malloc_trim(0): gives malloc's free pages back to the system (glibc's malloc.h, which the
+/// Glibc module does not export). 1 if memory was released.
+int wsp_malloc_trim(void);
 #endif
