@@ -53,11 +53,12 @@ public final class WebSocket: Sendable {
     /// The subprotocol the server selected (`Sec-WebSocket-Protocol`), if any.
     public let subprotocol: String?
     /// The extensions the server accepted, as it answered them (`Sec-WebSocket-Extensions`),
-    /// e.g. `permessage-deflate; client_max_window_bits=15`.
-    public let extensions: [String]
+    /// e.g. `permessage-deflate; client_max_window_bits=15`; on a server's connection, as
+    /// this server answered them in its 101.
+    public var extensions: [String] { shared.withLock { $0.extensions } }
     /// What permessage-deflate (RFC 7692) came to when the server agreed to it; nil: messages
-    /// go uncompressed.
-    public let deflate: DeflateAgreement?
+    /// go uncompressed. On a server's connection "outgoing" is this server's compressor.
+    public var deflate: DeflateAgreement? { shared.withLock { $0.deflate } }
 
     /// The agreed permessage-deflate windows (base-2 logarithms, 8...15) and context resets.
     public struct DeflateAgreement: Sendable, Equatable {
@@ -114,10 +115,11 @@ public final class WebSocket: Sendable {
         self.url = url
         request = nil
         subprotocol = negotiated.subprotocol
-        extensions = negotiated.extensions.map { "\($0)" }
-        self.deflate = deflate.map(DeflateAgreement.init)
+        var initial = Shared()
+        initial.extensions = negotiated.extensions.map { "\($0)" }
+        initial.deflate = deflate.map(DeflateAgreement.init)
         self.engine = engine
-        shared = Mutex(Shared())
+        shared = Mutex(initial)
         receiveLimit = max(options.receiveBufferLimit, 1)
     }
 
@@ -126,11 +128,18 @@ public final class WebSocket: Sendable {
         url = nil
         self.request = request
         self.subprotocol = subprotocol
-        extensions = []
-        deflate = nil
         self.engine = engine
         shared = Mutex(Shared())
         receiveLimit = max(options.receiveBufferLimit, 1)
+    }
+
+    /// A server's client: what its 101 agreed (set on the engine thread before `accept`
+    /// returns the socket).
+    func agreed(deflate: (response: ExtensionOffer, configuration: DeflateConfiguration?)?) {
+        shared.withLock { shared in
+            shared.extensions = deflate.map { ["\($0.response)"] } ?? []
+            shared.deflate = deflate?.configuration.map(DeflateAgreement.init)
+        }
     }
 
     deinit {
@@ -449,6 +458,9 @@ struct FIFO<Element> {
 
 /// The state both sides see, under the connection's mutex.
 struct Shared {
+    /// The handshake's agreement (fixed before the socket reaches the caller).
+    var extensions: [String] = []
+    var deflate: WebSocket.DeflateAgreement?
     var state = WebSocket.State.open
     var closeCode: Int?
     var closeReason: String?

@@ -33,6 +33,8 @@ import WebSocketTransport
 /// `maximumClients` connected clients is refused with 503; a request head larger than
 /// `maximumRequestHeadSize` with 431; a client that takes longer than `handshakeTimeout`
 /// (from TCP accept to the written 101, the handler's decision included) is dropped.
+/// permessage-deflate (RFC 7692) is accepted as the CLI's server does
+/// (`WebSocketServerOptions.deflate`).
 public final class WebSocketServer: AsyncSequence, Sendable {
     /// Each handshake waiting for the handler's verdict.
     public typealias Element = PendingConnection
@@ -296,6 +298,11 @@ public struct WebSocketServerOptions: Sendable {
     /// Bytes of whole received messages buffered per client for a consumer that is behind
     /// (see `WebSocketOptions.receiveBufferLimit`). Default 1 MiB.
     public var receiveBufferLimit: Int = 1 << 20
+    /// permessage-deflate (RFC 7692) as the server answers a client's offer: accepted by
+    /// default, as `wspipe -l` does (4 KiB windows, memLevel 5: about 53 KiB per compressing
+    /// client); nil declines every offer (no extension in the 101). What was agreed with a
+    /// client is its `WebSocket.extensions` and `WebSocket.deflate`.
+    public var deflate: Deflate? = Deflate()
 
     /// - Parameters mirror the properties of the same names; the others keep their defaults.
     ///   Checked by `WebSocketServer.bind` (`.invalidArgument` for a limit below 1).
@@ -344,6 +351,52 @@ public struct WebSocketServerOptions: Sendable {
         }
     }
 
+    /// How the server answers permessage-deflate offers (RFC 7692 §7.1). Window bits are
+    /// base-2 logarithms of the LZ77 window in bytes (12: 4 KiB); each compressing client
+    /// costs about 2^(windowBits+2) + 2^(memoryLevel+9) bytes for our compressor plus
+    /// 2^clientWindowBits (at most 32 KiB) for its inflater.
+    public struct Deflate: Sendable, Equatable {
+        /// Our compressor's window (§7.1.2.1, answered as `server_max_window_bits` when it
+        /// is below 15 or the client asked): 9...15 (zlib makes no 8-bit streams). Default 12.
+        public var windowBits: Int
+        /// The largest window allowed a client that offered `client_max_window_bits`
+        /// (§7.1.2.2; with a value N: min(N, this)): 8...15; a client that did not offer it
+        /// may compress with 15. Default 12.
+        public var clientWindowBits: Int
+        /// zlib's memLevel for our compressor, 1...9 (its hash table is 2^(memoryLevel+9)
+        /// bytes). Default 5.
+        public var memoryLevel: Int
+        /// Answer `server_no_context_takeover` (§7.1.1.1) to every offer: our compressor is
+        /// reset after each message (less compression; a message sent to many clients
+        /// compresses the same for each).
+        public var serverNoContextTakeover: Bool
+        /// Answer `client_no_context_takeover` (§7.1.1.2) to every offer: clients reset
+        /// theirs after each message.
+        public var clientNoContextTakeover: Bool
+
+        /// - Parameters mirror the properties of the same names; checked by
+        ///   `WebSocketServer.bind` (`.invalidArgument` outside their ranges).
+        public init(windowBits: Int = 12, clientWindowBits: Int = 12, memoryLevel: Int = 5,
+                    serverNoContextTakeover: Bool = false, clientNoContextTakeover: Bool = false) {
+            self.windowBits = windowBits
+            self.clientWindowBits = clientWindowBits
+            self.memoryLevel = memoryLevel
+            self.serverNoContextTakeover = serverNoContextTakeover
+            self.clientNoContextTakeover = clientNoContextTakeover
+        }
+
+        /// The engine's server extension; `.invalidArgument` naming a value out of range.
+        func engineExtension() throws(WebSocketError) -> PerMessageDeflate {
+            guard (9...15).contains(windowBits) else { throw .invalidArgument("deflate: windowBits \(windowBits) is not 9...15") }
+            guard (8...15).contains(clientWindowBits) else {
+                throw .invalidArgument("deflate: clientWindowBits \(clientWindowBits) is not 8...15")
+            }
+            guard (1...9).contains(memoryLevel) else { throw .invalidArgument("deflate: memoryLevel \(memoryLevel) is not 1...9") }
+            return .server(windowBits: windowBits, clientWindowBits: clientWindowBits, memoryLevel: memoryLevel,
+                           serverNoContextTakeover: serverNoContextTakeover, clientNoContextTakeover: clientNoContextTakeover)
+        }
+    }
+
     /// The client-side options that carry the same per-connection settings.
     var connectionOptions: WebSocketOptions {
         var options = WebSocketOptions(pingInterval: pingInterval, pingTimeout: pingTimeout)
@@ -368,6 +421,7 @@ public struct WebSocketServerOptions: Sendable {
         configuration.maximumClients = maximumClients
         configuration.handshakeTimeout = handshakeTimeout.seconds
         configuration.maximumHeadSize = maximumRequestHeadSize
+        configuration.deflate = try deflate?.engineExtension()
         return configuration
     }
 }
@@ -510,6 +564,7 @@ final class Decision: Sendable {
         guard let connection, let driver = connection.driver, let socket, let side else {
             return waiter.resume(returning: .failure(Decision.gone))
         }
+        socket.agreed(deflate: connection.info.deflate)
         side.attach(driver)
         waiter.resume(returning: .success(socket))
     }
