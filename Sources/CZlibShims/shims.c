@@ -74,30 +74,28 @@ int wsp_zstream_reset(wsp_zstream *s) { return s->inflating ? p_inflateReset(&s-
 /* z_stream counts in uInt: larger buffers are taken in pieces by the caller's loop. */
 static uInt clamp(size_t n) { return n > 0x40000000u ? 0x40000000u : (uInt)n; }
 
-int wsp_inflate(wsp_zstream *s, const void *in, size_t inLength, void *out, size_t outCapacity,
-                size_t *consumed, size_t *produced) {
+/* One inflate or deflate call over the caller's buffers, reporting what it took and made. */
+static int step(wsp_zstream *s, int (*run)(z_streamp, int), int flush, const void *in, size_t inLength,
+                void *out, size_t outCapacity, size_t *consumed, size_t *produced) {
     s->z.next_in = (Bytef *)in;
     s->z.avail_in = clamp(inLength);
     s->z.next_out = out;
     s->z.avail_out = clamp(outCapacity);
     uInt availIn = s->z.avail_in, availOut = s->z.avail_out;
-    int result = p_inflate(&s->z, Z_SYNC_FLUSH);
+    int result = run(&s->z, flush);
     *consumed = availIn - s->z.avail_in;
     *produced = availOut - s->z.avail_out;
     return result;
 }
 
+int wsp_inflate(wsp_zstream *s, const void *in, size_t inLength, void *out, size_t outCapacity,
+                size_t *consumed, size_t *produced) {
+    return step(s, p_inflate, Z_SYNC_FLUSH, in, inLength, out, outCapacity, consumed, produced);
+}
+
 int wsp_deflate(wsp_zstream *s, const void *in, size_t inLength, void *out, size_t outCapacity,
                 size_t *consumed, size_t *produced, int flush) {
-    s->z.next_in = (Bytef *)in;
-    s->z.avail_in = clamp(inLength);
-    s->z.next_out = out;
-    s->z.avail_out = clamp(outCapacity);
-    uInt availIn = s->z.avail_in, availOut = s->z.avail_out;
-    int result = p_deflate(&s->z, flush);
-    *consumed = availIn - s->z.avail_in;
-    *produced = availOut - s->z.avail_out;
-    return result;
+    return step(s, p_deflate, flush, in, inLength, out, outCapacity, consumed, produced);
 }
 
 const char *wsp_zstream_message(const wsp_zstream *s) { return s->z.msg; }
