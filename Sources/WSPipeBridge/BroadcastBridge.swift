@@ -77,7 +77,9 @@ final class BroadcastBridge {
             case .data(let n):
                 chunk.count = n
                 do throws(InputError) {
-                    perform(try framer.consume(chunk, into: mode))
+                    let actions = try framer.consume(chunk, into: mode)
+                    mode.flush()  // this chunk's messages go out now, and count for `hasRoom`
+                    perform(actions)
                 } catch {
                     return end(.localInput(error))
                 }

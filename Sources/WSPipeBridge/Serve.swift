@@ -73,7 +73,7 @@ public func runServer(_ config: BridgeConfiguration, _ serve: ServeConfiguration
         serverConfiguration.connection = stdio.connectionOptions
     case .echo: mode = EchoMode()
     case .broadcast:
-        let shared = BroadcastMode()
+        let shared = BroadcastMode(loop: loop)
         if let deflate = serve.server.deflate { shared.memoryLevel = deflate.memoryLevel }
         broadcast = shared
         mode = shared

@@ -1,9 +1,13 @@
 import WebSocketCore
 
 /// Every message given to `send` goes to every connected client; every client message is
-/// reported whole to `onMessage`. A server's frames are unmasked, so a payload over
-/// `ConnectionDriver.copyLimit` is written from the one buffer it is in to every client
-/// (each driver references it; only the 2-10 byte headers are per client).
+/// reported whole to `onMessage`. A server's frames are unmasked, so the frames are the
+/// same bytes for every client that gets them uncompressed: the messages sent since the
+/// last `flush` are encoded once into one buffer, and every such client's queue references
+/// it (one copy per batch, not per client; a client is touched once per batch, not once
+/// per message). `flush` runs when the batch reaches `batchLimit`, before a ping, a client
+/// joining, `readingPaused` or the server's shutdown, and at the latest in the loop's next
+/// turn.
 ///
 /// A slow client never stalls the others: when more than `queueLimit` bytes already wait
 /// for it, it is closed with 1013 (try again later) and counted in `droppedSlowClients`.
@@ -19,6 +23,10 @@ public final class BroadcastMode: ServerMode, MessageSink {
     /// A client's socket took bytes: `hasRoom` may have become true.
     public var onRoom: (() -> Void)?
     private var clients: [Int: ConnectionDriver] = [:]
+    /// How many of `clients` agreed permessage-deflate: they get each message as it is
+    /// sent (compressed for them), not the batch.
+    private var compressingClients = 0
+    private let loop: EventLoop
 
     /// Whether the source should go on: no client, or one with less than a quarter of
     /// `queueLimit` waiting.
@@ -26,8 +34,13 @@ public final class BroadcastMode: ServerMode, MessageSink {
         clients.isEmpty || clients.values.contains { $0.queuedBytes < queueLimit / 4 }
     }
 
-    /// - Parameter queueLimit: bytes per client, 4 MiB by default.
-    public init(queueLimit: Int = 4 << 20) { self.queueLimit = queueLimit }
+    /// - Parameters:
+    ///   - loop: the clients' loop (a batch not flushed goes out in its next turn).
+    ///   - queueLimit: bytes per client, 4 MiB by default.
+    public init(loop: EventLoop, queueLimit: Int = 4 << 20) {
+        self.loop = loop
+        self.queueLimit = queueLimit
+    }
 
     public var clientCount: Int { clients.count }
 
@@ -37,26 +50,99 @@ public final class BroadcastMode: ServerMode, MessageSink {
 
     public func connectionDidStart(_ connection: ServerConnection) {
         guard let driver = connection.driver else { return }
+        flush()  // what was sent before it joined is not for it
         clients[connection.info.id] = driver
+        if driver.compression != nil { compressingClients += 1 }
         if readingPaused { driver.pausesReading = true }
     }
+
+    /// The batch goes before the Close of the shutdown.
+    public func serverWillShutDown() { flush() }
 
     /// Stops (or resumes) reading every client, new ones included: the owner's output of
     /// their messages lags (stdout is slow), so they wait in TCP instead of in memory.
     public var readingPaused = false {
         didSet {
             guard readingPaused != oldValue else { return }
+            flush()
             for driver in clients.values { driver.pausesReading = readingPaused }
         }
     }
 
     func left(_ id: Int) {
-        clients[id] = nil
+        remove(id)
         onRoom?()
+    }
+
+    private func remove(_ id: Int) {
+        guard let driver = clients.removeValue(forKey: id) else { return }
+        if driver.compression != nil { compressingClients -= 1 }
+    }
+
+    /// Closes a client that has more than `queueLimit` waiting with 1013.
+    private func dropSlow(_ id: Int, _ driver: ConnectionDriver) {
+        droppedSlowClients += 1
+        remove(id)
+        driver.close(ClosePayload(code: CloseCode(1013), reason: Array("too slow: the broadcast went on".utf8)))
+    }
+
+    // MARK: - The batch
+
+    /// Bytes of frames a batch collects before it goes out without waiting for `flush`.
+    public static let batchLimit = 64 * 1024
+    /// The frames not flushed yet (nil: none), and how many messages they are.
+    private var batch: ByteBuffer?
+    private var batchMessages = 0
+    private var flushScheduled = false
+
+    /// Encodes one whole message at the end of the batch (a frame of the server role: no
+    /// mask, RSV bits clear).
+    private func appendToBatch(_ opcode: Opcode, _ payload: UnsafeMutableRawPointer?, count: Int) {
+        let header = FrameHeader(fin: true, opcode: opcode, payloadLength: UInt64(count))
+        let size = header.encodedSize + count
+        if let batch, batch.free < size { flush() }
+        let target: ByteBuffer
+        if let batch {
+            target = batch
+        } else {
+            target = ByteBuffer(capacity: max(BroadcastMode.batchLimit + 16 * 1024, size))
+            batch = target
+        }
+        let start = target.end
+        _ = header.encode(into: start)
+        if count > 0, let payload { (start + header.encodedSize).copyMemory(from: payload, byteCount: count) }
+        target.count += size
+        batchMessages += 1
+        if target.count >= BroadcastMode.batchLimit {
+            flush()
+        } else if !flushScheduled {
+            flushScheduled = true
+            loop.later { [weak self] in
+                self?.flushScheduled = false
+                self?.flush()
+            }
+        }
+    }
+
+    /// Gives the batch to every client that takes uncompressed frames (a client with more
+    /// than `queueLimit` waiting after it is closed with 1013 instead).
+    public func flush() {
+        guard let frames = batch else { return }
+        let messages = batchMessages
+        batch = nil
+        batchMessages = 0
+        for (id, driver) in clients where driver.canSendData && driver.compression == nil {
+            if driver.queuedBytes + frames.count > queueLimit {
+                dropSlow(id, driver)
+                continue
+            }
+            driver.sendFrames(frames.base, count: frames.count, in: frames, messages: messages)
+        }
     }
 
     /// Sends one whole message to every client that can take it. `fin` must be true
     /// (fragments would reach a client that joined mid-message as a protocol error).
+    /// Clients without permessage-deflate get it with the batch (see `flush`).
     ///
     /// permessage-deflate: a client that agreed server_no_context_takeover gets the copy
     /// compressed once for every such client with the same window (the same frame bytes);
@@ -64,17 +150,17 @@ public final class BroadcastMode: ServerMode, MessageSink {
     /// that client was sent before, so its driver compresses its copy.
     public func send(_ opcode: Opcode, fin: Bool, _ payload: UnsafeMutableRawPointer?, count: Int, in owner: ByteBuffer?) {
         precondition(fin, "broadcast sends whole messages")
+        if compressingClients < clients.count { appendToBatch(opcode, payload, count: count) }
+        guard compressingClients > 0 else { return }
         var shared = SharedCopies()
         for (id, driver) in clients where driver.canSendData {
+            guard let agreed = driver.compression else { continue }
             if driver.queuedBytes + count > queueLimit {
-                droppedSlowClients += 1
-                clients[id] = nil
-                driver.close(ClosePayload(code: CloseCode(1013), reason: Array("too slow: the broadcast went on".utf8)))
+                dropSlow(id, driver)
                 continue
             }
-            if let payload, count >= ConnectionDriver.compressionThreshold, let agreed = driver.compression,
-               agreed.outgoingNoContextTakeover, let copy = shared.copy(windowBits: agreed.outgoingWindowBits, mode: self,
-                                                                        payload, count: count) {
+            if let payload, count >= ConnectionDriver.compressionThreshold, agreed.outgoingNoContextTakeover,
+               let copy = shared.copy(windowBits: agreed.outgoingWindowBits, mode: self, payload, count: count) {
                 driver.sendCompressed(opcode, copy.base, count: copy.count, in: copy, payloadSize: count)
                 continue
             }
@@ -133,6 +219,7 @@ public final class BroadcastMode: ServerMode, MessageSink {
 
     /// Pings every client (a stdin `{"type":"ping"}`).
     public func ping(_ payload: [UInt8]) {
+        flush()
         for driver in clients.values { driver.ping(payload) }
     }
 }

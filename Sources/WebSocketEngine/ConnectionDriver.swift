@@ -261,6 +261,23 @@ public final class ConnectionDriver: MessageSink {
         if !serviceQueued { scheduleService() }
     }
 
+    /// Sends `messages` whole messages already encoded as frames for the server role
+    /// (unmasked, RSV bits clear: valid on any server connection, with extensions or
+    /// without). The bytes stay in `owner` and are referenced, not copied, so one buffer
+    /// goes to every client of a broadcast; they must not change afterwards. Does nothing
+    /// once `canSendData` is false.
+    public func sendFrames(_ frames: UnsafeMutableRawPointer, count: Int, in owner: ByteBuffer, messages: Int) {
+        precondition(!core.role.masksOutgoingFrames, "encoded frames are a server's (unmasked)")
+        guard acceptsData else { return }
+        messagesSent &+= UInt64(messages)
+        if waiting.isEmpty && outbound.byteCount < options.queueLimit {
+            outbound.appendEncoded(owner, frames, count: count)
+        } else {
+            waiting.appendEncoded(owner, frames, count: count)
+        }
+        if !serviceQueued { scheduleService() }
+    }
+
     /// Sends a data frame from bytes (copied).
     public func send(_ opcode: Opcode, fin: Bool = true, bytes: [UInt8]) {
         var copy = bytes
@@ -339,7 +356,9 @@ public final class ConnectionDriver: MessageSink {
     /// Frames waiting messages while the socket queue has room.
     private func frameWaiting() {
         while outbound.byteCount < options.queueLimit, let message = waiting.popFirst() {
-            if let size = message.precompressedSize {
+            if message.encoded, let owner = message.owner, let start = message.start {
+                outbound.appendEncoded(owner, start, count: message.count)
+            } else if let size = message.precompressedSize {
                 message.withPayload { framePrecompressed(message.opcode, $0, count: $1, in: message.owner, payloadSize: size) }
             } else {
                 message.withPayload { frame(message.opcode, fin: message.fin, $0, count: $1, in: message.owner) }
@@ -744,6 +763,8 @@ struct MessageQueue {
         let copy: [UInt8]?
         /// Already deflated (`sendCompressed`): the size before.
         var precompressedSize: Int? = nil
+        /// Whole frames already encoded (`sendFrames`), referenced in `owner`.
+        var encoded = false
 
         func withPayload(_ body: (UnsafeMutableRawPointer?, Int) -> Void) {
             if var bytes = copy {
@@ -771,6 +792,12 @@ struct MessageQueue {
             messages.append(Message(opcode: opcode, fin: fin, owner: owner, start: payload, count: count, copy: nil,
                                     precompressedSize: precompressedSize))
         }
+    }
+
+    mutating func appendEncoded(_ owner: ByteBuffer, _ start: UnsafeMutableRawPointer, count: Int) {
+        byteCount += count
+        messages.append(Message(opcode: .binary, fin: true, owner: owner, start: start, count: count, copy: nil,
+                                encoded: true))
     }
 
     mutating func popFirst() -> Message? {

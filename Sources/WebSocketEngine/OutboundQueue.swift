@@ -61,6 +61,13 @@ public struct OutboundQueue {
         totalQueued += UInt64(count)
     }
 
+    /// Queues whole frames already encoded, referenced where they are in `owner`.
+    public mutating func appendEncoded(_ owner: ByteBuffer, _ frames: UnsafeMutableRawPointer, count: Int) {
+        guard count > 0 else { return }
+        list.append(owner, frames, count)
+        totalQueued += UInt64(count)
+    }
+
     /// Queues ready-made bytes (control frames from `WebSocketConnection`).
     public mutating func appendBytes(_ bytes: [UInt8]) {
         guard !bytes.isEmpty else { return }

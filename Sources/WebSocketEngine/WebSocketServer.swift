@@ -62,6 +62,8 @@ public protocol ServerMode: AnyObject {
     var decidesLater: Bool { get }
     /// A handshake waiting for the verdict (only when `decidesLater`).
     func review(_ handshake: PendingHandshake)
+    /// `shutdown` is about to close every client: what the mode holds back goes first.
+    func serverWillShutDown()
 }
 
 /// A valid WebSocket request that the server's policy accepted, waiting for its mode to
@@ -158,6 +160,7 @@ public extension ServerMode {
         try? handshake.refuse(status: 500, body: "this server decides no handshake later")
     }
     func connectionWillStart(_ connection: ServerConnection, driver: ConnectionDriver) {}
+    func serverWillShutDown() {}
 }
 
 /// A WebSocket server on one `EventLoop`: listeners, the opening handshake of each accepted
@@ -314,6 +317,7 @@ public final class WebSocketServer {
     /// last connection has ended (at once without clients).
     public func shutdown(_ payload: ClosePayload, within limit: Double) {
         guard !isShuttingDown else { return }
+        mode?.serverWillShutDown()
         isShuttingDown = true
         for listener in listeners { listener.close() }
         listeners.removeAll()

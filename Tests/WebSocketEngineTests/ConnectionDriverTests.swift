@@ -101,6 +101,40 @@ final class ConnectionDriverTests: XCTestCase {
         XCTAssertEqual(clientLog.messages[1].bytes, big)
     }
 
+    /// Frames encoded once (a broadcast's batch) go out referenced, in order with the
+    /// messages around them, through the waiting queue too (a 1 KiB queue limit), and a
+    /// Close asked for after them follows them.
+    func testEncodedFramesKeepTheirPlaceAmongMessages() {
+        var options = ConnectionOptions()
+        options.queueLimit = 1024
+        let (_, clientLog, server, _) = pair(serverOptions: options)
+        var frames: [UInt8] = []
+        for (opcode, payload) in [(Opcode.text, Array("b".utf8)), (.binary, [UInt8](repeating: 7, count: 3000))] {
+            let header = FrameHeader(fin: true, opcode: opcode, payloadLength: UInt64(payload.count))
+            var encoded = [UInt8](repeating: 0, count: header.encodedSize)
+            _ = encoded.withUnsafeMutableBytes { header.encode(into: $0.baseAddress!) }
+            frames += encoded + payload
+        }
+        let batch = ByteBuffer(capacity: frames.count)
+        frames.withUnsafeBytes { batch.base.copyMemory(from: $0.baseAddress!, byteCount: frames.count) }
+        batch.count = frames.count
+        let big = (0..<200_000).map { UInt8(truncatingIfNeeded: $0 &* 13) }
+        server.send(.text, bytes: Array("a".utf8))
+        server.sendFrames(batch.base, count: batch.count, in: batch, messages: 2)
+        server.send(.binary, bytes: big)
+        server.sendFrames(batch.base, count: batch.count, in: batch, messages: 2)  // behind the 200 KB: waits
+        server.close(ClosePayload(code: .normalClosure))
+        XCTAssertEqual(server.messagesSent, 6)
+        XCTAssertTrue(spin { clientLog.ending != nil })
+        XCTAssertEqual(clientLog.messages.map(\.kind), [.text, .text, .binary, .binary, .text, .binary])
+        XCTAssertEqual(clientLog.messages[0].text, "a")
+        XCTAssertEqual(clientLog.messages[1].text, "b")
+        XCTAssertEqual(clientLog.messages[2].bytes, [UInt8](repeating: 7, count: 3000))
+        XCTAssertEqual(clientLog.messages[3].bytes, big)
+        XCTAssertEqual(clientLog.messages[4].text, "b")
+        XCTAssertEqual(clientLog.closes.map(\.code), [.normalClosure], "the Close came after the frames")
+    }
+
     func testAPeerThatGoesWhileReadingIsPausedIsNoticed() {
         let (client, _, server, serverLog) = pair()
         server.pausesReading = true

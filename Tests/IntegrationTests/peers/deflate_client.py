@@ -7,7 +7,8 @@
     deflate_client.py offer URL              the default offer; prints the 101's extensions ("none")
     deflate_client.py bomb URL BYTES         sends one compressed binary message of BYTES zeros; prints
                                              "closed CODE"
-    deflate_client.py broadcast URL N        one client per combination, then "ready"; each expects N
+    deflate_client.py broadcast URL N        one client per combination and one without the
+                                             extension, then "ready"; each expects N
                                              lines "line I ..." and prints "PARAMS -> ANSWER N ok"
     deflate_client.py hold URL N             opens N compressing clients, each sends and gets back one
                                              message; prints "open N", then waits for stdin to end
@@ -81,6 +82,10 @@ async def broadcast(url, count):
         ws = await connect(url, extensions=[ClientPerMessageDeflateFactory(**params)], compression=None,
                            ping_interval=None, max_size=None)
         clients.append((params, ws))
+    # And one without the extension: it gets the batch of frames encoded once for every
+    # uncompressed client, in order with the compressed copies of the others.
+    plain = await connect(url, compression=None, ping_interval=None, max_size=None)
+    clients.append(({"plain": True}, plain))
     print("ready", flush=True)
 
     async def collect(params, ws):
