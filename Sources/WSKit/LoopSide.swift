@@ -209,7 +209,7 @@ final class LoopSide: ConnectionDelegate, @unchecked Sendable {
     func connection(_ connection: ConnectionDriver, didEnd ending: ConnectionEnding) {
         driver = nil
         guard let socket = owner else { return }
-        let failure = WebSocketError(ending)
+        let failure = WebSocketError(ending, role: connection.role)
         let waiting = socket.shared.withLock { state in
             state.state = .closed
             state.ending = failure

@@ -44,7 +44,7 @@ public enum WebSocketError: Error, Sendable, Equatable, CustomStringConvertible 
              .handshakeRejected(_, let text), .protocolError(_, let text), .connectionLost(let text), .timedOut(let text):
             return text
         case .closed(let code?, let reason):
-            return "the connection is closed (the server closed it with \(code)\(reason.isEmpty ? "" : " \(reason)"))"
+            return "the connection is closed (the peer closed it with \(code)\(reason.isEmpty ? "" : " \(reason)"))"
         case .closed(nil, _):
             return "the connection is closed"
         case .cancelled:
@@ -102,7 +102,9 @@ extension WebSocketError {
     }
 
     /// How an open connection ended, when it is a failure (nil: a closing handshake).
-    init?(_ ending: ConnectionEnding) {
+    /// `role`: our side's, so the sentence names the other ("the server", "the client").
+    init?(_ ending: ConnectionEnding, role: Role) {
+        let peer = role == .client ? "the server" : "the client"
         switch ending {
         case .closed:
             return nil
@@ -111,8 +113,8 @@ extension WebSocketError {
         case .lost(.pingTimeout(let seconds)):
             self = .timedOut("no pong within \(formatSeconds(seconds)) s (WebSocketOptions.pingTimeout): the connection is dead")
         case .lost(.peerClosedTCP(let afterOurClose)):
-            self = .connectionLost(afterOurClose ? "the server closed the TCP connection without answering our Close"
-                                                 : "the server closed the TCP connection without a closing handshake")
+            self = .connectionLost(afterOurClose ? "\(peer) closed the TCP connection without answering our Close"
+                                                 : "\(peer) closed the TCP connection without a closing handshake")
         case .lost(.readFailed(let why)):
             self = .connectionLost("connection lost: \(why)")
         case .lost(.writeFailed(let why)):

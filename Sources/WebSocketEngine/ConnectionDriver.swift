@@ -215,6 +215,8 @@ public final class ConnectionDriver: MessageSink {
 
     /// The state of the closing handshake.
     public var state: WebSocketConnection.State { core.state }
+    /// Our side: the client masks what it sends, the server does not.
+    public var role: Role { core.role }
     /// Whether data may still be sent.
     public var canSendData: Bool { acceptsData && core.canSendData }
     /// False from the moment a Close is asked for (or arrives, or the connection ends):

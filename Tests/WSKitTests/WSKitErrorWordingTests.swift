@@ -1,4 +1,5 @@
 import Foundation
+import Glibc
 import XCTest
 import TestSupport
 import WSKit
@@ -35,6 +36,31 @@ final class WSKitErrorWordingTests: XCTestCase {
         options.tls.caFile = tls.caCert
         let ws = try await WebSocket.connect(to: "wss://localhost:\(peer.port)/", options: options)
         try await withTimeout { try await ws.close() }
+    }
+
+    /// A server's socket names the other side as "the client" (a client's: "the server").
+    func testAServerSocketNamesItsPeerTheClient() async throws {
+        let server = try await WebSocketServer.bind(to: "127.0.0.1:0")
+        let port = try XCTUnwrap(server.port)
+        try await withTimeout {
+            let fd = try connectRaw(port: port)
+            let request = "GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                + "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
+            _ = request.withCString { send(fd, $0, strlen($0), 0) }
+            var iterator = server.makeAsyncIterator()
+            let next = await iterator.next()
+            let ws = try await XCTUnwrap(next).accept()
+            var head = [UInt8](repeating: 0, count: 512)
+            XCTAssertGreaterThan(recv(fd, &head, head.count, 0), 0, "the 101")
+            close(fd)  // TCP ends without a Close frame
+            do {
+                for try await _ in ws.messages {}
+                XCTFail("a connection without a closing handshake ended cleanly")
+            } catch let error as WebSocketError {
+                XCTAssertEqual(error, .connectionLost("the client closed the TCP connection without a closing handshake"))
+            }
+        }
+        await server.close()
     }
 
     func testATimeoutNamesTheLibrarysLimit() async throws {

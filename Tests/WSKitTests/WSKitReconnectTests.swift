@@ -65,7 +65,7 @@ final class WSKitReconnectTests: XCTestCase {
         }
         XCTAssertEqual(log, ["connected", "message subscribe", "message live", "disconnected",
                              "connected", "message subscribe", "message queued",
-                             "finished the connection is closed (the server closed it with 1000)"])
+                             "finished the connection is closed (the peer closed it with 1000)"])
     }
 
     func testRetryAfterIsHonouredAndARefusalIsNotRetried() async throws {
