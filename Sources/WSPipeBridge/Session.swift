@@ -1046,21 +1046,19 @@ extension Session {
         return bearerToken
     }
 
-    /// --send-file framed as stdin is (lines, or JSON lines with --jsonl) into `driver`.
+    /// --send-file framed as stdin is (lines, or JSON lines with --jsonl) into `driver`;
+    /// its ping objects are sent as pings (the file was checked when the options were read).
     private func sendFile(_ bytes: [UInt8], into driver: ConnectionDriver) {
-        var framer = InputFramer(mode: config.jsonLines ? .jsonLines : .lines(separator: config.separator))
-        let buffer = ByteBuffer(capacity: max(1, bytes.count))
-        bytes.withUnsafeBytes { if let base = $0.baseAddress { buffer.base.copyMemory(from: base, byteCount: bytes.count) } }
-        buffer.count = bytes.count
+        let file = SendFile(bytes: bytes, jsonLines: config.jsonLines, separator: config.separator)
         do throws(InputError) {
-            _ = try framer.consume(buffer, into: driver)
-            _ = try framer.finish(into: driver)
+            let framed = try file.frame(into: driver)
+            for case .ping(let payload) in framed.actions { driver.ping(payload) }
+            sent.messages += framed.messages
+            sent.bytes += framed.bytes
+            sendFileMessages = framed.messages
         } catch {
-            log.warning("--send-file: \(error.description)")  // checked when the options were read
+            log.warning("--send-file: \(error.description)")
         }
-        sent.messages += framer.messages
-        sent.bytes += framer.bytes
-        sendFileMessages = framer.messages
     }
 
     /// A small file's bytes (a token), or nil when it cannot be read.

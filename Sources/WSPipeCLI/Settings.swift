@@ -65,6 +65,9 @@ struct Settings {
             guard let bytes = readFile(sendFile) else {
                 throw UsageError("cannot read --send-file '\(sendFile)': \(whyUnreadable(sendFile))", pointsAtHelp: false)
             }
+            if let problem = sendFileProblem(bytes, path: sendFile, jsonLines: config.jsonLines, separator: config.separator) {
+                throw UsageError(problem, pointsAtHelp: false)
+            }
             config.sendFile = bytes
         }
         if config.oneMessage { config.maxMessages = 1 }

@@ -283,4 +283,19 @@ final class ServerStdioTests: IntegrationTestCase {
         XCTAssertEqual(finish(try pythonClient(["take", "ws://127.0.0.1:\(earlyPort)/", "0"]), timeout: 20).stdoutText, "closed 1000\n")
         assertExit(finish(early, timeout: 20), 0)  // stdin still open: the server ended with its client
     }
+
+    /// A ping object in a --jsonl --send-file reaches the server as a Ping (it was dropped).
+    func testSendFilePingObjectsArePings() throws {
+        let (server, port) = try startStdioServer(["-v", "--oneshot", "--jsonl"])
+        server.closeStdin()
+        let file = path("subscribe.jsonl")
+        try "{\"type\":\"text\",\"data\":\"sub\"}\n{\"type\":\"ping\",\"data\":\"hello-ping\"}\n"
+            .write(toFile: file, atomically: true, encoding: .utf8)
+        let client = try runWspipe(["--jsonl", "--send-file", file, "ws://127.0.0.1:\(port)/"], timeout: 20)
+        assertExit(client, 0)
+        let result = finish(server, timeout: 20)
+        assertExit(result, 0)
+        XCTAssertTrue(result.stdoutText.contains("{\"type\":\"text\",\"data\":\"sub\"}\n"), result.stdoutText)
+        assertStderr(result, contains: "received ping (10 bytes)")
+    }
 }

@@ -28,6 +28,26 @@ final class NetworkOptionTests: XCTestCase {
     /// A file that exists and is readable, for the options that check.
     private let readable = #filePath
 
+    /// --send-file is framed when the options are read: a line that is not a message, or a
+    /// close object, is a usage error before any connection; ping objects are fine.
+    func testSendFileIsCheckedBeforeConnecting() throws {
+        let files = ["/s.jsonl": "{\"type\":\"text\",\"data\":\"sub\"}\n{\"type\":\"ping\",\"data\":\"p\"}\n",
+                     "/bad.jsonl": "{\"type\":\"text\",\"data\":\"sub\"}\nnot json\n",
+                     "/close.jsonl": "{\"type\":\"text\",\"data\":\"sub\"}\n{\"type\":\"close\",\"code\":1000}\n"]
+        XCTAssertNotNil(try config(["--jsonl", "--send-file", "/s.jsonl", "ws://h/"], files: files).sendFile)
+        XCTAssertEqual(usageError(["--jsonl", "--send-file", "/bad.jsonl", "ws://h/"], files: files)?
+            .hasPrefix("--send-file '/bad.jsonl': line 2 is not a --jsonl message: "), true)
+        XCTAssertEqual(usageError(["--jsonl", "--send-file", "/close.jsonl", "ws://h/"], files: files),
+                       "--send-file '/close.jsonl' has a close object: it would end every connection as it starts (remove it)")
+        XCTAssertNil(usageError(["--send-file", "/close.jsonl", "ws://h/"], files: files), "without --jsonl those are text lines")
+        let bytes: [UInt8] = Array("sub\n".utf8) + [0xFF, 0x0A]
+        let command = { try CommandLineParser.parse(["--send-file", "/latin1.txt", "ws://h/"], environment: { _ in nil },
+                                                    readFile: { $0 == "/latin1.txt" ? bytes : nil }) }
+        XCTAssertThrowsError(try command()) { error in
+            XCTAssertTrue("\(error)".hasPrefix("--send-file '/latin1.txt': line 2 is not valid UTF-8 (byte 0xFF at column 1)"), "\(error)")
+        }
+    }
+
     func testDefaults() throws {
         let c = try config(["ws://h/"])
         XCTAssertEqual(c.network.proxy, .environment)
