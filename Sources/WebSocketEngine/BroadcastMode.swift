@@ -90,8 +90,15 @@ public final class BroadcastMode: ServerMode, MessageSink {
 
     /// Bytes of frames a batch collects before it goes out without waiting for `flush`.
     public static let batchLimit = 64 * 1024
-    /// The frames not flushed yet (nil: none), and how many messages they are.
-    private var batch: ByteBuffer?
+    /// Size of the buffers batches are encoded into, one after the other: consecutive
+    /// batches are contiguous, so a client behind by many small batches references a few
+    /// buffers about as full as what it has waiting (not one mostly empty buffer for each),
+    /// and its queue holds them as one run.
+    public static let arenaSize = 256 * 1024
+    /// The buffer being filled (nil: none yet), and where in it the batch not flushed yet
+    /// starts; `batchMessages` counts the messages since.
+    private var arena: ByteBuffer?
+    private var batchStart = 0
     private var batchMessages = 0
     private var flushScheduled = false
 
@@ -100,20 +107,21 @@ public final class BroadcastMode: ServerMode, MessageSink {
     private func appendToBatch(_ opcode: Opcode, _ payload: UnsafeMutableRawPointer?, count: Int) {
         let header = FrameHeader(fin: true, opcode: opcode, payloadLength: UInt64(count))
         let size = header.encodedSize + count
-        if let batch, batch.free < size { flush() }
         let target: ByteBuffer
-        if let batch {
-            target = batch
+        if let arena, arena.free >= size {
+            target = arena
         } else {
-            target = ByteBuffer(capacity: max(BroadcastMode.batchLimit + 16 * 1024, size))
-            batch = target
+            flush()
+            target = ByteBuffer(capacity: max(BroadcastMode.arenaSize, size))
+            arena = target
+            batchStart = 0
         }
         let start = target.end
         _ = header.encode(into: start)
         if count > 0, let payload { (start + header.encodedSize).copyMemory(from: payload, byteCount: count) }
         target.count += size
         batchMessages += 1
-        if target.count >= BroadcastMode.batchLimit {
+        if target.count - batchStart >= BroadcastMode.batchLimit {
             flush()
         } else if !flushScheduled {
             flushScheduled = true
@@ -127,16 +135,18 @@ public final class BroadcastMode: ServerMode, MessageSink {
     /// Gives the batch to every client that takes uncompressed frames (a client with more
     /// than `queueLimit` waiting after it is closed with 1013 instead).
     public func flush() {
-        guard let frames = batch else { return }
+        guard batchMessages > 0, let arena else { return }
+        let frames = arena.base + batchStart
+        let count = arena.count - batchStart
         let messages = batchMessages
-        batch = nil
+        batchStart = arena.count
         batchMessages = 0
         for (id, driver) in clients where driver.canSendData && driver.compression == nil {
-            if driver.queuedBytes + frames.count > queueLimit {
+            if driver.queuedBytes + count > queueLimit {
                 dropSlow(id, driver)
                 continue
             }
-            driver.sendFrames(frames.base, count: frames.count, in: frames, messages: messages)
+            driver.sendFrames(frames, count: count, in: arena, messages: messages)
         }
     }
 

@@ -796,8 +796,17 @@ struct MessageQueue {
         }
     }
 
+    /// Frames that continue the last entry's in the same buffer extend it (a broadcast's
+    /// consecutive batches, for a client that is behind).
     mutating func appendEncoded(_ owner: ByteBuffer, _ start: UnsafeMutableRawPointer, count: Int) {
         byteCount += count
+        if let last = messages.indices.last, last >= head, messages[last].encoded, messages[last].owner === owner,
+           let end = messages[last].start.map({ $0 + messages[last].count }), end == start {
+            let previous = messages[last]
+            messages[last] = Message(opcode: .binary, fin: true, owner: owner, start: previous.start, count: previous.count + count,
+                                     copy: nil, encoded: true)
+            return
+        }
         messages.append(Message(opcode: .binary, fin: true, owner: owner, start: start, count: count, copy: nil,
                                 encoded: true))
     }

@@ -1,6 +1,6 @@
 import Glibc
 import WebSocketCore
-import WebSocketEngine
+@testable import WebSocketEngine
 import WebSocketTransport
 import XCTest
 
@@ -133,6 +133,21 @@ final class ConnectionDriverTests: XCTestCase {
         XCTAssertEqual(clientLog.messages[3].bytes, big)
         XCTAssertEqual(clientLog.messages[4].text, "b")
         XCTAssertEqual(clientLog.closes.map(\.code), [.normalClosure], "the Close came after the frames")
+    }
+
+    /// Consecutive batches of one buffer wait as one run for a client that is behind.
+    func testContiguousEncodedFramesWaitAsOneEntry() {
+        let buffer = ByteBuffer(capacity: 100)
+        var queue = MessageQueue()
+        queue.appendEncoded(buffer, buffer.base, count: 10)
+        queue.appendEncoded(buffer, buffer.base + 10, count: 20)
+        queue.appendEncoded(buffer, buffer.base + 40, count: 5)  // not contiguous
+        queue.appendEncoded(ByteBuffer(capacity: 10), buffer.base + 45, count: 5)  // another buffer
+        XCTAssertEqual(queue.byteCount, 40)
+        var counts: [Int?] = []
+        for _ in 0..<4 { counts.append(queue.popFirst()?.count) }
+        XCTAssertEqual(counts, [30, 5, 5, nil])
+        XCTAssertEqual(queue.byteCount, 0)
     }
 
     func testAPeerThatGoesWhileReadingIsPausedIsNoticed() {
