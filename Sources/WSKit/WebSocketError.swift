@@ -122,7 +122,7 @@ extension WebSocketError {
         case .lost(.abandoned):
             self = .connectionLost("the connection ended without a closing handshake")
         case .timedOut(let wait):
-            self = .timedOut("connection lost: \(wait.closeWritten ? "no Close from the server" : "the server stopped reading before our Close"): "
+            self = .timedOut("connection lost: \(wait.closeWritten ? "no Close from \(peer)" : "\(peer) stopped reading before our Close"): "
                              + "nothing came for \(formatSeconds(wait.limit)) s (WebSocketOptions.closeTimeout)")
         }
     }

@@ -91,7 +91,9 @@ final class BroadcastBridge {
                 return
             case .end:
                 do throws(InputError) {
-                    perform(try framer.finish(into: mode))
+                    let actions = try framer.finish(into: mode)
+                    mode.flush()  // the last message, before the Close (or, with --no-close, at once)
+                    perform(actions)
                 } catch {
                     return end(.localInput(error))
                 }

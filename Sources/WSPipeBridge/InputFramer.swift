@@ -16,12 +16,15 @@ public enum InputError: Error, Equatable, CustomStringConvertible {
     case invalidUTF8Input(number: Int?)
     case readFailed(String)
 
+    /// Where a line stops being UTF-8: "byte 0xFF at column 3".
+    static func `where`(_ byte: UInt8?, column: Int) -> String {
+        byte.map { "byte 0x\(String($0, radix: 16, uppercase: true)) at column \(column)" } ?? "it ends inside a multi-byte sequence"
+    }
+
     public var description: String {
         switch self {
         case .invalidUTF8(let line, let column, let byte):
-            let what = byte.map { "byte 0x\(String($0, radix: 16, uppercase: true)) at column \(column)" }
-                ?? "it ends inside a multi-byte sequence"
-            return "stdin line \(line) is not valid UTF-8 (\(what)); text messages must be UTF-8, so it was not sent (use --binary for raw bytes)"
+            return "stdin line \(line) is not valid UTF-8 (\(Self.where(byte, column: column))); text messages must be UTF-8, so it was not sent (use --binary for raw bytes)"
         case .invalidBase64(let line):
             return "stdin line \(line) is not base64 (--base64 expects one padded base64 line per binary message); it was not sent"
         case .invalidJSONLine(let line, let why):

@@ -25,10 +25,15 @@ struct SendFile {
         do throws(InputError) {
             actions = try SendFile(bytes: bytes, jsonLines: jsonLines, separator: separator).frame(into: Discarding()).actions
         } catch {
-            // The framer's sentences speak of stdin ("stdin line 3 is not ...").
-            let said = error.description
-            let text = said.hasPrefix("stdin line ") ? String(said.dropFirst("stdin ".count)) : said
-            return "--send-file '\(path)': \(text)"
+            switch error {
+            case .invalidUTF8(let line, let column, let byte):
+                return "--send-file '\(path)': line \(line) is not valid UTF-8 (\(InputError.where(byte, column: column))); "
+                    + "its lines are sent as text messages"
+            case .invalidJSONLine(let line, let why):
+                return "--send-file '\(path)': line \(line) is not a --jsonl message: \(why)"
+            default:
+                return "--send-file '\(path)': \(error.description)"
+            }
         }
         if actions.contains(where: { if case .close = $0 { true } else { false } }) {
             return "--send-file '\(path)' has a close object: it would end every connection as it starts (remove it)"

@@ -103,10 +103,12 @@ public final class BroadcastMode: ServerMode, MessageSink {
     private var flushScheduled = false
 
     /// Encodes one whole message at the end of the batch (a frame of the server role: no
-    /// mask, RSV bits clear).
-    private func appendToBatch(_ opcode: Opcode, _ payload: UnsafeMutableRawPointer?, count: Int) {
+    /// mask, RSV bits clear). A payload of `batchLimit` or more that has an owner is not
+    /// copied: its header ends the batch, and the payload follows it from where it is.
+    private func appendToBatch(_ opcode: Opcode, _ payload: UnsafeMutableRawPointer?, count: Int, in owner: ByteBuffer?) {
         let header = FrameHeader(fin: true, opcode: opcode, payloadLength: UInt64(count))
-        let size = header.encodedSize + count
+        let referenced = count >= BroadcastMode.batchLimit && owner != nil && payload != nil
+        let size = header.encodedSize + (referenced ? 0 : count)
         let target: ByteBuffer
         if let arena, arena.free >= size {
             target = arena
@@ -118,10 +120,12 @@ public final class BroadcastMode: ServerMode, MessageSink {
         }
         let start = target.end
         _ = header.encode(into: start)
-        if count > 0, let payload { (start + header.encodedSize).copyMemory(from: payload, byteCount: count) }
+        if !referenced, count > 0, let payload { (start + header.encodedSize).copyMemory(from: payload, byteCount: count) }
         target.count += size
         batchMessages += 1
-        if target.count - batchStart >= BroadcastMode.batchLimit {
+        if referenced, let payload, let owner {
+            flush(then: (payload, count, owner))
+        } else if target.count - batchStart >= BroadcastMode.batchLimit {
             flush()
         } else if !flushScheduled {
             flushScheduled = true
@@ -130,23 +134,30 @@ public final class BroadcastMode: ServerMode, MessageSink {
                 self?.flush()
             }
         }
+        // A buffer made for one outsized message is not kept for the next.
+        if let arena, arena.capacity != BroadcastMode.arenaSize, batchMessages == 0 { self.arena = nil }
     }
 
     /// Gives the batch to every client that takes uncompressed frames (a client with more
     /// than `queueLimit` waiting after it is closed with 1013 instead).
-    public func flush() {
+    public func flush() { flush(then: nil) }
+
+    /// `payload`: the last frame's payload, which stays in its owner.
+    private func flush(then payload: (start: UnsafeMutableRawPointer, count: Int, owner: ByteBuffer)?) {
         guard batchMessages > 0, let arena else { return }
         let frames = arena.base + batchStart
         let count = arena.count - batchStart
+        let total = count + (payload?.count ?? 0)
         let messages = batchMessages
         batchStart = arena.count
         batchMessages = 0
         for (id, driver) in clients where driver.canSendData && driver.compression == nil {
-            if driver.queuedBytes + count > queueLimit {
+            if driver.queuedBytes + total > queueLimit {
                 dropSlow(id, driver)
                 continue
             }
             driver.sendFrames(frames, count: count, in: arena, messages: messages)
+            if let payload { driver.sendFrames(payload.start, count: payload.count, in: payload.owner, messages: 0) }
         }
     }
 
@@ -160,7 +171,7 @@ public final class BroadcastMode: ServerMode, MessageSink {
     /// that client was sent before, so its driver compresses its copy.
     public func send(_ opcode: Opcode, fin: Bool, _ payload: UnsafeMutableRawPointer?, count: Int, in owner: ByteBuffer?) {
         precondition(fin, "broadcast sends whole messages")
-        if compressingClients < clients.count { appendToBatch(opcode, payload, count: count) }
+        if compressingClients < clients.count { appendToBatch(opcode, payload, count: count, in: owner) }
         guard compressingClients > 0 else { return }
         var shared = SharedCopies()
         for (id, driver) in clients where driver.canSendData {

@@ -73,6 +73,9 @@ enum BufferPool {
     }
     private static let idle = Mutex<[Shelf]>([])
     private static let limit = 4
+    /// Sizes kept at most: outsized buffers of ever new sizes (long lines, large messages)
+    /// must not grow the pool, or its linear search, without bound.
+    private static let sizeLimit = 8
 
     static func take(capacity: Int) -> UnsafeMutableRawPointer {
         let reused = idle.withLock { shelves -> UInt? in
@@ -91,6 +94,7 @@ enum BufferPool {
                 shelves[i].addresses.append(address)
                 return true
             }
+            guard shelves.count < sizeLimit else { return false }
             shelves.append(Shelf(capacity: capacity, addresses: [address]))
             return true
         }

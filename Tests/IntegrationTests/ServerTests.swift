@@ -234,6 +234,42 @@ final class ServerTests: IntegrationTestCase {
         XCTAssertEqual(Array(lines.dropFirst(2)), Array(repeating: "800 messages 1000", count: 49))
     }
 
+    /// Messages a batch cannot hold: lines of 64 KiB and more go to every client from where
+    /// stdin put them (after their header, the batch's last frame); a --jsonl payload larger
+    /// than the batch buffer gets a buffer of its own. Two clients without permessage-deflate
+    /// (the batch) and one with it (its own copy) get the same bytes.
+    func testBroadcastOfMessagesLargerThanABatch() throws {
+        let x = String(repeating: "x", count: 200_000), y = String(repeating: "y", count: 70_000)
+        var random = SystemRandomNumberGenerator()
+        let blob = (0..<300_000).map { _ in UInt8.random(in: 0...255, using: &random) }
+        for (flags, input, clientFlags, expected) in [
+            ([String](), "a\n\(x)\nb\n\(y)\nc\n", [String](), Array("a\n\(x)\nb\n\(y)\nc\n".utf8)),
+            (["--jsonl"], "{\"type\":\"binary\",\"base64\":\"\(Data(blob).base64EncodedString())\"}\n{\"type\":\"binary\",\"base64\":\"eg==\"}\n",
+             ["-b"], blob + Array("z".utf8)),
+        ] {
+            let server = try spawnWspipe(["-l", "0", "-v", "--broadcast"] + flags, stdin: .pipe)
+            guard let text = server.stderr.waitForLine(startingWith: "wspipe: listening on ws://127.0.0.1:", timeout: 15),
+                  let port = Int(text.split(separator: ":").last?.split(separator: "/").first ?? "") else {
+                return XCTFail("no listening line: \(server.stderr.text)")
+            }
+            let url = "ws://127.0.0.1:\(port)/"
+            var clients: [ChildProcess] = []
+            for extra in [["--no-deflate"], ["--no-deflate"], []] {
+                clients.append(try spawnWspipe(["--receive-only"] + clientFlags + extra + [url]))
+                XCTAssertNotNil(server.stderr.waitForLine(startingWith: "wspipe: * client \(clients.count) connected", timeout: 15),
+                                server.stderr.text)
+            }
+            server.writeStdin(Array(input.utf8))
+            server.closeStdin()
+            assertExit(finish(server, timeout: 30), 0)
+            for (i, client) in clients.enumerated() {
+                let result = finish(client, timeout: 30)
+                assertExit(result, 0)
+                XCTAssertTrue(result.stdout == expected, "client \(i + 1) \(flags): \(result.stdout.count) bytes, expected \(expected.count)")
+            }
+        }
+    }
+
     func testUsageErrorsAndListenFailures() throws {
         for (arguments, text) in [(["-l", "0", "--echo", "--proxy", "http://p:1"], "--proxy is a client option"),
                                   (["--echo", "ws://127.0.0.1:1/"], "--echo is a server option"),

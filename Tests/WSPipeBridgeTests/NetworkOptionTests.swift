@@ -44,7 +44,7 @@ final class NetworkOptionTests: XCTestCase {
         let command = { try CommandLineParser.parse(["--send-file", "/latin1.txt", "ws://h/"], environment: { _ in nil },
                                                     readFile: { $0 == "/latin1.txt" ? bytes : nil }) }
         XCTAssertThrowsError(try command()) { error in
-            XCTAssertTrue("\(error)".hasPrefix("--send-file '/latin1.txt': line 2 is not valid UTF-8 (byte 0xFF at column 1)"), "\(error)")
+            XCTAssertEqual("\(error)", "--send-file '/latin1.txt': line 2 is not valid UTF-8 (byte 0xFF at column 1); its lines are sent as text messages")
         }
     }
 
