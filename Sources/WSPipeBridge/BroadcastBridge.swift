@@ -47,6 +47,10 @@ final class BroadcastBridge {
         discards = config.sendOnly
         mode.onMessage = { [unowned self] info, kind, payload in write(info, kind, payload) }
         mode.onRoom = { [weak self] in self?.resumeIfRoom() }
+        mode.onSlowClient = { [unowned self] id, waiting in
+            log.event("client \(id) is more than \(ByteCount.text(UInt64(mode.queueLimit))) behind "
+                      + "(\(ByteCount.text(UInt64(waiting))) waiting): closing it with 1013")
+        }
     }
 
     private var paused = false
@@ -80,6 +84,7 @@ final class BroadcastBridge {
                     let actions = try framer.consume(chunk, into: mode)
                     mode.flush()  // this chunk's messages go out now, and count for `hasRoom`
                     perform(actions)
+                    if watch == nil { return }  // a close object: stdin is done
                 } catch {
                     return end(.localInput(error))
                 }
@@ -94,16 +99,17 @@ final class BroadcastBridge {
                     let actions = try framer.finish(into: mode)
                     mode.flush()  // the last message, before the Close (or, with --no-close, at once)
                     perform(actions)
+                    if watch == nil { return }  // a close object: that was the Close
                 } catch {
                     return end(.localInput(error))
                 }
                 guard let close = endOfInputClose else {
-                    log.event("end of stdin after \(framer.messages) messages (--no-close: the clients stay)")
+                    log.event("end of stdin after \(framer.messages) message\(framer.messages == 1 ? "" : "s") (--no-close: the clients stay)")
                     if let watch { loop.remove(watch) }
                     watch = nil
                     return
                 }
-                log.event("end of stdin after \(framer.messages) messages: closing every client with \(close.code?.rawValue ?? 1000)")
+                log.event("end of stdin after \(framer.messages) message\(framer.messages == 1 ? "" : "s"): closing every client with \(close.code?.rawValue ?? 1000)")
                 return end(nil, close: close)
             case .failed(let why):
                 return end(.localOutput(why: why))
@@ -117,7 +123,13 @@ final class BroadcastBridge {
         for action in actions {
             switch action {
             case .ping(let payload): mode.ping(payload)
-            case .close(let payload): server.shutdown(payload, within: server.configuration.connection.closeTimeout)
+            case .close(let payload):
+                // The rest of stdin is ignored: its end must not speak of another Close.
+                log.event("close object on stdin: closing every client \(payload.code.map { "with \($0.rawValue)" } ?? "without a code")")
+                if let watch { loop.remove(watch) }
+                watch = nil
+                server.shutdown(payload, within: server.configuration.connection.closeTimeout)
+                return
             case .limitReached: break
             }
         }

@@ -9,8 +9,10 @@ import WebSocketCore
 /// joining, `readingPaused` or the server's shutdown, and at the latest in the loop's next
 /// turn.
 ///
-/// A slow client never stalls the others: when more than `queueLimit` bytes already wait
-/// for it, it is closed with 1013 (try again later) and counted in `droppedSlowClients`.
+/// A slow client never stalls the others: when more than `queueLimit` bytes wait for it
+/// (besides room for the largest message sent, so that one message larger than the limit
+/// still reaches every client that keeps up), it is closed with 1013 (try again later),
+/// counted in `droppedSlowClients` and reported to `onSlowClient`.
 /// The source is paced by the fastest client instead: `hasRoom` is false while every
 /// client has a quarter of the limit waiting, and `onRoom` says when that may have changed.
 public final class BroadcastMode: ServerMode, MessageSink {
@@ -22,6 +24,8 @@ public final class BroadcastMode: ServerMode, MessageSink {
     public var onMessage: ((ClientInfo, MessageKind, [UInt8]) -> Void)?
     /// A client's socket took bytes: `hasRoom` may have become true.
     public var onRoom: (() -> Void)?
+    /// A client is being closed with 1013: its id and the bytes waiting for it.
+    public var onSlowClient: ((Int, Int) -> Void)?
     private var clients: [Int: ConnectionDriver] = [:]
     /// How many of `clients` agreed permessage-deflate: they get each message as it is
     /// sent (compressed for them), not the batch.
@@ -79,9 +83,19 @@ public final class BroadcastMode: ServerMode, MessageSink {
         if driver.compression != nil { compressingClients -= 1 }
     }
 
-    /// Closes a client that has more than `queueLimit` waiting with 1013.
+    /// The largest message sent so far, in bytes: a client may have that much waiting
+    /// beyond `queueLimit` (one message larger than the limit, still on its way to every
+    /// client, is not a client falling behind).
+    private var largestMessage = 0
+
+    /// Whether a client has fallen too far behind: more than `queueLimit` waiting, besides
+    /// room for the largest message.
+    private func isBehind(_ driver: ConnectionDriver) -> Bool { driver.queuedBytes > queueLimit + largestMessage }
+
+    /// Closes a client that is behind (`isBehind`) with 1013.
     private func dropSlow(_ id: Int, _ driver: ConnectionDriver) {
         droppedSlowClients += 1
+        onSlowClient?(id, driver.queuedBytes)
         remove(id)
         driver.close(ClosePayload(code: CloseCode(1013), reason: Array("too slow: the broadcast went on".utf8)))
     }
@@ -138,8 +152,8 @@ public final class BroadcastMode: ServerMode, MessageSink {
         if let arena, arena.capacity != BroadcastMode.arenaSize, batchMessages == 0 { self.arena = nil }
     }
 
-    /// Gives the batch to every client that takes uncompressed frames (a client with more
-    /// than `queueLimit` waiting after it is closed with 1013 instead).
+    /// Gives the batch to every client that takes uncompressed frames (a client that is
+    /// behind, `isBehind`, is closed with 1013 instead).
     public func flush() { flush(then: nil) }
 
     /// `payload`: the last frame's payload, which stays in its owner.
@@ -147,12 +161,11 @@ public final class BroadcastMode: ServerMode, MessageSink {
         guard batchMessages > 0, let arena else { return }
         let frames = arena.base + batchStart
         let count = arena.count - batchStart
-        let total = count + (payload?.count ?? 0)
         let messages = batchMessages
         batchStart = arena.count
         batchMessages = 0
         for (id, driver) in clients where driver.canSendData && driver.compression == nil {
-            if driver.queuedBytes + total > queueLimit {
+            if isBehind(driver) {
                 dropSlow(id, driver)
                 continue
             }
@@ -171,12 +184,13 @@ public final class BroadcastMode: ServerMode, MessageSink {
     /// that client was sent before, so its driver compresses its copy.
     public func send(_ opcode: Opcode, fin: Bool, _ payload: UnsafeMutableRawPointer?, count: Int, in owner: ByteBuffer?) {
         precondition(fin, "broadcast sends whole messages")
+        largestMessage = max(largestMessage, count)
         if compressingClients < clients.count { appendToBatch(opcode, payload, count: count, in: owner) }
         guard compressingClients > 0 else { return }
         var shared = SharedCopies()
         for (id, driver) in clients where driver.canSendData {
             guard let agreed = driver.compression else { continue }
-            if driver.queuedBytes + count > queueLimit {
+            if isBehind(driver) {
                 dropSlow(id, driver)
                 continue
             }

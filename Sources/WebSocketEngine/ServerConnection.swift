@@ -105,14 +105,24 @@ public final class ServerConnection: ConnectionDelegate {
     private func countMessage(_ driver: ConnectionDriver) {
         if limits.idleTimeout != nil { lastActivity = .now() }
         received += 1
-        if let limit = limits.maximumMessages, received == limit { driver.close(ClosePayload(code: .normalClosure)) }
+        if let limit = limits.maximumMessages, received == limit {
+            pastLimit = true
+            driver.close(ClosePayload(code: .normalClosure))
+        }
     }
 
-    public func connection(_ c: ConnectionDriver, didStartMessage kind: MessageKind) { handler?.connection(c, didStartMessage: kind) }
+    /// -n reached: messages that came in the same read as the last one counted are not
+    /// the handler's (a broadcast would write them to stdout).
+    private var pastLimit = false
+
+    public func connection(_ c: ConnectionDriver, didStartMessage kind: MessageKind) {
+        if !pastLimit { handler?.connection(c, didStartMessage: kind) }
+    }
     public func connection(_ c: ConnectionDriver, didReceive bytes: UnsafeMutableRawPointer, count: Int, in buffer: ByteBuffer) {
-        handler?.connection(c, didReceive: bytes, count: count, in: buffer)
+        if !pastLimit { handler?.connection(c, didReceive: bytes, count: count, in: buffer) }
     }
     public func connectionDidEndMessage(_ c: ConnectionDriver) {
+        guard !pastLimit else { return }
         handler?.connectionDidEndMessage(c)
         if countsMessages { countMessage(c) }
     }

@@ -239,7 +239,7 @@ final class ServerStdioTests: IntegrationTestCase {
         XCTAssertNotNil(server.stderr.waitForLine(startingWith: "wspipe: * client 1 connected", timeout: 15))
         server.writeStdin("one\n")
         server.closeStdin()
-        XCTAssertNotNil(server.stderr.waitForLine(startingWith: "wspipe: * end of stdin after 1 messages (--no-close", timeout: 15))
+        XCTAssertNotNil(server.stderr.waitForLine(startingWith: "wspipe: * end of stdin after 1 message (--no-close", timeout: 15))
         usleep(300_000)
         server.signal(SIGTERM)
         XCTAssertTrue(finish(client, timeout: 20).stdoutText.hasPrefix("got one\nclosed 1001 after "))

@@ -204,7 +204,7 @@ final class ServerTests: IntegrationTestCase {
     /// --broadcast to 50 clients, one of which never reads: the 49 get every message, the
     /// stalled one is closed with 1013 once its queue is full, and client messages reach stdout.
     func testBroadcastToFiftyClientsWithOneStalled() throws {
-        let server = try spawnWspipe(["-l", "0", "--broadcast"], stdin: .pipe)
+        let server = try spawnWspipe(["-l", "0", "-v", "--broadcast"], stdin: .pipe)
         guard let text = server.stderr.waitForLine(startingWith: "wspipe: listening on ws://127.0.0.1:", timeout: 15),
               let port = Int(text.split(separator: ":").last?.split(separator: "/").first ?? "") else {
             return XCTFail("no listening line: \(server.stderr.text)")
@@ -228,6 +228,7 @@ final class ServerTests: IntegrationTestCase {
         let result = finish(server, timeout: 60)
         assertExit(result, 0)
         assertStderr(result, contains: "closed 1 slow client(s) with 1013")
+        assertStderr(result, contains: " is more than 4 MiB behind (")  // -v names it
         let lines = finish(clients, timeout: 60).stdoutText.split(separator: "\n").map(String.init)
         XCTAssertEqual(lines.first, "ready")
         XCTAssertEqual(lines.dropFirst().first, "stalled 1013")
@@ -236,16 +237,20 @@ final class ServerTests: IntegrationTestCase {
 
     /// Messages a batch cannot hold: lines of 64 KiB and more go to every client from where
     /// stdin put them (after their header, the batch's last frame); a --jsonl payload larger
-    /// than the batch buffer gets a buffer of its own. Two clients without permessage-deflate
-    /// (the batch) and one with it (its own copy) get the same bytes.
+    /// than the batch buffer gets a buffer of its own; a 5 MiB line is more than the 4 MiB a
+    /// client may fall behind, and still no client is dropped. Two clients without
+    /// permessage-deflate (the batch) and one with it (its own copy) get the same bytes.
     func testBroadcastOfMessagesLargerThanABatch() throws {
         let x = String(repeating: "x", count: 200_000), y = String(repeating: "y", count: 70_000)
         var random = SystemRandomNumberGenerator()
         let blob = (0..<300_000).map { _ in UInt8.random(in: 0...255, using: &random) }
+        let huge = String(repeating: "h", count: 5 << 20)
         for (flags, input, clientFlags, expected) in [
             ([String](), "a\n\(x)\nb\n\(y)\nc\n", [String](), Array("a\n\(x)\nb\n\(y)\nc\n".utf8)),
             (["--jsonl"], "{\"type\":\"binary\",\"base64\":\"\(Data(blob).base64EncodedString())\"}\n{\"type\":\"binary\",\"base64\":\"eg==\"}\n",
              ["-b"], blob + Array("z".utf8)),
+            // Larger than the 4 MiB a client may fall behind: it still reaches every client.
+            ([], "\(huge)\nend\n", [], Array("\(huge)\nend\n".utf8)),
         ] {
             let server = try spawnWspipe(["-l", "0", "-v", "--broadcast"] + flags, stdin: .pipe)
             guard let text = server.stderr.waitForLine(startingWith: "wspipe: listening on ws://127.0.0.1:", timeout: 15),
@@ -268,6 +273,40 @@ final class ServerTests: IntegrationTestCase {
                 XCTAssertTrue(result.stdout == expected, "client \(i + 1) \(flags): \(result.stdout.count) bytes, expected \(expected.count)")
             }
         }
+    }
+
+    /// -n 5: a client's sixth and later messages are not written, even when they came in
+    /// the same read as the fifth; a close object on stdin is the Close, and said as such.
+    func testBroadcastCountsAndTheCloseObject() throws {
+        let server = try spawnWspipe(["-l", "0", "-v", "--broadcast", "-n", "5"], stdin: .pipe)
+        guard let text = server.stderr.waitForLine(startingWith: "wspipe: listening on ws://127.0.0.1:", timeout: 15),
+              let port = Int(text.split(separator: ":").last?.split(separator: "/").first ?? "") else {
+            return XCTFail("no listening line: \(server.stderr.text)")
+        }
+        let burst = (0..<10).map { "m\($0)\n" }.joined()
+        let client = try runWspipe(["--no-deflate", "ws://127.0.0.1:\(port)/"], stdin: .bytes(Array(burst.utf8)))
+        assertExit(client, 0)
+        server.closeStdin()
+        let result = finish(server, timeout: 20)
+        assertExit(result, 0)
+        XCTAssertEqual(result.stdoutText, (0..<5).map { "m\($0)\n" }.joined())
+
+        let jsonl = try spawnWspipe(["-l", "0", "-v", "--broadcast", "--jsonl"], stdin: .pipe)
+        guard let line = jsonl.stderr.waitForLine(startingWith: "wspipe: listening on ws://127.0.0.1:", timeout: 15),
+              let jsonlPort = Int(line.split(separator: ":").last?.split(separator: "/").first ?? "") else {
+            return XCTFail("no listening line: \(jsonl.stderr.text)")
+        }
+        let listener = try spawnWspipe(["--no-deflate", "--receive-only", "ws://127.0.0.1:\(jsonlPort)/"])
+        XCTAssertNotNil(jsonl.stderr.waitForLine(startingWith: "wspipe: * client 1 connected", timeout: 15), jsonl.stderr.text)
+        jsonl.writeStdin(Array("{\"type\":\"text\",\"data\":\"x\"}\n{\"type\":\"close\",\"code\":4001,\"reason\":\"bye\"}\n".utf8))
+        jsonl.closeStdin()
+        let ended = finish(jsonl, timeout: 20)
+        assertExit(ended, 0)
+        assertStderr(ended, contains: "close object on stdin: closing every client with 4001")
+        XCTAssertFalse(ended.stderr.contains("end of stdin"), ended.stderr)
+        let heard = finish(listener, timeout: 20)
+        assertStdout(heard, "x\n")
+        assertStderr(heard, contains: "4001")
     }
 
     func testUsageErrorsAndListenFailures() throws {
