@@ -48,7 +48,7 @@ final class BroadcastBridge {
         mode.onMessage = { [unowned self] info, kind, payload in write(info, kind, payload) }
         mode.onRoom = { [weak self] in self?.resumeIfRoom() }
         mode.onSlowClient = { [unowned self] id, waiting in
-            log.event("client \(id) is more than \(ByteCount.text(UInt64(mode.queueLimit))) behind "
+            self.log.event("client \(id) is more than \(ByteCount.text(UInt64(self.mode.queueLimit))) behind "
                       + "(\(ByteCount.text(UInt64(waiting))) waiting): closing it with 1013")
         }
     }

@@ -233,13 +233,17 @@ public final class ConnectionDriver: MessageSink {
     /// idle check sees traffic toward the client with it.
     public private(set) var messagesSent: UInt64 = 0
 
+    /// Whether a send is framed at once: nothing waits unframed and the socket queue has
+    /// room (else it waits as a message, so control frames need not queue behind it).
+    private var framesNow: Bool { waiting.isEmpty && outbound.byteCount < options.queueLimit }
+
     /// Sends one data frame (a whole message with `fin`, or a fragment). `owner` keeps the
     /// payload alive; a large payload is masked in place there, so do not change it after.
     /// Does nothing once `canSendData` is false.
     public func send(_ opcode: Opcode, fin: Bool = true, _ payload: UnsafeMutableRawPointer?, count: Int, in owner: ByteBuffer?) {
         guard acceptsData else { return }
         if fin { messagesSent &+= 1 }
-        if waiting.isEmpty && outbound.byteCount < options.queueLimit {
+        if framesNow {
             frame(opcode, fin: fin, payload, count: count, in: owner)
         } else {
             waiting.append(opcode, fin: fin, payload, count: count, in: owner, copyLimit: ConnectionDriver.copyLimit)
@@ -254,7 +258,7 @@ public final class ConnectionDriver: MessageSink {
     /// (a server does not mask). Call only when `compression` is agreed.
     public func sendCompressed(_ opcode: Opcode, _ payload: UnsafeMutableRawPointer, count: Int, in owner: ByteBuffer?, payloadSize: Int) {
         guard acceptsData, deflateConfiguration != nil else { return }
-        if waiting.isEmpty && outbound.byteCount < options.queueLimit {
+        if framesNow {
             framePrecompressed(opcode, payload, count: count, in: owner, payloadSize: payloadSize)
         } else {
             waiting.append(opcode, fin: true, payload, count: count, in: owner, copyLimit: ConnectionDriver.copyLimit,
@@ -272,7 +276,7 @@ public final class ConnectionDriver: MessageSink {
         precondition(!core.role.masksOutgoingFrames, "encoded frames are a server's (unmasked)")
         guard acceptsData else { return }
         messagesSent &+= UInt64(messages)
-        if waiting.isEmpty && outbound.byteCount < options.queueLimit {
+        if framesNow {
             outbound.appendEncoded(owner, frames, count: count)
         } else {
             waiting.appendEncoded(owner, frames, count: count)
@@ -761,7 +765,7 @@ struct MessageQueue {
         let fin: Bool
         let owner: ByteBuffer?
         let start: UnsafeMutableRawPointer?
-        let count: Int
+        var count: Int
         let copy: [UInt8]?
         /// Already deflated (`sendCompressed`): the size before.
         var precompressedSize: Int? = nil
@@ -801,10 +805,8 @@ struct MessageQueue {
     mutating func appendEncoded(_ owner: ByteBuffer, _ start: UnsafeMutableRawPointer, count: Int) {
         byteCount += count
         if let last = messages.indices.last, last >= head, messages[last].encoded, messages[last].owner === owner,
-           let end = messages[last].start.map({ $0 + messages[last].count }), end == start {
-            let previous = messages[last]
-            messages[last] = Message(opcode: .binary, fin: true, owner: owner, start: previous.start, count: previous.count + count,
-                                     copy: nil, encoded: true)
+           messages[last].start.map({ $0 + messages[last].count }) == start {
+            messages[last].count += count
             return
         }
         messages.append(Message(opcode: .binary, fin: true, owner: owner, start: start, count: count, copy: nil,

@@ -105,15 +105,12 @@ public final class ServerConnection: ConnectionDelegate {
     private func countMessage(_ driver: ConnectionDriver) {
         if limits.idleTimeout != nil { lastActivity = .now() }
         received += 1
-        if let limit = limits.maximumMessages, received == limit {
-            pastLimit = true
-            driver.close(ClosePayload(code: .normalClosure))
-        }
+        if let limit = limits.maximumMessages, received == limit { driver.close(ClosePayload(code: .normalClosure)) }
     }
 
     /// -n reached: messages that came in the same read as the last one counted are not
     /// the handler's (a broadcast would write them to stdout).
-    private var pastLimit = false
+    private var pastLimit: Bool { limits.maximumMessages.map { received >= $0 } ?? false }
 
     public func connection(_ c: ConnectionDriver, didStartMessage kind: MessageKind) {
         if !pastLimit { handler?.connection(c, didStartMessage: kind) }

@@ -44,9 +44,7 @@ final class WSKitErrorWordingTests: XCTestCase {
         let port = try XCTUnwrap(server.port)
         try await withTimeout {
             let fd = try connectRaw(port: port)
-            let request = "GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-                + "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
-            _ = request.withCString { send(fd, $0, strlen($0), 0) }
+            sendUpgradeRequest(fd)
             var iterator = server.makeAsyncIterator()
             let next = await iterator.next()
             let ws = try await XCTUnwrap(next).accept()

@@ -271,9 +271,7 @@ final class WSKitServerTests: XCTestCase {
         try await withTimeout {
             // A raw client sends a valid request and resets the connection at once.
             let fd = try connectRaw(port: port)
-            let request = "GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-                + "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
-            _ = request.withCString { send(fd, $0, strlen($0), 0) }
+            sendUpgradeRequest(fd)
             var iterator = server.makeAsyncIterator()
             let nextpending = await iterator.next()
             let pending = try XCTUnwrap(nextpending)
@@ -293,7 +291,7 @@ final class WSKitServerTests: XCTestCase {
             }
             // A client that closes its side while its handshake waits: seen before any 101.
             let polite = try connectRaw(port: port)
-            _ = request.withCString { send(polite, $0, strlen($0), 0) }
+            sendUpgradeRequest(polite)
             let nextHeld = await iterator.next()
             let held = try XCTUnwrap(nextHeld)
             close(polite)
@@ -404,6 +402,13 @@ final class WSKitServerTests: XCTestCase {
 }
 
 /// A blocking TCP connection to 127.0.0.1:`port`.
+/// A valid opening handshake request, sent by hand on a raw socket.
+func sendUpgradeRequest(_ fd: Int32) {
+    let request = "GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+        + "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
+    _ = request.withCString { send(fd, $0, strlen($0), 0) }
+}
+
 func connectRaw(port: Int) throws -> Int32 {
     let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
     var address = sockaddr_in()
