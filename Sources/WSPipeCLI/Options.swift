@@ -511,8 +511,8 @@ extension Option {
         guard !text.isEmpty else { throw UsageError("\(name) needs a command") }
         return { $0.execShell = text }
     }
-    static let closeGrace = seconds("--close-grace", help: "after a client leaves, SECS before its program's process group gets",
-                                    "SIGTERM (then SIGKILL 0.5 s later; default 1)") {
+    static let closeGrace = seconds("--close-grace", help: "after a client closes or leaves, SECS its program may still write and",
+                                    "exit in; then its group gets SIGTERM (SIGKILL 0.5 s later; default 1)") {
         $0.closeGrace = $1
     }
     static let maxChildren = Option("--max-children", value: "N",

@@ -13,6 +13,9 @@ public struct WebSocketConnection: Sendable {
         case open
         /// We sent a Close and wait for the peer's (we still receive data, §1.4).
         case closeSent
+        /// The peer's Close arrived and the owner answers it (`echoesClose` off): data may
+        /// still be sent until then, nothing more is received.
+        case closeReceived
         /// Both Close frames have been exchanged (or we failed the connection): the TCP
         /// connection should be closed once the queued output is written.
         case closed
@@ -25,6 +28,10 @@ public struct WebSocketConnection: Sendable {
     public private(set) var closeReceived: ClosePayload?
     /// Why we failed the connection, if we did.
     public private(set) var failure: ReceiveError?
+    /// The peer's Close is echoed at once (§5.5.1). Off: it is answered by the owner's
+    /// `close(_:)`, which may first send what it still has (a program's last output: the
+    /// RFC asks for the answer "as soon as practical", not at once).
+    public var echoesClose = true
 
     /// Which end we are: a client masks what it sends, a server does not (§5.1).
     public let role: Role
@@ -66,7 +73,7 @@ public struct WebSocketConnection: Sendable {
     public var receivingMessageRSV: RSVBits { reader.messageRSV }
 
     /// Whether data frames may still be sent (no Close sent, connection not failed).
-    public var canSendData: Bool { state == .open }
+    public var canSendData: Bool { state == .open || state == .closeReceived }
 
     /// Whether a data message from the peer is partly received.
     public var isReceivingMessage: Bool { reader.isInsideMessage }
@@ -96,26 +103,31 @@ public struct WebSocketConnection: Sendable {
             }
         case .close(let payload):
             closeReceived = payload
-            if closeSent == nil {
-                // Echo the status code (§5.5.1), without the reason.
-                let echo = ClosePayload(code: payload.code)
-                closeSent = echo
-                queue(.close, echo.bytes)
+            if closeSent == nil && !echoesClose {
+                state = .closeReceived
+            } else {
+                if closeSent == nil {
+                    // Echo the status code (§5.5.1), without the reason.
+                    let echo = ClosePayload(code: payload.code)
+                    closeSent = echo
+                    queue(.close, echo.bytes)
+                }
+                state = .closed
             }
-            state = .closed
         default:
             break
         }
         return event
     }
 
-    /// Starts the closing handshake: queues a Close frame. Does nothing if one was sent.
+    /// Starts the closing handshake, or answers the peer's Close (`echoesClose` off):
+    /// queues a Close frame. Does nothing if one was sent.
     public mutating func close(_ payload: ClosePayload) {
         guard closeSent == nil else { return }
         closeSent = payload
         // Pings received before our Close are still answered; none after it (§5.5.2).
         queue(.close, payload.bytes)
-        if state == .open { state = .closeSent }
+        if state == .open { state = .closeSent } else if state == .closeReceived { state = .closed }
     }
 
     /// Queues a Ping with `payload` (at most 125 bytes). Returns false once closing.

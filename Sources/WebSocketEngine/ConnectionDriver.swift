@@ -140,6 +140,13 @@ public final class ConnectionDriver: MessageSink {
     public var holdsClose = false {
         didSet { if oldValue && !holdsClose { scheduleService() } }
     }
+    /// The peer's Close is answered by the owner's `close(_:)`, not echoed at once: until
+    /// then the owner may still send (a program's output after its client closed). Time
+    /// without that answer counts toward no timeout: the owner bounds it. Set before `start`.
+    public var answersCloseItself: Bool {
+        get { !core.echoesClose }
+        set { core.echoesClose = !newValue }
+    }
 
     // The ending.
     public private(set) var ending: ConnectionEnding?
@@ -310,7 +317,7 @@ public final class ConnectionDriver: MessageSink {
         acceptsData = false
         barrier = nil  // a Close asked for now replaces one waiting for the barrier ping
         if closeAfterQueue == nil { beginEnding() }
-        weStartedClose = true
+        if core.closeReceived == nil { weStartedClose = true }
         closeAfterQueue = payload
         scheduleService()
     }
@@ -403,7 +410,7 @@ public final class ConnectionDriver: MessageSink {
     private func releaseBarrier() {
         guard let pending = barrier else { return }
         barrier = nil
-        weStartedClose = true
+        if core.closeReceived == nil { weStartedClose = true }
         closeAfterQueue = pending.close
         scheduleService()
     }
@@ -506,10 +513,10 @@ public final class ConnectionDriver: MessageSink {
             case .done(let n):
                 buffer.count += n
                 reads += 1
-                if core.state == .closed {
-                    // After the closing handshake or a failure, bytes are read only so the
-                    // peer gets to read our Close (closing with unread data sends a reset that
-                    // can destroy it). A peer that keeps streaming gets a megabyte of that.
+                if core.state == .closed || core.state == .closeReceived {
+                    // After the peer's Close or a failure, bytes are read only so the peer gets
+                    // to read our Close (closing with unread data sends a reset that can
+                    // destroy it). A peer that keeps streaming gets a megabyte of that.
                     discardedAfterClose += n
                     parsed = buffer.count
                     if discardedAfterClose > ConnectionDriver.drainLimit { return }
@@ -573,10 +580,16 @@ public final class ConnectionDriver: MessageSink {
                     }
                 case .close(let payload):
                     delegate.connection(self, didReceiveClose: payload)
-                    acceptsData = false
-                    barrier = nil
-                    closeAfterQueue = nil
-                    waiting.removeAll()
+                    if core.state == .closeReceived {
+                        // The owner answers (`answersCloseItself`); a barrier's Close need
+                        // not wait for a Pong that will not come.
+                        if barrier != nil { releaseBarrier() }
+                    } else {
+                        acceptsData = false
+                        barrier = nil
+                        closeAfterQueue = nil
+                        waiting.removeAll()
+                    }
                     if closingSince == nil {
                         beginEnding()
                         endingMark = outbound.totalQueued
@@ -648,7 +661,7 @@ public final class ConnectionDriver: MessageSink {
         // Our Close waits for the owner's output, or reading waits for it (the peer's answer
         // may be behind what we have not read yet): that is progress of ours, not silence
         // of the peer's.
-        if holdsClose && closeAfterQueue != nil { progressed(at: now) }
+        if holdsClose && closeAfterQueue != nil || awaitsOwnersAnswer { progressed(at: now) }
         if pausesReading { readingWaited(at: now) }
         if pings.pingDue(at: now), core.state == .open {
             let payload = pings.nextPayload()
@@ -693,9 +706,12 @@ public final class ConnectionDriver: MessageSink {
         return false
     }
 
-    /// A missing Pong ends the connection only until both Close frames are exchanged (or we
-    /// failed it): after that, only the wait for the peer to close TCP is left.
-    private var pongTimeoutCounts: Bool { core.state != .closed }
+    /// A missing Pong ends the connection only until a Close arrives or we failed it: after
+    /// that no frame comes (the owner's answer, then the wait for TCP, are left).
+    private var pongTimeoutCounts: Bool { core.state == .open || core.state == .closeSent }
+
+    /// The peer's Close waits for the owner's answer (`answersCloseItself`).
+    private var awaitsOwnersAnswer: Bool { core.state == .closeReceived && closeAfterQueue == nil }
 
     private var nextDeadline: Instant? {
         // Keepalive pings only while open, pong deadlines only while they count: a deadline

@@ -23,8 +23,9 @@ public struct ExecOptions: Sendable {
 public struct ExecOutcome: Equatable, Sendable {
     public let connection: ConnectionEnding
     public let child: ChildTermination
-    /// The Close we sent because the child ended or misbehaved (nil when the client went
-    /// first).
+    /// The Close we sent: what the child's ending says (also as the answer to the
+    /// client's Close), 1011 when its output broke a limit or it outlived the grace after
+    /// the client's Close. Nil when the connection ended otherwise (the client was lost).
     public let closeSent: ClosePayload?
 }
 
@@ -40,9 +41,12 @@ public struct ExecOutcome: Equatable, Sendable {
 /// `queueLimit`.
 ///
 /// Endings: the child exits and its stdout ends → Close 1000 after everything it wrote
-/// (status 0) or 1011 with "exit status N" / "killed by signal N". The client closes or
-/// is lost → what it sent before is written, the child's stdin is closed, and the child's
-/// group ended (`ChildProcess.endGroup`); its later output is read and dropped.
+/// (status 0) or 1011 with "exit status N" / "killed by signal N". The client's Close →
+/// what it sent before is written, the child's stdin is closed, and what the child still
+/// writes is sent until it exits (then the Close its status gives answers the client's)
+/// or the grace passes (1011 "program did not exit"; the group gets its signals then,
+/// `ChildProcess.endGroup`). The client lost → the same for the child, whose later
+/// output is read and dropped.
 public final class ExecBridge: ConnectionDelegate {
     public let child: ChildProcess
     public let options: ExecOptions
@@ -54,7 +58,12 @@ public final class ExecBridge: ConnectionDelegate {
     private var toChild = SegmentList()
     private var messageKind: MessageKind = .text
     private var stdinGone = false
+    /// The client's Close came: nothing more comes from it; the child's output still goes.
+    private var clientClosed = false
+    /// Nothing more goes to the client either (it is lost, or we closed): output is dropped.
     private var clientGone = false
+    /// Ends the wait for the child after the client's Close.
+    private var graceTimer: EventLoop.Timer?
     // Child → client.
     private var buffer: ByteBuffer
     /// Start of the line not yet sent, in `buffer`.
@@ -72,12 +81,15 @@ public final class ExecBridge: ConnectionDelegate {
 
     /// Starts `driver` (made with this bridge as its delegate) and the child's pipes.
     public func start(_ driver: ConnectionDriver) {
+        driver.answersCloseItself = true
         attach(driver)
         driver.start()
     }
 
     /// Starts the child's pipes for `driver`, which its owner starts (a server hands the
-    /// driver over after the 101; events before `attach` are handled too).
+    /// driver over after the 101; events before `attach` are handled too). Set the driver's
+    /// `answersCloseItself` before it starts, so the child's last output reaches a client
+    /// that closed.
     public func attach(_ driver: ConnectionDriver) { begin(driver) }
 
     /// `driver` nil: the connection ended before the bridge was attached.
@@ -135,7 +147,7 @@ public final class ExecBridge: ConnectionDelegate {
         }
         pipe.wait([])
         updatePause()
-        if clientGone { child.closeStdin() }
+        if clientClosed { child.closeStdin() }
     }
 
     private func dropStdin() {
@@ -266,25 +278,62 @@ public final class ExecBridge: ConnectionDelegate {
     /// The child exited and its output is all sent: Close with what its status says.
     private func closeIfChildDone() {
         guard stdoutEnded, let ended = child.termination, !clientGone, sentClose == nil else { return }
-        let payload = ended.isSuccess ? ClosePayload(code: .normalClosure)
-                                      : ClosePayload(code: .internalError, reason: Array(ended.description.utf8))
+        let payload = ExecBridge.closePayload(for: ended)
         sentClose = payload
+        stopGraceTimer()
         driver?.close(payload)
         child.endGroup()
+    }
+
+    static func closePayload(for ended: ChildTermination) -> ClosePayload {
+        ended.isSuccess ? ClosePayload(code: .normalClosure)
+                        : ClosePayload(code: .internalError, reason: Array(ended.description.utf8))
+    }
+
+    /// The grace after the client's Close is over and the child's output has not ended:
+    /// the answer says so (or what the child's status says, when only what is left of its
+    /// group still holds the output). The group's SIGTERM, scheduled at the Close, is due
+    /// at the same moment.
+    private func graceOver() {
+        graceTimer = nil
+        guard !clientGone, sentClose == nil else { return }
+        endConnection(child.termination.map(ExecBridge.closePayload(for:))
+                      ?? ClosePayload(code: .internalError, reason: Array("program did not exit".utf8)))
+    }
+
+    private func stopGraceTimer() {
+        if let graceTimer { child.loop.arm(graceTimer, at: nil) }
+        graceTimer = nil
     }
 
     /// Ends the connection for a reason of ours, and the child with it.
     private func endConnection(_ payload: ClosePayload) {
         guard sentClose == nil else { return }
         sentClose = payload
+        stopGraceTimer()
         driver?.close(payload)
         clientGone = true
+        clientClosed = true
         buffer.count = lineStart
         child.endGroup()
         readStdout()
     }
 
-    public func connection(_ connection: ConnectionDriver, didReceiveClose payload: ClosePayload) { clientLeft() }
+    /// The client closed: its stdin closes once what it sent is written, and the child's
+    /// output goes on until the child exits (`closeIfChildDone` answers) or the grace passes
+    /// (`graceOver`). The driver waits for that answer (`answersCloseItself`).
+    public func connection(_ connection: ConnectionDriver, didReceiveClose payload: ClosePayload) {
+        // Our own Close's answer, or a driver that echoed it already: the client is gone.
+        guard !clientClosed, connection.state == .closeReceived else { return clientLeft() }
+        clientClosed = true
+        if driver == nil && ending == nil { driver = connection }  // a Close pipelined before `begin`
+        // SIGTERM at the end of the grace, when the answer goes if the child is still there.
+        child.endGroup(closingStdin: toChild.isEmpty || stdinGone)
+        let timer = child.loop.timer { [weak self] in self?.graceOver() }
+        graceTimer = timer
+        child.loop.arm(timer, at: Instant.now().adding(seconds: child.options.closeGrace))
+        closeIfChildDone()
+    }
 
     /// The client went while its messages wait for a child that does not read: the child is
     /// ended (after the grace); its stdin then fails, which unpauses the socket for the rest.
@@ -302,6 +351,8 @@ public final class ExecBridge: ConnectionDelegate {
     private func clientLeft() {
         guard !clientGone else { return }
         clientGone = true
+        clientClosed = true
+        stopGraceTimer()
         // Its stdin closes once what the client sent is written (`writeStdin`).
         child.endGroup(closingStdin: toChild.isEmpty || stdinGone)
         updatePause()

@@ -80,6 +80,12 @@ public final class ExecMode: ServerMode {
         }
         return bridge
     }
+
+    /// The bridge answers the client's Close once the child has said its last (or the grace
+    /// passed), so the driver must not echo it at once.
+    public func connectionWillStart(_ connection: ServerConnection, driver: ConnectionDriver) {
+        if connection.handler is ExecBridge { driver.answersCloseItself = true }
+    }
 }
 
 extension ExecMode {

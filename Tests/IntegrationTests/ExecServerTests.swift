@@ -82,4 +82,61 @@ final class ExecServerTests: IntegrationTestCase {
         let closed = finish(client)
         XCTAssertTrue(closed.stderr.contains("1001"), closed.stderr)
     }
+
+    // MARK: - The program's ending is the connection's (issue 19 item 1)
+
+    /// The client's Close came right after its lines: the program's replies to them used to
+    /// be dropped (0-1 of 3 lines), its Close answered at once and the program signalled.
+    func testRepliesAfterTheClientsCloseReachIt() throws {
+        let program = try script("upper.sh", #"echo hello; while read -r line; do printf '%s\n' "$line" | tr a-z A-Z; done"#)
+        let (server, port) = try serve(["--exec", program])
+        try assertEveryRun(port: port, input: "abc\ndef\n", gives: "hello\nABC\nDEF\n")
+        server.signal(SIGTERM)
+        assertExit(finish(server), 0)
+    }
+
+    func testRepliesOfAFilterAfterTheClientsCloseReachIt() throws {
+        let (server, port) = try serve(["--sh", "jq -c --unbuffered ."])
+        try assertEveryRun(port: port, input: "{\"a\": 1}\n[2]\n", gives: "{\"a\":1}\n[2]\n")
+        server.signal(SIGTERM)
+        assertExit(finish(server), 0)
+    }
+
+    /// 50 clients one after the other, each ending at stdin EOF: every one gets the whole reply.
+    private func assertEveryRun(port: Int, input: String, gives expected: String, runs: Int = 50,
+                                file: StaticString = #filePath, line: UInt = #line) throws {
+        let started = Date()
+        var lost: [String] = []
+        for run in 1...runs {
+            let result = try runWspipe(["ws://127.0.0.1:\(port)/"], stdin: .bytes(Array(input.utf8)), timeout: 10)
+            if result.exitCode != 0 || result.stdoutText != expected { lost.append("run \(run): \(result)") }
+        }
+        XCTAssertEqual(lost, [], "\(lost.count) of \(runs) runs", file: file, line: line)
+        XCTAssertLessThan(Date().timeIntervalSince(started), 60, "each run ends as the program does", file: file, line: line)
+    }
+
+    /// The client's Close is answered with what the program's status says, after its output.
+    func testTheClientsExitStatusFollowsTheProgramsAfterItClosed() throws {
+        let (server, port) = try serve(["--sh", "read -r line; echo \"got $line\"; exit 3"])
+        let result = try runWspipe(["ws://127.0.0.1:\(port)/"], stdin: .bytes(Array("x\n".utf8)))
+        assertExit(result, 8)
+        assertStdout(result, "got x\n")
+        assertStderr(result, contains: #"closed the connection with 1011 (internal error) "exit status 3""#)
+        server.signal(SIGTERM)
+        assertExit(finish(server), 0)
+    }
+
+    /// A program that outlives the grace after the client's Close: 1011 "program did not
+    /// exit" at the grace, then its group is signalled as before.
+    func testAProgramThatDoesNotExitIsAnsweredAtTheGrace() throws {
+        let (server, port) = try serve(["--close-grace", "0.5", "--sh", "trap '' TERM; echo start; exec sleep 30"])
+        let result = try runWspipe(["ws://127.0.0.1:\(port)/"], stdin: .bytes(Array("x\n".utf8)))
+        assertExit(result, 8)
+        assertStdout(result, "start\n")
+        assertStderr(result, contains: #"1011 (internal error) "program did not exit""#)
+        XCTAssertGreaterThan(result.elapsed, 0.4, "the program had its grace")
+        XCTAssertLessThan(result.elapsed, 5, "and no more")
+        server.signal(SIGTERM)
+        assertExit(finish(server, timeout: 10), 0)
+    }
 }

@@ -171,6 +171,22 @@ final class WebSocketConnectionTests: XCTestCase {
         XCTAssertEqual(connection.closeReceived, ClosePayload(code: .goingAway))
     }
 
+    /// With `echoesClose` off the owner answers: data may still go out first, then its
+    /// own Close (with a reason) completes the handshake.
+    func testPeerCloseWaitsForTheOwnersAnswerWhenNotEchoed() {
+        var connection = fixedConnection()
+        connection.echoesClose = false
+        _ = receive(&connection, serverFrame(.close, [0x03, 0xE8]))
+        XCTAssertEqual(connection.state, .closeReceived)
+        XCTAssertFalse(connection.hasOutboundControl, "no echo was queued")
+        XCTAssertTrue(connection.canSendData, "the owner may still send")
+        XCTAssertFalse(connection.ping([]), "but no ping: no pong will come")
+        connection.close(ClosePayload(code: .internalError, reason: utf8("exit status 3")))
+        XCTAssertEqual(connection.state, .closed)
+        XCTAssertFalse(connection.canSendData)
+        XCTAssertEqual(closeFrames(connection.takeOutboundControl()), [[0x03, 0xF3] + utf8("exit status 3")])
+    }
+
     func testCanSendDataIsFalseAfterServerClose() {
         var connection = fixedConnection()
         _ = receive(&connection, [0x88, 0x00])

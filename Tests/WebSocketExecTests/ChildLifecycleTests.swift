@@ -36,6 +36,8 @@ final class ChildLifecycleTests: ExecTestCase {
         rig.client.close(ClosePayload(code: .normalClosure))
         XCTAssertTrue(spin(3) { rig.outcome.value != nil })
         XCTAssertEqual(rig.outcome.value?.child, .signaled(SIGTERM))
+        XCTAssertEqual(closeCode(rig.log), 1011, "the grace passed before the program exited")
+        XCTAssertEqual(closeReason(rig.log), "program did not exit")
     }
 
     func testClientLostWithoutCloseEndsTheChild() throws {

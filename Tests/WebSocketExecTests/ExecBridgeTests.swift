@@ -18,9 +18,26 @@ final class ExecBridgeTests: ExecTestCase {
         rig.client.close(ClosePayload(code: .normalClosure))
         XCTAssertTrue(spin { rig.outcome.value != nil })
         XCTAssertEqual(rig.outcome.value?.child, .exited(0), "cat read EOF and exited")
-        XCTAssertNil(rig.outcome.value?.closeSent, "the client closed first")
+        XCTAssertEqual(rig.outcome.value?.closeSent, ClosePayload(code: .normalClosure), "cat's exit answers the client's Close")
         guard case .closed(let handshake)? = rig.log.ending else { return XCTFail("\(String(describing: rig.log.ending))") }
         XCTAssertTrue(handshake.isNormal)
+    }
+
+    /// The client closes right after its message: the child's reply to it still comes,
+    /// then the Close its exit gives answers the client's.
+    func testRepliesAfterTheClientsCloseComeBeforeTheAnswer() throws {
+        let rig = try rig(ChildCommand.shell("echo first; read -r line; sleep 0.1; echo \"got $line\"; exit 4"))
+        rig.client.send(.text, bytes: Array("x".utf8))
+        rig.client.close(ClosePayload(code: .normalClosure))
+        XCTAssertTrue(spin { rig.log.ending != nil && rig.outcome.value != nil })
+        XCTAssertEqual(rig.log.messages.map(\.text), ["first", "got x"])
+        XCTAssertEqual(closeCode(rig.log), 1011)
+        XCTAssertEqual(closeReason(rig.log), "exit status 4")
+        guard case .closed(let handshake)? = rig.outcome.value?.connection else {
+            return XCTFail("\(String(describing: rig.outcome.value))")
+        }
+        XCTAssertFalse(handshake.initiatedByUs, "the server answered the client's Close")
+        XCTAssertEqual(handshake.sent, ClosePayload(code: .internalError, reason: Array("exit status 4".utf8)))
     }
 
     func testExitStatusZeroSendsClose1000AfterAllOutput() throws {
