@@ -589,7 +589,7 @@ final class ServerSide: @unchecked Sendable {
             switch event {
             case .connected: inbox.clientsChanged(by: 1)
             case .disconnected: inbox.clientsChanged(by: -1)
-            case .refused, .tlsFailed, .compressionUnavailable: break
+            case .refused, .notHTTP, .tlsFailed, .compressionUnavailable: break
             }
         }
         // The server (and so this side) lives until its last client has ended.

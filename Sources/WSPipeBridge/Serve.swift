@@ -110,6 +110,9 @@ public func runServer(_ config: BridgeConfiguration, _ serve: ServeConfiguration
         case .refused(let status):
             log.event("refused a handshake with \(status)")
             return
+        case .notHTTP(let remote, let byte):
+            log.event("connection from \(remote) closed: \(notHTTPText(byte))")
+            return
         case .tlsFailed(let remote, let why):
             log.event("TLS handshake with \(remote) failed: \(tlsFailureText(why))")
             return
@@ -171,6 +174,12 @@ func tlsFailureText(_ why: StreamFailure) -> String {
     case .tls(let alert): return alert.detail
     default: return why.description
     }
+}
+
+/// Why a client that does not speak HTTP was closed at its first byte.
+func notHTTPText(_ byte: UInt8) -> String {
+    let said = HTTPRequestError.notHTTP(firstByte: byte).description
+    return byte == HTTPRequestError.tlsHandshakeRecord ? said + " (a TLS handshake: wss:// to this ws:// listener)" : said
 }
 
 /// A listener that could not be made, as the failure `report` words.

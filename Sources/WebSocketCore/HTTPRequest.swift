@@ -28,13 +28,22 @@ public enum HTTPRequestError: Error, Equatable, Sendable, CustomStringConvertibl
     case malformed(String)
     /// The head did not end within `limit` bytes (RFC 6585 §5: 431).
     case headTooLarge(limit: Int)
+    /// The first byte (after empty lines) is no token character, so it cannot start a
+    /// request line: not HTTP at all (0x16: a TLS handshake). Known at once, not at a line end.
+    case notHTTP(firstByte: UInt8)
 
     public var description: String {
         switch self {
         case .malformed(let why): return why
         case .headTooLarge(let limit): return "the request head exceeds \(limit) bytes"
+        case .notHTTP(let byte):
+            let hex = String(byte, radix: 16, uppercase: true)
+            return "the first byte 0x\(byte < 16 ? "0" : "")\(hex) cannot start an HTTP request"
         }
     }
+
+    /// A TLS record of type handshake (a ClientHello) begins with this byte.
+    public static let tlsHandshakeRecord: UInt8 = 0x16
 }
 
 /// An incremental request-head parser: feed it bytes as they arrive, in any pieces.
@@ -72,6 +81,10 @@ public struct HTTPRequestHeadParser: Sendable {
                 isFinished = true
                 throw .headTooLarge(limit: maximumSize)
             }
+        }
+        if buffer.isEmpty, i < input.count, !HTTPHeader.isTokenByte(input[i]) {
+            isFinished = true
+            throw .notHTTP(firstByte: input[i])
         }
         let start = i
         var end: Int?

@@ -134,6 +134,7 @@ public struct ServerHandshake: Sendable {
             switch error {
             case .malformed(let why): throw .malformedRequest(why)
             case .headTooLarge(let limit): throw .headTooLarge(limit: limit)
+            case .notHTTP: throw .malformedRequest(error.description)
             }
         }
         guard let head else { return nil }

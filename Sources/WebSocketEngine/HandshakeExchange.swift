@@ -135,6 +135,7 @@ final class HandshakeExchange {
                     switch error {
                     case .malformed(let why): return refuse(HandshakeRefusal.malformedRequest(why).response)
                     case .headTooLarge(let limit): return refuse(HandshakeRefusal.headTooLarge(limit: limit).response)
+                    case .notHTTP(let byte): return closeNotHTTP(firstByte: byte)
                     }
                 }
             case .wouldBlock:
@@ -143,6 +144,16 @@ final class HandshakeExchange {
                 return end()
             }
         } while filled || stream.hasBufferedInput
+    }
+
+    /// A client that does not speak HTTP (a TLS ClientHello on this plain listener) gets no
+    /// answer it could not read and no wait for a head that cannot come: our side is shut
+    /// at once and its bytes drained until it closes (no reset), so a wss:// client fails
+    /// now with its plain-server hint instead of at its timeout.
+    private func closeNotHTTP(firstByte: UInt8) {
+        server?.noteNotHTTP(remoteAddress: connection.remoteAddress, firstByte: firstByte)
+        stream.shutdownOutput()
+        startLingering()
     }
 
     private func decide(_ head: HTTPRequestHead, parsed: Int) {

@@ -38,6 +38,9 @@ public enum ServerEvent {
     case disconnected(ServerConnection, ConnectionEnding)
     /// A handshake was refused with this HTTP status (a 200 for the health path counts too).
     case refused(status: Int)
+    /// A client's first byte cannot start an HTTP request (0x16: a TLS ClientHello on a
+    /// plain listener): closed without an answer.
+    case notHTTP(remoteAddress: String, firstByte: UInt8)
     /// A client's TLS handshake failed (not TLS, no common version, no valid client
     /// certificate under mutual TLS; `.closed`: it hung up): only that connection is closed.
     case tlsFailed(remoteAddress: String, StreamFailure)
@@ -250,6 +253,10 @@ public final class WebSocketServer {
     func noteTLSFailure(remoteAddress: String, _ why: StreamFailure) {
         tlsFailureCount += 1
         onEvent?(.tlsFailed(remoteAddress: remoteAddress, why))
+    }
+
+    func noteNotHTTP(remoteAddress: String, firstByte: UInt8) {
+        onEvent?(.notHTTP(remoteAddress: remoteAddress, firstByte: firstByte))
     }
 
     func noteRefusal(status: Int) {

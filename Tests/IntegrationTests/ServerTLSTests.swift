@@ -239,4 +239,23 @@ final class ServerTLSTests: IntegrationTestCase {
         let stderr = stop(server)
         XCTAssertTrue(stderr.contains("failed: \(String(cString: strerror(ETIMEDOUT)))"), stderr)
     }
+
+    /// wss:// to a plain listener: the ClientHello's first byte (0x16) cannot start a
+    /// request, so the server shuts its side at once (it waited its whole handshake timeout
+    /// for a head: the client failed after 10 s, without -k with a timeout, exit 3).
+    func testWSSToAPlainServerFailsAtOnceWithThePlainServerHint() throws {
+        let (server, port) = try startListening(["--echo", "-v", "--handshake-timeout", "5"])
+        for extra in [[], ["-k"]] {
+            let result = try runWspipe(extra + ["--connect-timeout", "5", "wss://127.0.0.1:\(port)/"],
+                                       stdin: .bytes(Array("x\n".utf8)))
+            assertExit(result, 4)
+            assertStderr(result, contains: "the server closed the TLS session (is it a plain server? use ws:// for one)")
+            XCTAssertLessThan(result.elapsed, 3, "refused at its first byte, not at a timeout (\(extra))")
+        }
+        // The listener still serves ws:// clients.
+        assertStdout(try runWspipe(["ws://127.0.0.1:\(port)/"], stdin: .bytes(Array("plain\n".utf8))), "plain\n")
+        let stderr = stop(server)
+        XCTAssertEqual(stderr.components(separatedBy: "the first byte 0x16 cannot start an HTTP request (a TLS handshake: "
+                                                       + "wss:// to this ws:// listener)").count - 1, 2, stderr)
+    }
 }

@@ -77,6 +77,26 @@ final class ServerHandshakeTests: XCTestCase {
 
     // MARK: The RFC example
 
+    /// The first byte of a TLS ClientHello (0x16) or any other byte that is no token
+    /// character cannot start a request line: refused at once, not at a line end that may
+    /// never come (a wss:// client on a plain listener waited for the handshake timeout).
+    func testAFirstByteThatCannotStartARequestIsRefusedAtOnce() {
+        func parse(_ bytes: [UInt8]) -> Result<HTTPRequestHead?, HTTPRequestError> {
+            var parser = HTTPRequestHeadParser()
+            var index = 0
+            return bytes.withUnsafeBytes { raw in Result { () throws(HTTPRequestError) in try parser.parse(raw, &index) } }
+        }
+        let clientHello: [UInt8] = [0x16, 0x03, 0x01, 0x02, 0x00, 0x01]
+        XCTAssertEqual(parse(clientHello), .failure(.notHTTP(firstByte: 0x16)))
+        XCTAssertEqual(parse(utf8("\r\n") + [0x80]), .failure(.notHTTP(firstByte: 0x80)), "after skipped empty lines too")
+        XCTAssertEqual(parse(utf8(" GET / HTTP/1.1")), .failure(.notHTTP(firstByte: 0x20)))
+        XCTAssertEqual(parse(utf8("GET / HT")), .success(nil), "a token character waits for the line")
+        XCTAssertEqual(HTTPRequestError.notHTTP(firstByte: 0x16).description, "the first byte 0x16 cannot start an HTTP request")
+        XCTAssertEqual(HTTPRequestError.notHTTP(firstByte: 0x05).description, "the first byte 0x05 cannot start an HTTP request")
+        XCTAssertEqual(handshake(clientHello).0, .failure(.malformedRequest("the first byte 0x16 cannot start an HTTP request")))
+    }
+
+
     func testRFCRequestIsAcceptedWithTheRFCAccept() throws {
         guard case .success(let request?) = validate(Self.rfcRequest) else { return XCTFail("\(validate(Self.rfcRequest))") }
         XCTAssertEqual(request.path, "/chat")

@@ -238,6 +238,7 @@ public func fuzzServerHandshake(_ data: UnsafePointer<UInt8>?, _ size: Int) -> C
 extension Result where Success == HTTPRequestHead?, Failure == HTTPRequestError {
     var isMalformed: Bool {
         if case .failure(.malformed) = self { return true }
+        if case .failure(.notHTTP) = self { return true }  // ServerHandshake says 400 malformed
         return false
     }
 }
