@@ -5,13 +5,16 @@ import WebSocketEngine
 /// The stdio face of --broadcast: stdin messages (lines, or chunks with -b; --jsonl
 /// objects) go to every client through `BroadcastMode`; every client message is written to
 /// stdout (raw with the separator, or with --jsonl as an object naming its "client").
-/// stdin EOF closes every client with 1000 and ends the server. stdin is read while the
-/// fastest client keeps up (`BroadcastMode.hasRoom`); a client far behind it gets 1013.
+/// stdin EOF closes every client with 1000 and ends the server; a --jsonl line that is no
+/// message object is reported and skipped (one bad line must not end the service). stdin
+/// is read while the fastest client keeps up (`BroadcastMode.hasRoom`); a client far
+/// behind it gets 1013.
 ///
 /// stdout is written without blocking (`StdoutSink`): while more than 1 MiB waits for a
 /// slow reader, no client is read (their messages wait in TCP), and the loop goes on
 /// serving pings, closes and stdin. A reader that goes away closes every client with 1001
-/// (exit 0); a failing stdout with 1011 (exit 1).
+/// (exit 0); a failing stdout with 1011 "stdout error", a failing stdin (or a line that
+/// cannot be sent in text or --base64 mode) with 1011 "stdin error" (exit 1).
 final class BroadcastBridge {
     private let loop: EventLoop
     private let server: WebSocketServer
@@ -40,6 +43,7 @@ final class BroadcastBridge {
         self.mode = mode
         self.log = log
         framer = InputFramer(mode: config.inputMode)
+        framer.skipsBadLine = { [log] error in log.error(error.description) }
         jsonLines = config.jsonLines
         separator = config.mode == .text ? config.separator : nil
         endOfInputClose = config.closeOnEndOfInput ? ClosePayload(code: config.closeCode, reason: Array(config.closeReason.utf8)) : nil
@@ -135,7 +139,8 @@ final class BroadcastBridge {
         }
     }
 
-    private func end(_ failure: Failure?, close: ClosePayload = ClosePayload(code: .internalError)) {
+    private func end(_ failure: Failure?,
+                     close: ClosePayload = ClosePayload(code: .internalError, reason: Array("stdin error".utf8))) {
         self.failure = failure
         if let watch { loop.remove(watch) }
         watch = nil
@@ -205,7 +210,8 @@ final class BroadcastBridge {
             server.shutdown(ClosePayload(code: .goingAway), within: server.configuration.connection.closeTimeout)
         case .failed(let text):
             failure = failure ?? .localOutput(why: text)  // said at the end
-            server.shutdown(ClosePayload(code: .internalError), within: server.configuration.connection.closeTimeout)
+            server.shutdown(ClosePayload(code: .internalError, reason: Array("stdout error".utf8)),
+                            within: server.configuration.connection.closeTimeout)
         }
         if let watch { loop.remove(watch) }
         watch = nil

@@ -87,6 +87,9 @@ struct InputFramer {
     private var held: (chunk: ByteBuffer, offset: Int)?
     /// `.whole` binary: whether the message's first frame went out.
     private var wholeStarted = false
+    /// Set: a `.jsonLines` line that is not a message object is handed to it and skipped
+    /// (its number still counts), instead of thrown (a broadcast server keeps serving).
+    var skipsBadLine: ((InputError) -> Void)?
 
     init(mode: Mode, messageLimit: Int? = nil) {
         self.mode = mode
@@ -220,7 +223,12 @@ struct InputFramer {
             }
             frame(.binary, decoded, sink)
         case .jsonLines:
-            try handleJSONLine(UnsafeRawBufferPointer(start: start, count: length), number, sink, &actions)
+            do throws(InputError) {
+                try handleJSONLine(UnsafeRawBufferPointer(start: start, count: length), number, sink, &actions)
+            } catch {
+                guard let skipsBadLine else { throw error }
+                skipsBadLine(error)
+            }
         default:
             break
         }

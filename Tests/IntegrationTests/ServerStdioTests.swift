@@ -257,6 +257,52 @@ final class ServerStdioTests: IntegrationTestCase {
         }
     }
 
+    /// --broadcast --jsonl: a stdin line that is no message object is said with its number
+    /// and skipped; the clients stay and get the lines after it (it ended the server, exit
+    /// 1, and every client got 1011 without a reason).
+    func testBroadcastSkipsABadJSONLine() throws {
+        let (server, port) = try startStdioServer(["--broadcast", "--jsonl"])
+        let client = try spawnWspipe(["--no-deflate", "--receive-only", "ws://127.0.0.1:\(port)/"])
+        waitForClient(server, 1)
+        server.writeStdin("{\"type\":\"text\",\"data\":\"a\"}\nnot json\n{\"type\":\"bogus\"}\n{\"type\":\"text\",\"data\":\"b\"}\n")
+        XCTAssertTrue(client.stdout.wait(timeout: 15) { String(decoding: $0, as: UTF8.self) == "a\nb\n" }, client.stdout.text)
+        server.closeStdin()
+        let result = finish(server, timeout: 20)
+        assertExit(result, 0)
+        assertStderr(result, contains: "wspipe: stdin line 2 is not a --jsonl message: ")
+        assertStderr(result, contains: "wspipe: stdin line 3 is not a --jsonl message: unknown type \"bogus\"")
+        assertStderr(result, contains: "end of stdin after 2 messages: closing every client with 1000")
+        let heard = finish(client, timeout: 20)
+        assertExit(heard, 0)
+        assertStdout(heard, "a\nb\n")
+    }
+
+    /// The stdio server keeps its rule for a bad --jsonl line (exit 1, 1011), and every 1011
+    /// a server sends says why: "stdin error" (a broadcast's text line that is not UTF-8, a
+    /// bad --jsonl line of the stdio server), "stdout error" (a broadcast's stdout failing).
+    func testServer1011CloseCarriesAReason() throws {
+        for (flags, input) in [(["--jsonl"], Array("{\"type\":\"text\",\"data\":\"a\"}\nnot json\n".utf8)),
+                               (["--broadcast"], Array("a\n".utf8) + [0xFF, 0x0A])] {
+            let (server, port) = try startStdioServer(flags)
+            let client = try spawnWspipe(["--no-deflate", "--receive-only", "ws://127.0.0.1:\(port)/"])
+            waitForClient(server, 1)
+            server.writeStdin(input)
+            let result = finish(server, timeout: 20)
+            assertExit(result, 1)
+            assertStderr(result, contains: "stdin line 2 is not ")
+            let heard = finish(client, timeout: 20)
+            assertExit(heard, 8)
+            assertStdout(heard, "a\n")
+            assertStderr(heard, contains: #"closed the connection with 1011 (internal error) "stdin error""#)
+        }
+        let server = try spawnWspipe(["-l", "0", "-v", "--broadcast"], stdin: .pipe, stdoutFile: "/dev/full")
+        guard let port = listeningPort(server) else { return XCTFail("no listening line: \(server.stderr.text)") }
+        let client = try runWspipe(["--no-deflate", "--no-close", "ws://127.0.0.1:\(port)/"], stdin: .bytes(Array("x\n".utf8)))
+        assertExit(client, 8)
+        assertStderr(client, contains: #"closed the connection with 1011 (internal error) "stdout error""#)
+        assertExit(finish(server, timeout: 20), 1)
+    }
+
     /// --exec: --send goes before the program's output; --idle-timeout counts both ways.
     func testExecGreetsAndClosesIdleClients() throws {
         let server = try spawnWspipe(["-l", "0", "--send", "hi", "--idle-timeout", "1", "--exec", "cat"], stdin: .null)
