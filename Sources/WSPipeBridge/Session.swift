@@ -54,6 +54,9 @@ public final class Session: ConnectionDelegate {
     private var messagesSeen: UInt64 = 0
     private var limitClosing = false            // -n reached
     private var endOfInputAt: Instant?
+    /// The end-of-input ping of the current connection: answered (true), given up on
+    /// (false: exit 12 if the close is otherwise clean), or not sent (nil).
+    private var deliveryConfirmed: Bool?
     private var sent = (messages: UInt64(0), bytes: UInt64(0))  // --send messages (stdin's are the framer's)
     private var timers: [EventLoop.Timer] = []
 
@@ -212,6 +215,7 @@ public final class Session: ConnectionDelegate {
     func begin(_ driver: ConnectionDriver) {
         self.driver = driver
         ending = nil
+        deliveryConfirmed = nil
         lastActivity = .now()  // --idle-timeout counts from the open connection
         lastReceived = lastActivity
         for text in config.sendMessages {
@@ -383,8 +387,12 @@ public final class Session: ConnectionDelegate {
         switch note {
         case .pingQueued(let count): log.event("sending ping (\(count) bytes)")
         case .barrierQueued: log.event("end of input: sending ping to check the server has read everything, then Close")
-        case .barrierAnswered: log.event("received pong to the end-of-input ping")
-        case .barrierUnanswered: log.event("no pong to the end-of-input ping within \(formatSeconds(config.closeTimeout)) s; sending Close anyway")
+        case .barrierAnswered:
+            deliveryConfirmed = true
+            log.event("received pong to the end-of-input ping")
+        case .barrierUnanswered(let waited, let messages):
+            deliveryConfirmed = false
+            _ = say(.deliveryUnconfirmed(messages: messages, seconds: waited))  // said now, without -v
         case .closeQueued(let payload): log.event("sending Close \(describe(payload))")
         }
     }
@@ -739,7 +747,8 @@ public final class Session: ConnectionDelegate {
         if localEnd == .readerGone { return .success }
         switch ending {
         case .closed(let handshake):
-            return handshake.isNormal ? .success : say(.closedByPeer(handshake.received))
+            guard handshake.isNormal else { return say(.closedByPeer(handshake.received)) }
+            return deliveryConfirmed == false ? .deliveryUnconfirmed : .success  // said when it happened
         case .lost(let loss):
             return say(.lost(loss))
         case .timedOut(let wait):
@@ -787,6 +796,7 @@ public final class Session: ConnectionDelegate {
             + "\"close_sent\":\(closeObject(driver?.closeSent)),"
             + "\"close_received\":\(closeObject(driver?.closeReceived)),"
             + "\"ping_rtt_ms\":\(rtt),"
+            + "\"delivery_confirmed\":\(deliveryConfirmed.map { String($0) } ?? "null"),"
             + (config.reconnect == nil ? "" : reconnectStatistics())
             + (servesOnce == nil ? "" : "\"clients\":\(clientsServed),")
             + "\"compression\":\(compressionObject),\"exit\":\(status.rawValue)}").utf8)
