@@ -341,13 +341,13 @@ public final class Session: ConnectionDelegate {
     public func connection(_ connection: ConnectionDriver, didReceiveClose payload: ClosePayload) {
         log.event("received Close \(describe(payload))")
         output.close(payload)
-        stopStdin()
+        pauseStdin()
     }
 
     public func connection(_ connection: ConnectionDriver, didFail error: ReceiveError) {
         output.discardPending()
         _ = say(.protocolFailure(error))  // said now; the exit status comes at the end
-        stopStdin()
+        pauseStdin()
     }
 
     public func connectionDidProcessInput(_ connection: ConnectionDriver) {
@@ -550,8 +550,16 @@ public final class Session: ConnectionDelegate {
         }
     }
 
+    /// No more stdin for this session (its end, an error, a close of ours).
     private func stopStdin() {
         stdinOpen = false
+        if let watch = stdinWatch { loop.setInterest(watch, []) }
+    }
+
+    /// No more stdin for this connection (the server closed it or broke the protocol):
+    /// stdin stays open for the next one, if a retry or the next client follows (with
+    /// `stopStdin` here, --reconnect after a server's 1001 never read stdin again).
+    private func pauseStdin() {
         if let watch = stdinWatch { loop.setInterest(watch, []) }
     }
 
