@@ -206,6 +206,16 @@ final class LoopSide: ConnectionDelegate, @unchecked Sendable {
         reportRoom()
     }
 
+    func connection(_ connection: ConnectionDriver, note: ConnectionNote) {
+        let confirmed: Bool
+        switch note {
+        case .barrierAnswered: confirmed = true
+        case .barrierUnanswered: confirmed = false
+        default: return
+        }
+        owner?.shared.withLock { $0.deliveryConfirmed = confirmed }
+    }
+
     func connection(_ connection: ConnectionDriver, didEnd ending: ConnectionEnding) {
         driver = nil
         guard let socket = owner else { return }

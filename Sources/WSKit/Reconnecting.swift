@@ -151,6 +151,8 @@ public final class ReconnectingWebSocket: AsyncSequence, Sendable {
         /// Queued messages are being sent to a new connection: new sends queue behind them.
         var flushing = false
         var closing: (code: Int, reason: String)?
+        /// `deliveryConfirmed` of the connection `close()` closed.
+        var deliveryConfirmed: Bool?
         /// The iterator waiting out a backoff delay (woken early by `close()`).
         var sleeper: CheckedContinuation<Void, Never>?
         /// Senders waiting for room (`.block`).
@@ -170,6 +172,9 @@ public final class ReconnectingWebSocket: AsyncSequence, Sendable {
 
     /// The open connection now, if any.
     public var current: WebSocket? { state.withLock { $0.current } }
+    /// After `close()`: whether the peer confirmed reading every message sent before it
+    /// (`WebSocket.deliveryConfirmed` of the connection it closed); nil when there was none.
+    public var deliveryConfirmed: Bool? { state.withLock { $0.deliveryConfirmed } }
 
     /// The iterator that drives the run (single consumer).
     public func makeAsyncIterator() -> Iterator { Iterator(owner: self) }
@@ -275,7 +280,10 @@ public final class ReconnectingWebSocket: AsyncSequence, Sendable {
         }
         sleeper?.resume()
         for sender in blocked { sender.resume(returning: .failure(.closed(code: nil, reason: ""))) }
-        if let socket { try await socket.close(code: code, reason: reason) }
+        if let socket {
+            try await socket.close(code: code, reason: reason)
+            state.withLock { $0.deliveryConfirmed = socket.deliveryConfirmed }
+        }
     }
 
     // MARK: - The run, driven by the iterator
@@ -329,7 +337,7 @@ public final class ReconnectingWebSocket: AsyncSequence, Sendable {
             if let closing = state.withLock({ $0.closing }) {
                 // close() came while this attempt was under way: it found no socket to close.
                 try? await socket.close(code: closing.code, reason: closing.reason)
-                state.withLock { $0.current = nil }
+                state.withLock { $0.current = nil; $0.deliveryConfirmed = socket.deliveryConfirmed }
                 return finishAfter(.disconnected(.closed(code: closing.code, reason: closing.reason), retryIn: nil))
             }
             await flush(to: socket)

@@ -106,6 +106,12 @@ public final class WebSocket: Sendable {
     public var closeCode: Int? { shared.withLock { $0.closeCode } }
     /// The reason of the peer's Close (UTF-8); nil before it.
     public var closeReason: String? { shared.withLock { $0.closeReason } }
+    /// After `close()`: true when the peer confirmed reading every message sent before it
+    /// (it answered the Ping sent behind them), false when the Close went without that
+    /// answer (the close timeout passed without progress, or the peer kept sending for 10
+    /// close timeouts): replies to the last messages may be missing. Nil before, or when
+    /// the connection ended otherwise (the peer closed first, cancellation).
+    public var deliveryConfirmed: Bool? { shared.withLock { $0.deliveryConfirmed } }
 
     /// The received messages (see `Messages`). Single consumer: iterate it from one task.
     public var messages: Messages { Messages(socket: self) }
@@ -268,9 +274,13 @@ public final class WebSocket: Sendable {
     }
 
     /// Starts the closing handshake (RFC 6455 §7.1.2) once the peer has read the messages
-    /// already sent (a Ping goes behind them and the Close follows its Pong, §5.5.2; without
-    /// a Pong within the close timeout the Close goes anyway) and returns when the connection is over (the peer's Close arrived, or the close timeout
-    /// passed). `messages` then ends once the messages before the peer's Close are read.
+    /// already sent (a Ping goes behind them and the Close follows its Pong, §5.5.2) and
+    /// returns when the connection is over (the peer's Close arrived, or the close timeout
+    /// passed). The wait lasts while the peer makes progress (takes our bytes; from the Ping
+    /// until its Close, sends anything: its replies), at most the close timeout without it
+    /// and 10 close timeouts of the peer sending; without the Pong the Close goes anyway and
+    /// `deliveryConfirmed` is false. `messages` then ends once the messages before the
+    /// peer's Close are read.
     /// - Parameters:
     ///   - code: 1000-4999, except the codes that may not be sent (1004-1006, 1015).
     ///   - reason: UTF-8, cut to the 123 bytes a Close may carry (at a character boundary).
@@ -485,6 +495,8 @@ struct Shared {
     var nextPing: UInt64 = 0
     var pings: [[UInt8]: CheckedContinuation<Result<Void, WebSocketError>, Never>] = [:]
     var closeWaiters: [CheckedContinuation<Void, Never>] = []
+    /// The barrier ping of `close()`: answered (true) or given up on (false).
+    var deliveryConfirmed: Bool?
     /// Set on the engine thread when the driver starts, cleared at its ending.
     var side: LoopSide?
 

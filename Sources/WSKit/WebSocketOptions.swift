@@ -26,7 +26,9 @@ public struct WebSocketOptions: Sendable {
     /// One limit for DNS, every TCP attempt, the proxy exchange, TLS and the WebSocket
     /// handshake (and every redirect hop). Default 10 s, as the CLI.
     public var connectTimeout: Duration = .seconds(10)
-    /// How long the closing handshake may go without progress (RFC 6455 §7.1.1). Default 5 s.
+    /// How long the closing handshake may go without progress (RFC 6455 §7.1.1); after
+    /// `close()`'s Ping, the peer sending counts as progress for at most 10 times this.
+    /// Default 5 s.
     public var closeTimeout: Duration = .seconds(5)
     /// Largest message received, in bytes; a bigger one fails the connection with 1009.
     /// Default 64 MiB, as the CLI.

@@ -30,6 +30,9 @@ public enum ExitStatus: Int32, Sendable, CaseIterable {
     case proxyFailure = 9
     /// The offline queue was full under --queue-policy fail (--reconnect).
     case queueFull = 10
+    /// The closing handshake completed, but the server never confirmed reading every message
+    /// before it (no pong to the end-of-input ping): replies to the last ones may be missing.
+    case deliveryUnconfirmed = 12
     /// --timeout expired (after a closing handshake), as timeout(1) does.
     case timedOut = 124
     /// SIGHUP, SIGINT, SIGTERM: closing handshake with 1001, then 128 + the signal.

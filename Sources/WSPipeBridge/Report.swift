@@ -36,6 +36,9 @@ public enum Failure: Error {
     case closeTimedOut(CloseWait)
     /// `--timeout` expired after the connection was open (exit 124, nothing printed).
     case timedOut
+    /// The end-of-input ping went unanswered: the Close went without the server confirming
+    /// it had read the `messages` sent, `seconds` after the ending began (exit 12).
+    case deliveryUnconfirmed(messages: UInt64, seconds: Double)
     /// stdin could not be read or turned into messages (exit 1).
     case localInput(InputError)
     /// stdout could not be written (exit 1).
@@ -86,6 +89,10 @@ public func report(_ failure: Failure) -> (message: String?, status: ExitStatus)
                 + "gave up \(waited) s after the closing began", .connectionLost)
     case .timedOut:
         return (nil, .timedOut)
+    case .deliveryUnconfirmed(let messages, let seconds):
+        let waited = formatSeconds((seconds * 10).rounded() / 10)
+        return ("the server did not confirm reading all \(messages) message\(messages == 1 ? "" : "s") within \(waited) s; "
+                + "closing anyway: replies may be missing", .deliveryUnconfirmed)
     case .localInput(let error):
         return (error.description, .localError)
     case .localOutput(let why):

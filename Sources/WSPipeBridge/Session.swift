@@ -54,6 +54,9 @@ public final class Session: ConnectionDelegate {
     private var messagesSeen: UInt64 = 0
     private var limitClosing = false            // -n reached
     private var endOfInputAt: Instant?
+    /// The end-of-input ping of the current connection: answered (true), given up on
+    /// (false: exit 12 if the close is otherwise clean), or not sent (nil).
+    private var deliveryConfirmed: Bool?
     private var sent = (messages: UInt64(0), bytes: UInt64(0))  // --send messages (stdin's are the framer's)
     private var timers: [EventLoop.Timer] = []
 
@@ -212,6 +215,7 @@ public final class Session: ConnectionDelegate {
     func begin(_ driver: ConnectionDriver) {
         self.driver = driver
         ending = nil
+        deliveryConfirmed = nil
         lastActivity = .now()  // --idle-timeout counts from the open connection
         lastReceived = lastActivity
         for text in config.sendMessages {
@@ -337,13 +341,13 @@ public final class Session: ConnectionDelegate {
     public func connection(_ connection: ConnectionDriver, didReceiveClose payload: ClosePayload) {
         log.event("received Close \(describe(payload))")
         output.close(payload)
-        stopStdin()
+        pauseStdin()
     }
 
     public func connection(_ connection: ConnectionDriver, didFail error: ReceiveError) {
         output.discardPending()
         _ = say(.protocolFailure(error))  // said now; the exit status comes at the end
-        stopStdin()
+        pauseStdin()
     }
 
     public func connectionDidProcessInput(_ connection: ConnectionDriver) {
@@ -383,8 +387,12 @@ public final class Session: ConnectionDelegate {
         switch note {
         case .pingQueued(let count): log.event("sending ping (\(count) bytes)")
         case .barrierQueued: log.event("end of input: sending ping to check the server has read everything, then Close")
-        case .barrierAnswered: log.event("received pong to the end-of-input ping")
-        case .barrierUnanswered: log.event("no pong to the end-of-input ping within \(formatSeconds(config.closeTimeout)) s; sending Close anyway")
+        case .barrierAnswered:
+            deliveryConfirmed = true
+            log.event("received pong to the end-of-input ping")
+        case .barrierUnanswered(let waited, let messages):
+            deliveryConfirmed = false
+            _ = say(.deliveryUnconfirmed(messages: messages, seconds: waited))  // said now, without -v
         case .closeQueued(let payload): log.event("sending Close \(describe(payload))")
         }
     }
@@ -542,8 +550,16 @@ public final class Session: ConnectionDelegate {
         }
     }
 
+    /// No more stdin for this session (its end, an error, a close of ours).
     private func stopStdin() {
         stdinOpen = false
+        if let watch = stdinWatch { loop.setInterest(watch, []) }
+    }
+
+    /// No more stdin for this connection (the server closed it or broke the protocol):
+    /// stdin stays open for the next one, if a retry or the next client follows (with
+    /// `stopStdin` here, --reconnect after a server's 1001 never read stdin again).
+    private func pauseStdin() {
         if let watch = stdinWatch { loop.setInterest(watch, []) }
     }
 
@@ -739,7 +755,8 @@ public final class Session: ConnectionDelegate {
         if localEnd == .readerGone { return .success }
         switch ending {
         case .closed(let handshake):
-            return handshake.isNormal ? .success : say(.closedByPeer(handshake.received))
+            guard handshake.isNormal else { return say(.closedByPeer(handshake.received)) }
+            return deliveryConfirmed == false ? .deliveryUnconfirmed : .success  // said when it happened
         case .lost(let loss):
             return say(.lost(loss))
         case .timedOut(let wait):
@@ -787,6 +804,7 @@ public final class Session: ConnectionDelegate {
             + "\"close_sent\":\(closeObject(driver?.closeSent)),"
             + "\"close_received\":\(closeObject(driver?.closeReceived)),"
             + "\"ping_rtt_ms\":\(rtt),"
+            + "\"delivery_confirmed\":\(deliveryConfirmed.map { String($0) } ?? "null"),"
             + (config.reconnect == nil ? "" : reconnectStatistics())
             + (servesOnce == nil ? "" : "\"clients\":\(clientsServed),")
             + "\"compression\":\(compressionObject),\"exit\":\(status.rawValue)}").utf8)

@@ -161,6 +161,14 @@ public final class ConnectionDriver: MessageSink {
     private var closeWrittenMark: UInt64?
     private var closeAfterQueue: ClosePayload?
     private var barrier: (payload: [UInt8], close: ClosePayload)?
+    /// Set at the barrier ping: until this instant (and the peer's Close), data from the
+    /// peer counts as progress. A peer that sends is still working through our messages
+    /// (its replies; Python `websockets` reads our Close only once its handler has caught
+    /// up), but one that streams forever must still end.
+    private var incomingCountsUntil: Instant?
+    /// How long, in close timeouts from the barrier ping, data from the peer keeps the
+    /// ending waiting.
+    public static let barrierIncomingLimit = 10.0
     private var pings: PingTracker
     /// Random payload of the end-of-input ping: a ping the owner sends cannot mimic it.
     private let barrierPayload: [UInt8]
@@ -316,6 +324,7 @@ public final class ConnectionDriver: MessageSink {
         guard core.closeSent == nil, ending == nil else { scheduleService(); return }
         acceptsData = false
         barrier = nil  // a Close asked for now replaces one waiting for the barrier ping
+        incomingCountsUntil = nil
         if closeAfterQueue == nil { beginEnding() }
         if core.closeReceived == nil { weStartedClose = true }
         closeAfterQueue = payload
@@ -398,6 +407,7 @@ public final class ConnectionDriver: MessageSink {
         pingQueuedForBarrier = true
         endingMark = outbound.totalQueued
         if core.ping(pending.payload) {
+            incomingCountsUntil = Instant.now().adding(seconds: options.closeTimeout * ConnectionDriver.barrierIncomingLimit)
             delegate?.connection(self, note: .barrierQueued)
             queueControlFrames()
         } else {
@@ -432,6 +442,14 @@ public final class ConnectionDriver: MessageSink {
     private func progressed(at now: Instant) {
         guard progressDeadline != nil else { return }
         progressDeadline = now.adding(seconds: options.closeTimeout)
+    }
+
+    /// The peer sent something after the barrier ping: progress, up to `until`.
+    @inline(never)
+    private func receivedAfterBarrier(until: Instant) {
+        let now = Instant.now()
+        guard now < until, let deadline = progressDeadline else { return }
+        progressDeadline = max(deadline, min(now.adding(seconds: options.closeTimeout), until))
     }
 
     // MARK: - The loop's side
@@ -522,6 +540,7 @@ public final class ConnectionDriver: MessageSink {
                     if discardedAfterClose > ConnectionDriver.drainLimit { return }
                 }
                 processReceived()
+                if let until = incomingCountsUntil { receivedAfterBarrier(until: until) }
                 if n < room && !stream.hasBufferedInput {
                     readReady = false
                     return
@@ -682,10 +701,12 @@ public final class ConnectionDriver: MessageSink {
         }
         if barrier != nil, let deadline = progressDeadline, now >= deadline {
             // The peer answered nothing in time: Close anyway, with a short wait for its echo.
-            delegate?.connection(self, note: .barrierUnanswered)
+            let waited = closingSince.map { now.seconds(since: $0) } ?? options.closeTimeout
+            delegate?.connection(self, note: .barrierUnanswered(waited: waited, messages: messagesSent))
             let cap = now.adding(seconds: min(options.closeTimeout, ConnectionDriver.tcpCloseWait))
             hardDeadline = min(hardDeadline ?? cap, cap)
             progressDeadline = nil
+            incomingCountsUntil = nil
             releaseBarrier()
         }
     }

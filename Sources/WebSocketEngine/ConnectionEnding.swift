@@ -76,8 +76,11 @@ public enum ConnectionNote: Equatable, Sendable {
     case barrierQueued
     /// The barrier ping was answered: the peer has read everything before it.
     case barrierAnswered
-    /// No answer to the barrier ping in time: the Close goes anyway.
-    case barrierUnanswered
+    /// No answer to the barrier ping in time (no progress for the close timeout, or the
+    /// peer kept sending for `ConnectionDriver.barrierIncomingLimit` close timeouts): the
+    /// Close goes anyway. `waited`: seconds since the ending began; `messages`: data
+    /// messages sent on the connection, whose reading the peer did not confirm.
+    case barrierUnanswered(waited: Double, messages: UInt64)
     /// We queued a Close.
     case closeQueued(ClosePayload)
 }

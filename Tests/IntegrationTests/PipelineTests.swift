@@ -789,8 +789,10 @@ final class PipelineTests: IntegrationTestCase {
         let rtt = summary["ping_rtt_ms"] as? Double
         XCTAssertNotNil(rtt, "pings were answered: \(result.stderr)")
         XCTAssertTrue((0..<1000).contains(rtt ?? -1))
+        XCTAssertEqual(summary["delivery_confirmed"] as? Bool, true, "the end-of-input ping was answered")
         XCTAssertEqual(summary["exit"] as? Int, 0)
-        XCTAssertEqual(Set(summary.keys), ["sent", "received", "duration_s", "close_sent", "close_received", "ping_rtt_ms", "compression", "exit"])
+        XCTAssertEqual(Set(summary.keys), ["sent", "received", "duration_s", "close_sent", "close_received", "ping_rtt_ms",
+                                           "delivery_confirmed", "compression", "exit"])
     }
 
     func testStatsAfterFailuresAndTimeouts() throws {

@@ -245,4 +245,49 @@ final class WSKitClientTests: XCTestCase {
         }
         XCTAssertEqual(echoed, count)
     }
+
+    // MARK: - close() against a slow server (issue 26)
+
+    func testCloseWaitsForASlowServerThatIsStillReplying() async throws {
+        // Python websockets sleeping 50 ms every 500 messages: ~2 s to echo the tail of
+        // 20,000, twice the close timeout, while it echoes steadily.
+        let peer = try python("echo.py", ["--pause-every", "500", "--pause", "0.05"])
+        var options = WebSocketOptions()
+        options.closeTimeout = .seconds(1)
+        let ws = try await WebSocket.connect(to: "ws://127.0.0.1:\(peer.port)/", options: options)
+        let count = 20_000
+        let received = try await bounded(60) { () -> Int in
+            let reader = Task { () -> Int in
+                var n = 0
+                for try await _ in ws.messages { n += 1 }
+                return n
+            }
+            for i in 0..<count { try await ws.send(.text("m\(i)")) }
+            try await ws.close()
+            return try await reader.value
+        }
+        XCTAssertEqual(received, count)
+        XCTAssertEqual(ws.deliveryConfirmed, true)
+        XCTAssertEqual(ws.closeCode, 1000)
+    }
+
+    func testCloseGivesUpOnAServerThatStreamsAndNeverAnswersThePing() async throws {
+        // Its stream counts as progress for 10 close timeouts, then the Close goes anyway.
+        let peer = try python("raw.py", ["--scenario", "stream-no-pong"], record: true)
+        var options = WebSocketOptions()
+        options.closeTimeout = .milliseconds(500)
+        let ws = try await WebSocket.connect(to: "ws://127.0.0.1:\(peer.port)/", options: options)
+        let started = monotonicSeconds()
+        try await bounded(20) {
+            let reader = Task { for try await _ in ws.messages {} }
+            try await ws.send(.text("x"))
+            try await ws.close()
+            _ = await reader.result
+        }
+        let elapsed = monotonicSeconds() - started
+        XCTAssertEqual(ws.deliveryConfirmed, false)
+        XCTAssertGreaterThan(elapsed, 4.5, "the stream did not count as progress")
+        XCTAssertLessThan(elapsed, 7.5)
+        XCTAssertEqual(ws.closeCode, 1000)
+    }
 }

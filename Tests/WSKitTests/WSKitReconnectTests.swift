@@ -68,6 +68,47 @@ final class WSKitReconnectTests: XCTestCase {
                              "finished the connection is closed (the peer closed it with 1000)"])
     }
 
+    func testCloseWaitsForASlowServerThatIsStillReplying() async throws {
+        // As WebSocket.close (issue 26): the echoes still coming count as progress.
+        let peer = try Peer.launch(executable: Locations.python,
+                                   arguments: ["\(Locations.peers)/echo.py", "--port", "0", "--pause-every", "500", "--pause", "0.05"],
+                                   environment: Locations.baseEnvironment)
+        defer { peer.process.kill() }
+        var options = WebSocketOptions()
+        options.closeTimeout = .seconds(1)
+        // No resubscription: the server's pauses fall after its 500th, 1000th... echo, so the
+        // last one goes out before a pause (a server that pauses between reading a message
+        // and answering it, and drops the answer at the Close, needs a linger: the Pong says
+        // it read everything, not that it answered everything).
+        var policy = Self.quick
+        policy.resubscribe = []
+        let run = try WebSocket.reconnecting(to: "ws://127.0.0.1:\(peer.port)/", options: options, policy: policy)
+        let count = 20_000
+        let received = try await withTimeout(60) { () -> [String] in
+            var messages: [String] = []
+            var sender: Task<Void, Error>?
+            for try await event in run {
+                switch event {
+                case .connected:
+                    sender = Task {
+                        for i in 0..<count { try await run.send(.text("m\(i)")) }
+                        try await run.close()
+                    }
+                case .message(.text(let text)):
+                    messages.append(text)
+                default:
+                    break
+                }
+            }
+            try await sender?.value
+            return messages
+        }
+        let expected = (0..<count).map { "m\($0)" }
+        XCTAssertEqual(received.count, count, "missing: \(Set(expected).subtracting(received).sorted().prefix(10))")
+        XCTAssertEqual(received, expected)
+        XCTAssertEqual(run.deliveryConfirmed, true)
+    }
+
     func testRetryAfterIsHonouredAndARefusalIsNotRetried() async throws {
         let server = try await WebSocketServer.bind(to: "127.0.0.1:0")
         let port = try XCTUnwrap(server.port)

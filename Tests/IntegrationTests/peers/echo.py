@@ -1,7 +1,10 @@
 """WebSocket echo server (Python `websockets`): every message comes back unchanged,
 text as text and binary as binary. No compression (unless --deflate), no size limit, no
 keepalive pings. --greet-zeros N sends N zero bytes as one binary message first (a
-decompression bomb when compressed).
+decompression bomb when compressed). --pause-every N --pause S: the handler sleeps S seconds
+after every N messages (a server slower than its client: the tail is still being echoed
+when the client's input ends). SIGTERM closes every connection with 1001 (going away) and
+exits: a graceful restart.
 
     echo.py [--host H] [--port 0] [--tls CERT KEY] [--client-ca CA] [--subprotocols a,b]
             [--unix PATH]
@@ -12,6 +15,7 @@ Each message is answered unchanged; a text message "whoami" is answered with the
 client certificate's subject CN (or "anonymous") instead.
 """
 import asyncio
+import signal
 
 import ssl
 
@@ -22,12 +26,15 @@ from common import announce, announce_port, base_parser, tls_context
 
 
 GREET_ZEROS = 0
+PAUSE_EVERY = 0
+PAUSE = 0.0
 
 
 async def echo(websocket):
     try:
         if GREET_ZEROS:
             await websocket.send(bytes(GREET_ZEROS))
+        count = 0
         async for message in websocket:
             if message == "whoami":
                 peer = websocket.transport.get_extra_info("peercert") or {}
@@ -35,6 +42,9 @@ async def echo(websocket):
                 await websocket.send(names[0] if names else "anonymous")
             else:
                 await websocket.send(message)
+            count += 1
+            if PAUSE_EVERY and count % PAUSE_EVERY == 0:
+                await asyncio.sleep(PAUSE)
     except ConnectionClosed:
         pass
 
@@ -47,6 +57,8 @@ async def main():
     parser.add_argument("--deflate", help="accept permessage-deflate with these ServerPerMessageDeflateFactory "
                         "arguments (JSON object, e.g. {\"server_max_window_bits\": 10})")
     parser.add_argument("--greet-zeros", type=int, default=0, help="send a binary message of this many zero bytes first")
+    parser.add_argument("--pause-every", type=int, default=0, help="sleep --pause seconds after every N messages")
+    parser.add_argument("--pause", type=float, default=0.05, help="seconds of each --pause-every sleep")
     args = parser.parse_args()
     subprotocols = [name for name in args.subprotocols.split(",") if name] or None
     context = tls_context(args)
@@ -60,13 +72,17 @@ async def main():
         options["extensions"] = [ServerPerMessageDeflateFactory(**json.loads(args.deflate))]
     global GREET_ZEROS
     GREET_ZEROS = args.greet_zeros
+    global PAUSE_EVERY, PAUSE
+    PAUSE_EVERY, PAUSE = args.pause_every, args.pause
+    stop = asyncio.get_running_loop().create_future()
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, lambda: stop.done() or stop.set_result(None))
     if args.unix:
         async with unix_serve(echo, args.unix, **options):
             announce("PORT 0")
             await asyncio.Future()
     async with serve(echo, args.host, args.port, **options) as server:
         announce_port(server.sockets)
-        await asyncio.Future()
+        await stop  # leaving closes every connection with 1001
 
 
 if __name__ == "__main__":

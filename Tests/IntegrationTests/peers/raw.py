@@ -7,6 +7,9 @@ that misbehave. It reads the client's HTTP request, then acts out --scenario:
   huge-frame       101, then a binary frame header announcing 2^62 payload bytes and 1 KiB of it
   big-text         101, then a 2000-byte text message
   silent           101, then reads everything and answers nothing (no pong, no Close)
+  no-read          101, then neither reads nor sends anything
+  stream-no-pong   101, then a text frame "tick" every 10 ms forever; reads the client's frames,
+                   answers no ping, echoes the Close (then stops streaming and closes TCP)
   close-keep-open  101, Close 1000, then reads everything but never closes TCP
   reject-401       a 401 response with a text body, then TCP close
   no-answer        reads the request and never answers
@@ -123,6 +126,23 @@ class Server(Recorder):
                 writer.write(ok)
                 await self.behave(reader, writer, record, answer_pings=False, echo_close=False)
                 await asyncio.Future()
+            elif scenario == "no-read":
+                writer.write(ok)
+                await writer.drain()
+                await asyncio.Future()
+            elif scenario == "stream-no-pong":
+                writer.write(ok)
+
+                async def stream():
+                    while True:
+                        writer.write(frame(0x1, b"tick"))
+                        await writer.drain()
+                        await asyncio.sleep(0.01)
+                streaming = asyncio.ensure_future(stream())
+                try:
+                    await self.behave(reader, writer, record, answer_pings=False)
+                finally:
+                    streaming.cancel()
             elif scenario == "close-keep-open":
                 writer.write(ok + close_frame(1000))
                 await self.behave(reader, writer, record, echo_close=False)
