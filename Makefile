@@ -6,7 +6,7 @@ PY := .venv/bin/python
 PREFIX ?= /usr/local
 DESTDIR ?=
 
-.PHONY: all setup build demo test unit conformance autobahn autobahn-deflate docs install uninstall fuzz bench bench-deflate bench-broadcast bench-exec profile clean
+.PHONY: all setup build demo test unit conformance autobahn autobahn-deflate docs consumer-check install uninstall fuzz bench bench-deflate bench-broadcast bench-exec profile clean
 
 all: build
 
@@ -22,9 +22,9 @@ demo: setup build
 
 # Everything CI runs: the shared harnesses against the release binary (Autobahn 1-10 and
 # 12-13, client and server roles; each skipped with
-# one line when ../shared is not beside the clone), the documentation, then swift test,
-# whose summary is the last line.
-test: setup build conformance autobahn autobahn-deflate docs unit
+# one line when ../shared is not beside the clone), the documentation, the package as a
+# versioned dependency, then swift test, whose summary is the last line.
+test: setup build conformance autobahn autobahn-deflate docs consumer-check unit
 
 unit:
 	swift test --disable-swift-testing
@@ -47,6 +47,11 @@ autobahn-deflate:
 # symbol or a docc warning.
 docs:
 	@scripts/docs
+
+# examples/consumer built against a tagged snapshot of the working tree with
+# `.package(url:, from:)`, and run (debug build in a temporary directory).
+consumer-check:
+	@scripts/consumer-check
 
 # Installs what `make build` made; it never builds, so `sudo make install` leaves no
 # root-owned files in .build. BIN= installs another binary.

@@ -1,4 +1,8 @@
-// swift-tools-version:6.0
+// swift-tools-version:6.2
+// 6.2: SwiftPM accepts the library targets' unsafeFlags (below) in a version-resolved
+// dependency (`.package(url:, from:)`) only from a 6.2 manifest on; with 6.0 it refuses
+// ("contains unsafe build flags"), and `make consumer-check` fails. WSKit needs a 6.2
+// compiler anyway (nonisolated(nonsending)). The flags' cost: docs/PERFORMANCE.md.
 // wspipe: a WebSocket <-> stdio bridge. Layers, bottom up:
 //   WebSocketCore       sans-I/O RFC 6455 protocol (frames, handshake, UTF-8, close codes)
 //   WebSocketTransport  TCP and TLS (system OpenSSL) byte streams, deadlines, poll
