@@ -6,7 +6,7 @@ PY := .venv/bin/python
 PREFIX ?= /usr/local
 DESTDIR ?=
 
-.PHONY: all setup build demo test unit conformance autobahn autobahn-deflate install uninstall fuzz bench bench-deflate bench-broadcast bench-exec profile clean
+.PHONY: all setup build demo test unit conformance autobahn autobahn-deflate docs consumer-check install uninstall fuzz bench bench-deflate bench-broadcast bench-exec profile clean
 
 all: build
 
@@ -22,9 +22,9 @@ demo: setup build
 
 # Everything CI runs: the shared harnesses against the release binary (Autobahn 1-10 and
 # 12-13, client and server roles; each skipped with
-# one line when ../shared is not beside the clone), then swift test, whose summary is the
-# last line.
-test: setup build conformance autobahn autobahn-deflate unit
+# one line when ../shared is not beside the clone), the documentation, the package as a
+# versioned dependency, then swift test, whose summary is the last line.
+test: setup build conformance autobahn autobahn-deflate docs consumer-check unit
 
 unit:
 	swift test --disable-swift-testing
@@ -41,6 +41,17 @@ autobahn:
 # client and server suites run at the same time): NON-STRICT and UNIMPLEMENTED fail too.
 autobahn-deflate:
 	@AUTOBAHN_OUT=autobahn-deflate scripts/autobahn --sections 12-13 --fail-on NON-STRICT,UNIMPLEMENTED
+
+# The DocC sites of WSKit and WSKitFoundation in .build/docs (no package plugin: the
+# compiler's symbol graphs and the toolchain's docc); fails on an undocumented public
+# symbol or a docc warning.
+docs:
+	@scripts/docs
+
+# examples/consumer built against a tagged snapshot of the working tree with
+# `.package(url:, from:)`, and run (debug build in a temporary directory).
+consumer-check:
+	@scripts/consumer-check
 
 # Installs what `make build` made; it never builds, so `sudo make install` leaves no
 # root-owned files in .build. BIN= installs another binary.

@@ -1,6 +1,8 @@
 /// One whole WebSocket message (RFC 6455 §5.6): text is valid UTF-8, checked as it arrived.
 public enum Message: Sendable, Equatable {
+    /// A text message (opcode 0x1).
     case text(String)
+    /// A binary message (opcode 0x2).
     case binary([UInt8])
 }
 
@@ -13,14 +15,20 @@ public enum Message: Sendable, Equatable {
 /// Backpressure: at most `WebSocketOptions.receiveBufferLimit` bytes of whole messages
 /// wait for the consumer; beyond that the socket is not read until it catches up.
 public struct Messages: AsyncSequence, Sendable {
+    /// A whole message.
     public typealias Element = Message
+    /// What iterating throws: the connection failed, or the iterating task was cancelled.
     public typealias Failure = WebSocketError
     let socket: WebSocket
 
+    /// The iterator. The sequence has one consumer: call `next()` from one task at a time.
     public func makeAsyncIterator() -> Iterator { Iterator(socket: socket) }
 
+    /// The iterator of `Messages`: one per sequence, used by one task at a time.
     public struct Iterator: AsyncIteratorProtocol, Sendable {
+        /// A whole message.
         public typealias Element = Message
+        /// What `next()` throws.
         public typealias Failure = WebSocketError
         let socket: WebSocket
 
@@ -30,6 +38,7 @@ public struct Messages: AsyncSequence, Sendable {
             try await socket.receive()
         }
 
+        /// The next message, as `next()`; the form `for try await` uses inside an actor.
         public mutating func next(isolation actor: isolated (any Actor)?) async throws(WebSocketError) -> Message? {
             try await socket.receive()
         }

@@ -38,6 +38,8 @@ public enum WebSocketError: Error, Sendable, Equatable, CustomStringConvertible 
     /// The task awaiting the operation was cancelled; the connection is closed with 1001.
     case cancelled
 
+    /// One sentence saying what happened, with the facts (address, status, code, file):
+    /// the text to show a user or log.
     public var description: String {
         switch self {
         case .invalidURL(let text), .invalidArgument(let text), .cannotConnect(let text), .cannotListen(let text), .offlineQueueFull(let text), .tls(let text),

@@ -65,6 +65,8 @@ public struct WebSocketOptions: Sendable {
     /// Follow 301/302/303/307/308 handshake answers (never wss → ws; credentials only to the
     /// original host), at most `maximumRedirects`.
     public var followsRedirects = false
+    /// Redirects followed at most, when `followsRedirects` (the CLI's `--max-redirs`); one
+    /// more fails the connect with `.handshakeRejected`.
     public var maximumRedirects = 5
 
     /// - Parameters mirror the properties of the same names.
@@ -93,6 +95,8 @@ public struct WebSocketOptions: Sendable {
         /// `client_no_context_takeover` (§7.1.1.2): we reset ours after each message.
         public var clientNoContextTakeover = false
 
+        /// An offer with these parameters; the defaults are the plain offer
+        /// (`permessage-deflate; client_max_window_bits`).
         public init(serverMaxWindowBits: Int? = nil, clientMaxWindowBits: Int? = nil,
                     serverNoContextTakeover: Bool = false, clientNoContextTakeover: Bool = false) {
             self.serverMaxWindowBits = serverMaxWindowBits
@@ -123,6 +127,7 @@ public struct WebSocketOptions: Sendable {
         public var clientCertificate: (certificateFile: String, keyFile: String, keyPassword: String?)?
         /// Lowest TLS version accepted.
         public var minimumVersion: TLSVersion = .tls12
+        /// The defaults: the system's CA store, peer verified, no client certificate, TLS 1.2.
         public init() {}
     }
 

@@ -27,16 +27,42 @@ import WSKit
 public final class WebSocketTask: Sendable {
     /// A message, as `URLSessionWebSocketTask.Message`.
     public enum Message: Sendable, Equatable {
+        /// A text message.
         case string(String)
+        /// A binary message.
         case data(Data)
     }
 
     /// Close codes, as `URLSessionWebSocketTask.CloseCode` (RFC 6455 §7.4.1), plus codes
     /// registered or private (3000-4999) as `.other`.
     public enum CloseCode: Sendable, Equatable {
-        case invalid, normalClosure, goingAway, protocolError, unsupportedData, noStatusReceived, abnormalClosure,
-             invalidFramePayloadData, policyViolation, messageTooBig, mandatoryExtensionMissing, internalServerError,
-             tlsHandshakeFailure
+        /// No code (0): no Close has come.
+        case invalid
+        /// 1000: the purpose of the connection is fulfilled.
+        case normalClosure
+        /// 1001: an endpoint is going away (a server shutting down, a page left).
+        case goingAway
+        /// 1002: a protocol error.
+        case protocolError
+        /// 1003: a kind of data the endpoint cannot accept.
+        case unsupportedData
+        /// 1005: a Close without a code (never sent on the wire).
+        case noStatusReceived
+        /// 1006: the connection ended without a Close (never sent on the wire).
+        case abnormalClosure
+        /// 1007: a text message that is not valid UTF-8, or similar inconsistent data.
+        case invalidFramePayloadData
+        /// 1008: a message that violates the endpoint's policy.
+        case policyViolation
+        /// 1009: a message too big to process.
+        case messageTooBig
+        /// 1010: the client needed an extension the server did not agree to.
+        case mandatoryExtensionMissing
+        /// 1011: the server met an unexpected condition.
+        case internalServerError
+        /// 1015: the TLS handshake failed (never sent on the wire).
+        case tlsHandshakeFailure
+        /// Any other code: registered (3000-3999) or private (4000-4999).
         case other(Int)
 
         /// The code on the wire (0 for `.invalid`).
@@ -59,6 +85,7 @@ public final class WebSocketTask: Sendable {
             }
         }
 
+        /// The case of a code on the wire: 0 is `.invalid`, an unnamed code `.other`.
         public init(rawValue: Int) {
             let known: [CloseCode] = [.normalClosure, .goingAway, .protocolError, .unsupportedData, .noStatusReceived,
                                       .abnormalClosure, .invalidFramePayloadData, .policyViolation, .messageTooBig,

@@ -23,6 +23,7 @@ public struct WebSocketURL: Sendable, Equatable, CustomStringConvertible {
     public var requestTarget: String
     /// User name and password from `user:pass@`, percent-decoded; nil if absent.
     public var user: String?
+    /// The password of `user:pass@`, percent-decoded; nil if absent.
     public var password: String?
     /// The Unix domain socket to dial instead of host and port (`ws+unix://` URLs and
     /// `--unix-socket`); host and port then only name the server in Host and TLS.
