@@ -68,6 +68,9 @@ public struct BridgeConfiguration: Sendable {
     public var maxMessages: Int?
     /// -1: send only stdin's first message (and -n 1).
     public var oneMessage = false
+    /// --require-count: a session that would end with 0 before -n's count came ends with
+    /// `ExitStatus.countNotReached` instead.
+    public var requireCount = false
     /// --send: text messages sent right after the handshake, before stdin.
     public var sendMessages: [String] = []
     /// --timeout: seconds for the whole session (then a closing handshake and exit 124).

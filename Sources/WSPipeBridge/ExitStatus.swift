@@ -30,6 +30,8 @@ public enum ExitStatus: Int32, Sendable, CaseIterable {
     case proxyFailure = 9
     /// The offline queue was full under --queue-policy fail (--reconnect).
     case queueFull = 10
+    /// --require-count: the session ended cleanly before -n's (or -1's) count of messages came.
+    case countNotReached = 11
     /// --timeout expired (after a closing handshake), as timeout(1) does.
     case timedOut = 124
     /// SIGHUP, SIGINT, SIGTERM: closing handshake with 1001, then 128 + the signal.

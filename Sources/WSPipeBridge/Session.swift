@@ -739,7 +739,8 @@ public final class Session: ConnectionDelegate {
         if localEnd == .readerGone { return .success }
         switch ending {
         case .closed(let handshake):
-            return handshake.isNormal ? .success : say(.closedByPeer(handshake.received))
+            guard handshake.isNormal else { return say(.closedByPeer(handshake.received)) }
+            return countShortfall.map { say($0) } ?? .success
         case .lost(let loss):
             return say(.lost(loss))
         case .timedOut(let wait):
@@ -747,6 +748,14 @@ public final class Session: ConnectionDelegate {
         case .failed, nil:
             return say(.lost(.abandoned))
         }
+    }
+
+    /// --require-count: a clean end before the count came (-n N or -1; per client when
+    /// serving, the one client with --oneshot; across connections with --reconnect).
+    private var countShortfall: Failure? {
+        guard config.requireCount, let limit = output.limit, output.messages < limit else { return nil }
+        let required = config.maxMessages ?? 1
+        return .countNotReached(received: output.messages + UInt64(required) - limit, required: required)
     }
 
     /// The extensions the server agreed to, configured (zlib loaded only now).

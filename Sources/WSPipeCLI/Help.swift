@@ -59,6 +59,7 @@ Exit status:
   8 server closed with a code other than 1000     124 --timeout expired
   9 the proxy refused or failed (CONNECT status not 2xx, SOCKS5 failure, proxy authentication)
   10 the offline queue was full (--queue-policy fail)
+  11 --require-count: the connection ended before -n's count (or -1's reply) came
   129/130/143 SIGHUP/SIGINT/SIGTERM
 
 See man wspipe (man/wspipe.1) for details.

@@ -12,7 +12,7 @@ extension Option {
         HelpSection(title: "Modes:", options: [text, binary, null, chunkSize]),
         HelpSection(title: "Formats:", options: [jsonl, timestamps, base64, wholeInput]),
         HelpSection(title: "Counts and time limits:",
-                    options: [maxMessages, oneMessage, send, timeout, idleTimeout, receiveOnly, sendOnly, stats]),
+                    options: [maxMessages, oneMessage, requireCount, send, timeout, idleTimeout, receiveOnly, sendOnly, stats]),
         HelpSection(title: "Ending:", options: [noClose, linger, closeCode, closeReason, closeTimeout]),
         HelpSection(title: "Connection:", options: [connectTimeout, maxMessageSize, pingInterval, pingTimeout,
                                                     staleTimeout, printPingRTT]),
@@ -81,6 +81,10 @@ extension Option {
     static let oneMessage = Option("--one-message", "1",
                                    help: "send stdin's first message (or none), print one reply, close (-n 1)") {
         $0.config.oneMessage = true
+    }
+    static let requireCount = Option("--require-count", help: "with -n N or -1: exit 11 when the connection ends before N messages",
+                                     "came (default: 0 for a clean close, however many came)") {
+        $0.config.requireCount = true
     }
     static let send = Option("--send", value: "TEXT",
                              help: "send this text message right after the handshake, before stdin (repeatable)") { text, _ in
