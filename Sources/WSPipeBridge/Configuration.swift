@@ -64,6 +64,9 @@ public struct BridgeConfiguration: Sendable {
     public var timestamps = false
     /// --whole-input: all of stdin up to EOF is one message.
     public var wholeInput = false
+    /// The argument `url` was made from when it had no scheme (wscat's `localhost:8080`),
+    /// for -v to say so.
+    public var schemeTakenFrom: String?
     /// -n: close and exit after this many received messages.
     public var maxMessages: Int?
     /// -1: send only stdin's first message (and -n 1).

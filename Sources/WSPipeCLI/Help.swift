@@ -32,7 +32,8 @@ usage: wspipe [options] URL
 
 Bridge stdin/stdout to a WebSocket server (RFC 6455). URL is ws://host[:port]/path or
 wss://...; IPv6 literals in brackets (ws://[::1]:9000/); ws+unix:///run/app.sock:/path
-(and wss+unix://) for a Unix socket. Options may follow the URL.
+(and wss+unix://) for a Unix socket; HOST:PORT[/PATH] without a scheme is ws:// (refused
+with credentials: they would go in clear). Options may follow the URL.
 
 
 """
