@@ -404,7 +404,7 @@ extension Option {
         }
     }
     static let subprotocol = Option("--protocol", value: "NAME",
-                                    help: "offer a subprotocol (repeatable); -v shows the one chosen") { text, name throws(UsageError) in
+                                    help: "offer a subprotocol (repeatable); -v shows the one chosen, or none") { text, name throws(UsageError) in
         try checkSubprotocol(text, option: name)
         return { $0.addSubprotocol(text) }
     }
