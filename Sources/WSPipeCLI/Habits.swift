@@ -36,7 +36,7 @@ enum Habits {
         let shown: String
         if let address = SchemelessAddress(text) {
             shown = address.shown
-        } else if text.contains("://") {
+        } else if hasSchemeSeparator(Array(text.utf8)) {
             shown = Diagnostics.redactedURL(text)
         } else {
             return nil
@@ -77,7 +77,7 @@ struct SchemelessAddress: Equatable {
 
     init?(_ text: String) {
         let bytes = Array(text.utf8)
-        guard !bytes.isEmpty, !text.contains("://") else { return nil }
+        guard !bytes.isEmpty, !hasSchemeSeparator(bytes) else { return nil }
         let pathStart = bytes.firstIndex(of: UInt8(ascii: "/")) ?? bytes.endIndex
         var hostStart = bytes.startIndex
         if let at = bytes[..<pathStart].lastIndex(of: UInt8(ascii: "@")) { hostStart = at + 1 }
@@ -105,4 +105,15 @@ struct SchemelessAddress: Equatable {
         }
         return isAlphanumeric(first) && host.allSatisfy { isAlphanumeric($0) || $0 == UInt8(ascii: "-") || $0 == UInt8(ascii: ".") }
     }
+}
+
+/// Whether `bytes` hold "://". A scan of bytes: String.contains(String) would be the run's
+/// first use of _StringProcessing, 170,000 instructions at every start (see Options.swift).
+func hasSchemeSeparator(_ bytes: [UInt8]) -> Bool {
+    guard bytes.count >= 3 else { return false }
+    for index in 0...(bytes.count - 3)
+    where bytes[index] == UInt8(ascii: ":") && bytes[index + 1] == UInt8(ascii: "/") && bytes[index + 2] == UInt8(ascii: "/") {
+        return true
+    }
+    return false
 }

@@ -75,8 +75,9 @@ extension Option {
     static let maxMessages = Option("--max-messages", "n", value: "N",
                                     help: "close and exit after N received messages (like head -n; websocat's -n",
                                     "means something else); stdin EOF then does not close") { text, name throws(UsageError) in
-        if let habit = Habits.countTakenForURL(text, option: name) { throw UsageError(habit) }
-        guard let count = Int(text), count >= 1 else { throw UsageError("\(name) '\(text)' is not a positive number of messages") }
+        guard let count = Int(text), count >= 1 else {
+            throw UsageError(Habits.countTakenForURL(text, option: name) ?? "\(name) '\(text)' is not a positive number of messages")
+        }
         return { $0.config.maxMessages = count }
     }
     static let oneMessage = Option("--one-message", "1",
