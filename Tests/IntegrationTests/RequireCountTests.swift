@@ -27,6 +27,18 @@ final class RequireCountTests: IntegrationTestCase {
         assertStdout(enough, "a\nb\n")
     }
 
+    /// --idle-timeout's clean close before the count is a shortfall too; --timeout keeps 124.
+    func testIdleTimeoutBeforeTheCountExits11AndTimeoutStays124() throws {
+        let server = try startFrames(["--send-text", "a"])  // then silent, no Close
+        let idle = try runWspipe(["-n", "2", "--require-count", "--idle-timeout", "0.3", url(server)], stdin: .null)
+        assertExit(idle, 11)
+        assertStdout(idle, "a\n")
+        assertStderr(idle, contains: "after 1 of 2 messages")
+        let timed = try runWspipe(["-n", "2", "--require-count", "--timeout", "0.3", url(server)], stdin: .null)
+        assertExit(timed, 124)
+        assertStdout(timed, "a\n")
+    }
+
     /// The cron one-shot: an empty reply is told from a good one.
     func testOneMessageWithoutAReplyExits11() throws {
         let server = try startFrames(["--wait-messages", "1", "--close-code", "1000"])
