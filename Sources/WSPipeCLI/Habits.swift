@@ -4,7 +4,7 @@ import WSPipeBridge
 // a misspelled one, wspipe's equivalents of their flags, and wscat's URL without a scheme.
 // Pure functions of the argument text; the parser decides when to use them.
 
-/// The help for an option that is not wspipe's.
+/// Hints for what users of other tools type: the nearest option, websocat's flags.
 enum Habits {
     /// "did you mean --timeout?" for a long option within two edits of a real one (the
     /// first in --help order among the nearest).
