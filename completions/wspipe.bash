@@ -10,7 +10,7 @@ _wspipe() {
     prev=${COMP_WORDS[COMP_CWORD-1]}
 
     local flags="-t --text -b --binary -0 --null --jsonl --timestamps --base64 --whole-input
-        -1 --one-message --receive-only --send-only --stats --no-close -k --insecure
+        -1 --one-message --require-count --receive-only --send-only --stats --no-close -k --insecure
         -4 --ipv4 -6 --ipv6 -L --location -v --verbose -q --quiet -h --help -V --version
         --echo --broadcast --require-protocol --require-bearer
         --oneshot

@@ -2,7 +2,8 @@
 # cron-snapshot.sh: a cron job that asks a feed for one snapshot and stores the reply.
 #
 # Shows wspipe unattended, as a one-shot request: --send puts the request on the wire (no
-# stdin needed; cron's is /dev/null) and -n 1 closes cleanly once the one reply is written;
+# stdin needed; cron's is /dev/null) and -n 1 closes cleanly once the one reply is written
+# (--require-count: a server that closes before replying is exit status 11, not 0);
 # --timeout bounds the whole session, so a stuck server cannot hold the job (exit status
 # 124, like timeout(1)); the token kept out of the command line (--bearer-file or
 # WSPIPE_BEARER, never --bearer); a `case` on wspipe's exit status that tells "try again
@@ -60,8 +61,8 @@ tmp=$(mktemp "$out.XXXXXX") || { log "cannot create a temporary file next to $ou
 trap 'rm -f "$tmp"' EXIT
 
 # One request, one reply, a time limit: on expiry wspipe closes the connection cleanly
-# and exits with 124.
-"$wspipe" "${options[@]}" --send "$request" -n 1 --timeout "$limit" "$url" </dev/null >"$tmp"
+# and exits with 124; a server that closes before the reply gives 11.
+"$wspipe" "${options[@]}" --send "$request" -n 1 --require-count --timeout "$limit" "$url" </dev/null >"$tmp"
 status=$?
 
 case $status in
@@ -77,6 +78,7 @@ case $status in
     3)   log "cannot connect to $url (wspipe status 3); retrying next run"; exit 75 ;;
     7)   log "connection lost (wspipe status 7); retrying next run"; exit 75 ;;
     124) log "no reply within $limit s; retrying next run"; exit 75 ;;
+    11)  log "the server closed without a reply (wspipe status 11); retrying next run"; exit 75 ;;
     4)   log "TLS failure (wspipe status 4): check the certificate or --cacert"; exit 1 ;;
     5)   log "handshake refused (wspipe status 5): check the token and the URL"; exit 1 ;;
     6)   log "the server broke the WebSocket protocol (wspipe status 6)"; exit 1 ;;

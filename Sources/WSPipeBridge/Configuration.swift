@@ -64,10 +64,16 @@ public struct BridgeConfiguration: Sendable {
     public var timestamps = false
     /// --whole-input: all of stdin up to EOF is one message.
     public var wholeInput = false
+    /// The argument `url` was made from when it had no scheme (wscat's `localhost:8080`),
+    /// for -v to say so.
+    public var schemeTakenFrom: String?
     /// -n: close and exit after this many received messages.
     public var maxMessages: Int?
     /// -1: send only stdin's first message (and -n 1).
     public var oneMessage = false
+    /// --require-count: a session that would end with 0 before -n's count came ends with
+    /// `ExitStatus.countNotReached` instead.
+    public var requireCount = false
     /// --send: text messages sent right after the handshake, before stdin.
     public var sendMessages: [String] = []
     /// --timeout: seconds for the whole session (then a closing handshake and exit 124).

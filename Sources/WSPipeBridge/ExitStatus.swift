@@ -30,6 +30,8 @@ public enum ExitStatus: Int32, Sendable, CaseIterable {
     case proxyFailure = 9
     /// The offline queue was full under --queue-policy fail (--reconnect).
     case queueFull = 10
+    /// --require-count: the session ended cleanly before -n's (or -1's) count of messages came.
+    case countNotReached = 11
     /// The closing handshake completed, but the server never confirmed reading every message
     /// before it (no pong to the end-of-input ping): replies to the last ones may be missing.
     case deliveryUnconfirmed = 12

@@ -27,6 +27,9 @@ public enum Failure: Error {
     case stale(seconds: Double)
     /// The offline queue was full under the fail policy (its bounds: messages, bytes).
     case queueFull(messages: Int, bytes: Int)
+    /// --require-count: the session ended cleanly after `received` of the `required`
+    /// messages (exit 11).
+    case countNotReached(received: UInt64, required: Int)
     /// The server broke the protocol; we failed the connection with `closeCode` (exit 6).
     case protocolFailure(ReceiveError)
     /// The connection ended without a closing handshake, or no pong within `--ping-timeout`
@@ -78,6 +81,9 @@ public func report(_ failure: Failure) -> (message: String?, status: ExitStatus)
         return ("no message received for \(formatSeconds(seconds)) s (--stale-timeout); the connection counts as dead", .connectionLost)
     case .queueFull(let messages, let bytes):
         return ("the offline queue is full (\(messages) messages or \(ByteCount.text(UInt64(bytes)))) and --queue-policy is fail", .queueFull)
+    case .countNotReached(let received, let required):
+        return ("the connection ended after \(received) of \(required) message\(required == 1 ? "" : "s") (--require-count)",
+                .countNotReached)
     case .protocolFailure(let error):
         return ("\(error.description); closing the connection with \(error.closeCode)", .protocolViolation)
     case .lost(let loss):

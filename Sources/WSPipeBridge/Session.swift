@@ -756,6 +756,8 @@ public final class Session: ConnectionDelegate {
         switch ending {
         case .closed(let handshake):
             guard handshake.isNormal else { return say(.closedByPeer(handshake.received)) }
+            // --require-count's shortfall first: the user asked for that status.
+            if let shortfall = countShortfall { return say(shortfall) }
             return deliveryConfirmed == false ? .deliveryUnconfirmed : .success  // said when it happened
         case .lost(let loss):
             return say(.lost(loss))
@@ -764,6 +766,14 @@ public final class Session: ConnectionDelegate {
         case .failed, nil:
             return say(.lost(.abandoned))
         }
+    }
+
+    /// --require-count: a clean end before the count came (-n N or -1; per client when
+    /// serving, the one client with --oneshot; across connections with --reconnect).
+    private var countShortfall: Failure? {
+        guard config.requireCount, let limit = output.limit, output.messages < limit else { return nil }
+        let required = config.maxMessages ?? 1
+        return .countNotReached(received: output.messages + UInt64(required) - limit, required: required)
     }
 
     /// The extensions the server agreed to, configured (zlib loaded only now).
@@ -775,14 +785,19 @@ public final class Session: ConnectionDelegate {
         return [deflate]
     }
 
-    /// -v at the end: wire bytes against payload bytes of compressed messages, both ways.
+    /// -v at the end: the messages each way, how many of them were compressed, and the
+    /// wire bytes against the payload bytes of those (short ones go uncompressed).
     private func compressionSummary(_ driver: ConnectionDriver) -> String {
-        func ratio(_ count: CompressionCount) -> String {
-            guard count.wire > 0 else { return "\(count.messages) messages" }
+        func side(_ total: UInt64, _ count: CompressionCount) -> String {
+            let messages = "\(total) message\(total == 1 ? "" : "s")"
+            guard count.messages > 0 else { return "\(messages) (none compressed)" }
+            guard count.wire > 0 else { return "\(messages) (\(count.messages) compressed)" }
             let times = (Double(count.payload) / Double(count.wire) * 100).rounded() / 100
-            return "\(count.messages) messages, \(ByteCount.text(count.wire)) on the wire for \(ByteCount.text(count.payload)) (\(times)x)"
+            return "\(messages) (\(count.messages) compressed: \(ByteCount.text(count.wire)) on the wire "
+                + "for \(ByteCount.text(count.payload)), \(times)x)"
         }
-        return "permessage-deflate: received \(ratio(driver.compressionIn)); sent \(ratio(driver.compressionOut))"
+        return "permessage-deflate: received \(side(output.messages, driver.compressionIn)); "
+            + "sent \(side(driver.messagesSent, driver.compressionOut))"
     }
 
     /// The --stats line: one JSON object.

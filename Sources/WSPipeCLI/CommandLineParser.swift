@@ -32,6 +32,7 @@ public enum CommandLineParser {
     public static func parse(_ arguments: [String], environment: (String) -> String? = { _ in nil },
                              readFile: (String) -> [UInt8]? = readWholeFile) throws(UsageError) -> Command {
         var urlText: String?
+        var schemeless: SchemelessAddress?
         // Each option's value is checked as it comes (the first mistake is reported); what
         // it sets is applied once the URL is known.
         var setters: [Option.Setter] = []
@@ -75,7 +76,8 @@ public enum CommandLineParser {
                     inline = String(argument[argument.index(after: equals)...])
                 }
                 guard let option = Option.named(name) else {
-                    throw UsageError("unknown option '\(name)'")
+                    let hint = Habits.foreignFlag(name) ?? Habits.suggestion(for: name)
+                    throw UsageError("unknown option '\(name)'" + (hint.map { "; \($0)" } ?? ""))
                 }
                 if !option.takesValue && inline != nil { throw UsageError("option \(name) takes no value") }
                 let text = option.takesValue ? try value(for: name, inline: inline) : ""
@@ -91,7 +93,10 @@ public enum CommandLineParser {
                 var letters = Substring(argument.dropFirst())
                 while let letter = letters.first {
                     letters = letters.dropFirst()
-                    guard let option = Option.named(short: letter) else { throw UsageError("unknown option '-\(letter)'") }
+                    guard let option = Option.named(short: letter) else {
+                        let hint = Habits.foreignFlag("-\(letter)")
+                        throw UsageError("unknown option '-\(letter)'" + (hint.map { "; \($0)" } ?? ""))
+                    }
                     if option.takesValue {
                         let inline = letters.isEmpty ? nil : String(letters)
                         _ = try take(option, value(for: "-\(letter)", inline: inline))
@@ -110,8 +115,10 @@ public enum CommandLineParser {
             url = WebSocketURL.unusedByServer
         } else {
             guard let urlText else { throw UsageError("no URL given; usage: wspipe [options] ws://host[:port]/path") }
+            // wscat's localhost:8080: ws://, checked against credentials below.
+            schemeless = SchemelessAddress(urlText)
             do {
-                url = try WebSocketURL(parsing: urlText)
+                url = try WebSocketURL(parsing: schemeless?.url ?? urlText)
             } catch {
                 throw UsageError(error.description)
             }
@@ -119,6 +126,23 @@ public enum CommandLineParser {
         var settings = Settings(config: BridgeConfiguration(url: url))
         settings.given = given
         for set in setters { set(&settings) }
-        return .run(try settings.finish(environment: environment, readFile: readFile))
+        let config = try settings.finish(environment: environment, readFile: readFile)
+        guard let schemeless, let urlText else { return .run(config) }
+        return .run(try taking(schemeless, given: urlText, config))
+    }
+
+    /// A URL without a scheme is ws://, in clear: refused when credentials would go with it.
+    private static func taking(_ address: SchemelessAddress, given text: String,
+                               _ config: BridgeConfiguration) throws(UsageError) -> BridgeConfiguration {
+        let credentials = address.hasUserInfo ? "user:password@"
+            : config.bearerToken != nil ? "a bearer token"
+            : config.headers.first(where: \.isSensitive).map { "-H \($0.name)" }
+        if let credentials {
+            throw UsageError("'\(address.shown)' has no scheme, and \(credentials) would go with it in clear as ws://: "
+                             + "write wss://, or ws:// to send it unencrypted on purpose")
+        }
+        var config = config
+        config.schemeTakenFrom = text
+        return config
     }
 }

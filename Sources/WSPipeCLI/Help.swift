@@ -32,7 +32,8 @@ usage: wspipe [options] URL
 
 Bridge stdin/stdout to a WebSocket server (RFC 6455). URL is ws://host[:port]/path or
 wss://...; IPv6 literals in brackets (ws://[::1]:9000/); ws+unix:///run/app.sock:/path
-(and wss+unix://) for a Unix socket. Options may follow the URL.
+(and wss+unix://) for a Unix socket; HOST:PORT[/PATH] without a scheme is ws:// (refused
+with credentials: they would go in clear). Options may follow the URL.
 
 
 """
@@ -59,6 +60,7 @@ Exit status:
   8 server closed with a code other than 1000     124 --timeout expired
   9 the proxy refused or failed (CONNECT status not 2xx, SOCKS5 failure, proxy authentication)
   10 the offline queue was full (--queue-policy fail)
+  11 --require-count: the connection ended before -n's count (or -1's reply) came
   12 closed, but the server never confirmed reading every message (no pong at end of input)
   129/130/143 SIGHUP/SIGINT/SIGTERM
 

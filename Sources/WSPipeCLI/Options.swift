@@ -12,7 +12,7 @@ extension Option {
         HelpSection(title: "Modes:", options: [text, binary, null, chunkSize]),
         HelpSection(title: "Formats:", options: [jsonl, timestamps, base64, wholeInput]),
         HelpSection(title: "Counts and time limits:",
-                    options: [maxMessages, oneMessage, send, timeout, idleTimeout, receiveOnly, sendOnly, stats]),
+                    options: [maxMessages, oneMessage, requireCount, send, timeout, idleTimeout, receiveOnly, sendOnly, stats]),
         HelpSection(title: "Ending:", options: [noClose, linger, closeCode, closeReason, closeTimeout]),
         HelpSection(title: "Connection:", options: [connectTimeout, maxMessageSize, pingInterval, pingTimeout,
                                                     staleTimeout, printPingRTT]),
@@ -75,12 +75,18 @@ extension Option {
     static let maxMessages = Option("--max-messages", "n", value: "N",
                                     help: "close and exit after N received messages (like head -n; websocat's -n",
                                     "means something else); stdin EOF then does not close") { text, name throws(UsageError) in
-        guard let count = Int(text), count >= 1 else { throw UsageError("\(name) '\(text)' is not a positive number of messages") }
+        guard let count = Int(text), count >= 1 else {
+            throw UsageError(Habits.countTakenForURL(text, option: name) ?? "\(name) '\(text)' is not a positive number of messages")
+        }
         return { $0.config.maxMessages = count }
     }
     static let oneMessage = Option("--one-message", "1",
                                    help: "send stdin's first message (or none), print one reply, close (-n 1)") {
         $0.config.oneMessage = true
+    }
+    static let requireCount = Option("--require-count", help: "with -n N or -1: exit 11 when the connection ends before N messages",
+                                     "came (default: 0 for a clean close, however many came)") {
+        $0.config.requireCount = true
     }
     static let send = Option("--send", value: "TEXT",
                              help: "send this text message right after the handshake, before stdin (repeatable)") { text, _ in
@@ -399,7 +405,7 @@ extension Option {
         }
     }
     static let subprotocol = Option("--protocol", value: "NAME",
-                                    help: "offer a subprotocol (repeatable); -v shows the one chosen") { text, name throws(UsageError) in
+                                    help: "offer a subprotocol (repeatable); -v shows the one chosen, or none") { text, name throws(UsageError) in
         try checkSubprotocol(text, option: name)
         return { $0.addSubprotocol(text) }
     }

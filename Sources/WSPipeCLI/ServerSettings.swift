@@ -24,11 +24,11 @@ extension Option {
     /// Client options that a server mode has no use for (the default stdio mode uses every
     /// one: see the table in SERVER in the man page). --send, --timeout, --idle-timeout and
     /// --oneshot mean the same per client in every mode.
-    static let refusedByEcho: [Option] = [timestamps, base64, wholeInput, oneMessage, receiveOnly, sendOnly, stats,
+    static let refusedByEcho: [Option] = [timestamps, base64, wholeInput, oneMessage, requireCount, receiveOnly, sendOnly, stats,
                                           noClose, linger, closeCode, closeReason]
-    static let refusedByBroadcast: [Option] = [timestamps, base64, wholeInput, oneMessage, stats, linger]
+    static let refusedByBroadcast: [Option] = [timestamps, base64, wholeInput, oneMessage, requireCount, stats, linger]
     static let refusedByExec: [Option] = [null, chunkSize, timestamps, base64, wholeInput, maxMessages, oneMessage,
-                                          receiveOnly, sendOnly, stats, noClose, linger, closeCode, closeReason]
+                                          requireCount, receiveOnly, sendOnly, stats, noClose, linger, closeCode, closeReason]
 }
 
 extension ServeConfiguration.Mode {
@@ -100,6 +100,10 @@ extension Settings {
         }
         if let option = serveMode.refusedOptions.first(where: { given.contains($0.longName) }) {
             throw UsageError("\(option.longName) has no meaning with -l/--listen \(serveMode.optionName) (see SERVER in the man page)")
+        }
+        if config.requireCount && !oneshot {
+            // Only --oneshot's one client gives the server its exit status.
+            throw UsageError("--require-count with -l needs --oneshot: a server's exit status does not say how each client left")
         }
         try checkCombinations()
         if config.jsonLines && config.mode == .binary { throw UsageError("--jsonl cannot be combined with --binary: --jsonl carries both message types") }

@@ -116,6 +116,9 @@ struct Settings {
         if c.timestamps && !c.jsonLines { throw UsageError("--timestamps needs --jsonl (it adds \"ts\" to each JSON line)") }
         if c.wholeInput && c.base64 { try refuse("--whole-input", "--base64", "--base64 reads one message per line") }
         if c.oneMessage && c.maxMessages != nil { try refuse("-1/--one-message", "-n/--max-messages", "-1 means -n 1") }
+        if c.requireCount && c.maxMessages == nil && !c.oneMessage {
+            throw UsageError("--require-count needs -n N or -1: the count to require")
+        }
         if c.receiveOnly && c.sendOnly { try refuse("--receive-only", "--send-only", "nothing would be bridged") }
         if c.linger != nil {
             if !c.closeOnEndOfInput { try refuse("--linger", "--no-close", "--no-close never closes at the end of input") }

@@ -88,7 +88,11 @@ public struct ClientHandshakeExchange {
         for header in head.headers { log.header("<", header) }
         do {
             let negotiated = try handshake.validate(head)
-            if let chosen = negotiated.subprotocol { log.event("subprotocol: \(chosen)") }
+            if let chosen = negotiated.subprotocol {
+                log.event("subprotocol: \(chosen)")
+            } else if !handshake.subprotocols.isEmpty {
+                log.event("subprotocol: none chosen by the server (offered: \(handshake.subprotocols.joined(separator: ", ")))")
+            }
             return (negotiated, headLength)
         } catch {
             if case .unexpectedStatus = error {

@@ -98,6 +98,23 @@ final class ExamplesTests: XCTestCase {
         XCTAssertEqual(try String(contentsOfFile: output, encoding: .utf8), before)
     }
 
+    /// A feed that closes normally without a reply: --require-count makes it wspipe status
+    /// 11, retried next run (EX_TEMPFAIL); the old snapshot is kept.
+    func testCronSnapshotRetriesWhenTheServerClosesWithoutAReply() throws {
+        let tools = try ExampleTools.require(self)
+        let server = try ExampleServer.start("feed_server.py", ["--no-snapshot"], tools: tools)
+        defer { server.stop() }
+        let directory = try ExampleRun.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let output = directory + "/ticker.json"
+        try Data("{\"old\":true}\n".utf8).write(to: URL(fileURLWithPath: output))
+
+        let result = try ExampleRun.script("examples/cron-snapshot.sh", [server.url, output], tools: tools)
+        XCTAssertEqual(result.status, 75, result.summary)
+        XCTAssertTrue(result.stderr.contains("the server closed without a reply (wspipe status 11)"), result.summary)
+        XCTAssertEqual(try String(contentsOfFile: output, encoding: .utf8), "{\"old\":true}\n")
+    }
+
     func testCronSnapshotSkipsWhileAnotherRunHoldsTheLock() throws {
         let tools = try ExampleTools.require(self)
         let server = try ExampleServer.start("feed_server.py", [], tools: tools)

@@ -43,7 +43,7 @@ final class ExitStatusTests: IntegrationTestCase {
             (["--nope", target], "unknown option '--nope'"),
             (["-Z", target], "unknown option '-Z'"),
             (["http://127.0.0.1:\(listener.port)/"], "unsupported URL scheme 'http'"),
-            (["127.0.0.1:\(listener.port)"], "not a WebSocket URL"),
+            (["127.0.0.1"], "not a WebSocket URL"),
             ([], "no URL given"),
             (["-v"], "no URL given"),
             (["--close-code", "1005", target], "1005"),

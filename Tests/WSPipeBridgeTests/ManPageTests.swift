@@ -141,6 +141,28 @@ final class ManPageTests: XCTestCase {
         }
     }
 
+    /// `man -l` at 80 columns says nothing on stderr: no "cannot adjust line", no "table
+    /// wider than line width" (narrow table columns, long unbreakable words).
+    func testManPageFormatsAt80ColumnsWithoutWarnings() throws {
+        guard let man = ["/usr/bin/man", "/bin/man"].first(where: { FileManager.default.isExecutableFile(atPath: $0) }),
+              FileManager.default.isExecutableFile(atPath: "/usr/bin/groff") else {
+            throw XCTSkip("man or groff is not installed")
+        }
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: man)
+        process.arguments = ["-l", Self.manPagePath]
+        process.environment = ["MANWIDTH": "80", "PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "MANPAGER": "cat", "PAGER": "cat"]
+        let stderr = Pipe()
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = stderr
+        process.standardInput = FileHandle.nullDevice
+        try process.run()
+        let warnings = String(decoding: stderr.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        XCTAssertEqual(process.terminationStatus, 0, warnings)
+        XCTAssertEqual(warnings, "", "MANWIDTH=80 man -l man/wspipe.1 warns")
+    }
+
     // MARK: - The parser itself
 
     func testParserReadsRoffHeadings() {

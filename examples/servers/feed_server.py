@@ -8,6 +8,7 @@ Protocol (one JSON object per text message):
   client: {"op":"snapshot","ch":"ticker"}
   server: one message {"ch":"ticker","seq":0,"price":...,"snapshot":true}; the connection
           stays open for further requests (the client closes it)
+          (with --no-snapshot: no message, Close 1000 "no snapshot yet")
 
   anything else: {"error":"..."} and Close 4000 (wspipe then exits with status 8)
 
@@ -17,6 +18,7 @@ server answers HTTP 401 (wspipe exits with status 5).
 Usage:
   .venv/bin/python examples/servers/feed_server.py [--port 8765] [--count 5] [--interval 0]
                                                    [--seed 1] [--token TOKEN] [--snapshot-delay 0]
+                                                   [--no-snapshot]
 With --port 0 the kernel picks a free port. In every case the first stdout line is
 "PORT <n>", printed once the server is listening. Stop it with Ctrl-C or SIGTERM.
 """
@@ -42,6 +44,8 @@ def parse_args():
                         help="seconds between ticker messages (default 0)")
     parser.add_argument("--seed", type=int, default=1, help="seed for the price walk (default 1)")
     parser.add_argument("--token", default=None, help="require 'Authorization: Bearer TOKEN'")
+    parser.add_argument("--no-snapshot", action="store_true",
+                        help="answer a snapshot request with Close 1000 \"no snapshot yet\" and no message")
     parser.add_argument("--snapshot-delay", type=float, default=0.0,
                         help="seconds to wait before answering a snapshot request (default 0)")
     return parser.parse_args()
@@ -80,6 +84,9 @@ def main():
                 if not isinstance(request, dict) or request.get("ch") != "ticker":
                     await ws.send(json.dumps({"error": "expected {\"op\":...,\"ch\":\"ticker\"}"}))
                     await ws.close(4000, "bad request")
+                    return
+                if request.get("op") == "snapshot" and args.no_snapshot:
+                    await ws.close(1000, "no snapshot yet")
                     return
                 if request.get("op") == "snapshot":
                     if args.snapshot_delay > 0:

@@ -1,0 +1,119 @@
+import WSPipeBridge
+
+// What users of websocat and wscat type, and what wspipe says back: the nearest option for
+// a misspelled one, wspipe's equivalents of their flags, and wscat's URL without a scheme.
+// Pure functions of the argument text; the parser decides when to use them.
+
+/// Hints for what users of other tools type: the nearest option, websocat's flags.
+enum Habits {
+    /// "did you mean --timeout?" for a long option within two edits of a real one (the
+    /// first in --help order among the nearest).
+    static func suggestion(for name: String) -> String? {
+        var best: (name: String, distance: Int)?
+        for option in Option.allCases {
+            let distance = editDistance(name, option.longName, limit: 2)
+            if distance <= 2 && distance < (best?.distance ?? 3) { best = (option.longName, distance) }
+        }
+        return best.map { "did you mean \($0.name)?" }
+    }
+
+    /// websocat's flags that wspipe does not have, with what to write instead.
+    static func foreignFlag(_ name: String) -> String? {
+        switch name {
+        case "-s", "--server-mode":
+            return "websocat's \(name) PORT is wspipe -l PORT (standard input and output to one client at a time; "
+                + "-l PORT --echo for an echo server)"
+        case "-E", "--exit-on-eof":
+            return "websocat's \(name) is what wspipe does by default: the end of standard input closes the "
+                + "connection, and the server's Close ends the session"
+        default:
+            return nil
+        }
+    }
+
+    /// -n's value when it is a URL: websocat's -n is --no-close.
+    static func countTakenForURL(_ text: String, option: String) -> String? {
+        let shown: String
+        if let address = SchemelessAddress(text) {
+            shown = address.shown
+        } else if hasSchemeSeparator(Array(text.utf8)) {
+            shown = Diagnostics.redactedURL(text)
+        } else {
+            return nil
+        }
+        return "-n/\(option) takes a number of messages, not the URL '\(shown)' "
+            + "(websocat's -n is wspipe's --no-close)"
+    }
+
+    /// Levenshtein distance of `a` and `b`, or `limit + 1` once it must exceed `limit`.
+    static func editDistance(_ a: String, _ b: String, limit: Int) -> Int {
+        let a = Array(a.utf8), b = Array(b.utf8)
+        guard abs(a.count - b.count) <= limit else { return limit + 1 }
+        guard !a.isEmpty, !b.isEmpty else { return max(a.count, b.count) }
+        var previous = Array(0...b.count)
+        var current = previous
+        for i in 1...a.count {
+            current[0] = i
+            for j in 1...b.count {
+                current[j] = min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1))
+            }
+            // Every path goes through this row: past the limit here, past it at the end.
+            if current.allSatisfy({ $0 > limit }) { return limit + 1 }
+            swap(&previous, &current)
+        }
+        return min(previous[b.count], limit + 1)
+    }
+}
+
+/// wscat's `HOST:PORT[/PATH]` without a scheme (HOST a name, IPv4 or `[IPv6]`, PORT
+/// digits), which wspipe takes as `ws://HOST:PORT/PATH`. `userInfo` is set when the text
+/// has `user:password@` before the host: then it is not taken (credentials in clear).
+struct SchemelessAddress: Equatable {
+    /// `ws://HOST:PORT/PATH`, still to be parsed as a URL.
+    let url: String
+    let hasUserInfo: Bool
+    /// The text for messages: user information as `[redacted]@`.
+    let shown: String
+
+    init?(_ text: String) {
+        let bytes = Array(text.utf8)
+        guard !bytes.isEmpty, !hasSchemeSeparator(bytes) else { return nil }
+        let pathStart = bytes.firstIndex(of: UInt8(ascii: "/")) ?? bytes.endIndex
+        var hostStart = bytes.startIndex
+        if let at = bytes[..<pathStart].lastIndex(of: UInt8(ascii: "@")) { hostStart = at + 1 }
+        let authority = bytes[hostStart..<pathStart]  // without the user information
+        guard let colon = authority.lastIndex(of: UInt8(ascii: ":")) else { return nil }
+        let host = authority[..<colon], port = authority[(colon + 1)...]
+        guard !port.isEmpty, port.count <= 5, port.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }),
+              SchemelessAddress.isHost(host) else { return nil }
+        let path = pathStart == bytes.endIndex ? "/" : String(decoding: bytes[pathStart...], as: UTF8.self)
+        url = "ws://" + String(decoding: bytes[hostStart..<pathStart], as: UTF8.self) + path
+        hasUserInfo = hostStart != bytes.startIndex
+        shown = (hasUserInfo ? "[redacted]@" : "") + String(decoding: bytes[hostStart...], as: UTF8.self)
+    }
+
+    /// A name or IPv4 address (letters, digits, '-', '.', starting with a letter or digit),
+    /// or an IPv6 address in brackets.
+    private static func isHost(_ host: ArraySlice<UInt8>) -> Bool {
+        guard let first = host.first else { return false }
+        func isAlphanumeric(_ byte: UInt8) -> Bool {
+            (byte >= 0x30 && byte <= 0x39) || (byte | 0x20 >= 0x61 && byte | 0x20 <= 0x7A)
+        }
+        if first == UInt8(ascii: "[") {
+            guard host.count > 2, host.last == UInt8(ascii: "]") else { return false }
+            return host.dropFirst().dropLast().allSatisfy { isAlphanumeric($0) || $0 == UInt8(ascii: ":") || $0 == UInt8(ascii: ".") }
+        }
+        return isAlphanumeric(first) && host.allSatisfy { isAlphanumeric($0) || $0 == UInt8(ascii: "-") || $0 == UInt8(ascii: ".") }
+    }
+}
+
+/// Whether `bytes` hold "://". A scan of bytes: String.contains(String) would be the run's
+/// first use of _StringProcessing, 170,000 instructions at every start (see Options.swift).
+func hasSchemeSeparator(_ bytes: [UInt8]) -> Bool {
+    guard bytes.count >= 3 else { return false }
+    for index in 0...(bytes.count - 3)
+    where bytes[index] == UInt8(ascii: ":") && bytes[index + 1] == UInt8(ascii: "/") && bytes[index + 2] == UInt8(ascii: "/") {
+        return true
+    }
+    return false
+}
