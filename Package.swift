@@ -84,7 +84,7 @@ let package = Package(
         ),
         .target(
             name: "WSPipeCLI",
-            dependencies: ["WSPipeBridge", "WebSocketCore", "WebSocketTransport", "WebSocketEngine", "CWSPipeShims"]
+            dependencies: ["WSPipeBridge", "WebSocketCore", "WebSocketTransport", "WebSocketEngine", "WebSocketExec", "CWSPipeShims"]
         ),
         .executableTarget(
             name: "wspipe",
