@@ -1,36 +1,11 @@
 // InputFramer without sockets: stdin bytes in reads of any size become the same messages,
 // a bad line is never sent in part, and what follows a -1 message or a --jsonl close stays
 // for `resume` (the one-client server's next client).
+import EngineTestSupport
 import XCTest
 import WebSocketCore
 import WebSocketEngine
 @testable import WSPipeBridge
-
-/// What the framer hands its sink, frame by frame, copied at once (the pieces point into
-/// the caller's reads).
-private final class RecordingSink: MessageSink {
-    struct Frame: Equatable {
-        var opcode: Opcode
-        var fin: Bool
-        var payload: [UInt8]
-    }
-    var frames: [Frame] = []
-    /// The buffer each zero-copy frame said it lies in (nil for decoded bytes).
-    var owners: [ByteBuffer?] = []
-
-    func send(_ opcode: Opcode, fin: Bool, _ payload: UnsafeMutableRawPointer?, count: Int, in owner: ByteBuffer?) {
-        frames.append(Frame(opcode: opcode, fin: fin, payload: payload.map { Array(UnsafeRawBufferPointer(start: $0, count: count)) } ?? []))
-        owners.append(owner)
-    }
-
-    func send(_ opcode: Opcode, fin: Bool, bytes: [UInt8]) {
-        frames.append(Frame(opcode: opcode, fin: fin, payload: bytes))
-        owners.append(nil)
-    }
-
-    /// Whole messages, as text (every frame of these tests' messages is final).
-    var texts: [String] { frames.map { String(decoding: $0.payload, as: UTF8.self) } }
-}
 
 /// A read of stdin holding `bytes`.
 private func chunk(_ bytes: some Collection<UInt8>) -> ByteBuffer {
