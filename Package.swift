@@ -90,7 +90,7 @@ let package = Package(
         ),
         .target(
             name: "WSPipeCLI",
-            dependencies: ["WSPipeBridge", "WebSocketCore", "WebSocketTransport", "WebSocketEngine", "CWSPipeShims"]
+            dependencies: ["WSPipeBridge", "WebSocketCore", "WebSocketTransport", "WebSocketEngine", "WebSocketExec", "CWSPipeShims"]
         ),
         .executableTarget(
             name: "wspipe",
@@ -145,6 +145,14 @@ let package = Package(
             name: "TestSupport",
             path: "Tests/TestSupport"
         ),
+        // The engine-level helpers of the test targets that run drivers and framers: the
+        // delegate and sink recorders, a socketpair of streams, turning a loop until a
+        // condition holds (TestSupport cannot see the engine).
+        .target(
+            name: "EngineTestSupport",
+            dependencies: ["WebSocketEngine", "WebSocketTransport", "WebSocketCore"],
+            path: "Tests/EngineTestSupport"
+        ),
         .testTarget(
             name: "WebSocketCoreTests",
             dependencies: ["WebSocketCore", "TestSupport"]
@@ -155,15 +163,15 @@ let package = Package(
         ),
         .testTarget(
             name: "WebSocketEngineTests",
-            dependencies: ["WebSocketEngine", "WebSocketTransport", "WebSocketCore", "TestSupport"]
+            dependencies: ["WebSocketEngine", "WebSocketTransport", "WebSocketCore", "TestSupport", "EngineTestSupport"]
         ),
         .testTarget(
             name: "WebSocketExecTests",
-            dependencies: ["WebSocketExec", "WebSocketEngine", "WebSocketTransport", "WebSocketCore", "TestSupport"]
+            dependencies: ["WebSocketExec", "WebSocketEngine", "WebSocketTransport", "WebSocketCore", "TestSupport", "EngineTestSupport"]
         ),
         .testTarget(
             name: "WSPipeBridgeTests",
-            dependencies: ["WSPipeBridge", "WSPipeCLI", "WebSocketEngine", "WebSocketTransport", "TestSupport"]
+            dependencies: ["WSPipeBridge", "WSPipeCLI", "WebSocketEngine", "WebSocketTransport", "TestSupport", "EngineTestSupport"]
         ),
         .testTarget(
             name: "WSKitTests",

@@ -136,7 +136,9 @@ extension SettingNames {
         proxySource: { _ in nil }, ipv4Only: "addressFamily", ipv6Only: "addressFamily",
         connectTimeout: "WebSocketOptions.connectTimeout", caFile: "tls.caFile", insecure: "tls.verifiesPeer = false",
         keyPassphrase: "tls.clientCertificate's keyPassword", keyFile: "tls.clientCertificate's keyFile",
-        clientCertificate: "tls.clientCertificate", certificate: "tls.clientCertificate", minimumVersion: "tls.minimumVersion")
+        clientCertificate: "tls.clientCertificate", certificate: "tls.clientCertificate", minimumVersion: "tls.minimumVersion",
+        proxy: "WebSocketOptions.proxy", proxyOff: "WebSocketOptions.proxy = .none", noProxy: "WebSocketOptions.noProxy",
+        connectTo: "WebSocketOptions.connectTo", verificationOff: "tls.verifiesPeer = false")
 
     /// The names of `WebSocketServerOptions.TLS`, for a server's TLS settings.
     static let libraryServer: SettingNames = {

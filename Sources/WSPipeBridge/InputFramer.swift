@@ -48,7 +48,10 @@ enum InputAction: Equatable {
     case limitReached
 }
 
-/// Turns stdin bytes into masked frames on an `OutboundQueue`.
+/// Turns stdin bytes into data messages for a `MessageSink` (the connection driver, which
+/// frames them; the broadcast; the offline queue while reconnecting; --send-file's check)
+/// and into the `InputAction`s a line asks for. It frames nothing itself and sets no size
+/// limit on what it sends.
 ///
 /// - `.lines`: each separator-terminated line, without the separator, is one text message;
 ///   a final line without separator is sent at end of input. A line is validated as UTF-8

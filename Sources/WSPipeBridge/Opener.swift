@@ -34,6 +34,8 @@ struct Opener {
 }
 
 extension Diagnostics: OpeningLog {
+    public var settingNames: SettingNames { commandLineNames }
+
     public func shownTarget(_ target: String) -> String { Diagnostics.redactedTarget(target) }
 
     public func redirecting(status: Int, to url: WebSocketURL, sameHost: Bool) {

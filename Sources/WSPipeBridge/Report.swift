@@ -173,11 +173,13 @@ private func message(_ error: OpenError) -> String {
     }
 }
 
-/// The CLI's names for the settings that error sentences advise (the transport words them).
+/// The CLI's names for the settings that error sentences advise and -v's dialing lines
+/// mention (the transport words them; the man page documents the lines).
 let commandLineNames = SettingNames(
     proxySource: { name($0) }, ipv4Only: "-4", ipv6Only: "-6", connectTimeout: "--connect-timeout",
     caFile: "--cacert FILE", insecure: "-k/--insecure", keyPassphrase: "--key-pass-env VAR or --key-pass-file FILE",
-    keyFile: "--key", clientCertificate: "--cert and --key", certificate: "--cert", minimumVersion: "--tls-min")
+    keyFile: "--key", clientCertificate: "--cert and --key", certificate: "--cert", minimumVersion: "--tls-min",
+    proxy: "--proxy", proxyOff: "--proxy ''", noProxy: "--noproxy", connectTo: "--connect-to", verificationOff: "--insecure")
 
 private func message(_ error: TransportError) -> String { error.sentence(commandLineNames) }
 

@@ -62,7 +62,8 @@ public struct ClientOpener: Sendable {
             }
             let stream: ByteStream
             do {
-                stream = try Dialer.connect(to: url, options: options, deadline: deadline, log: { [log] in log.event($0) })
+                stream = try Dialer.connect(to: url, options: options, deadline: deadline, names: log.settingNames,
+                                            log: { [log] in log.event($0) })
             } catch {
                 throw .transport(error)
             }

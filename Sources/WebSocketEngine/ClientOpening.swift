@@ -15,6 +15,8 @@ public protocol OpeningLog: Sendable {
     func shownTarget(_ target: String) -> String
     /// The opener follows a redirect to `url`; `sameHost`: credentials go along.
     func redirecting(status: Int, to url: WebSocketURL, sameHost: Bool)
+    /// The face's names for the settings the dialer's events mention ("--connect-to").
+    var settingNames: SettingNames { get }
 }
 
 /// An `OpeningLog` that says nothing.
@@ -25,6 +27,13 @@ public struct SilentOpeningLog: OpeningLog {
     public func event(_ message: @autoclosure () -> String) {}
     public func shownTarget(_ target: String) -> String { target }
     public func redirecting(status: Int, to url: WebSocketURL, sameHost: Bool) {}
+    /// Empty: this log shows no line that would name a setting.
+    public var settingNames: SettingNames { SilentOpeningLog.unsaid }
+
+    private static let unsaid = SettingNames(
+        proxySource: { _ in nil }, ipv4Only: nil, ipv6Only: nil, connectTimeout: "", caFile: "", insecure: nil,
+        keyPassphrase: "", keyFile: nil, clientCertificate: nil, certificate: nil, minimumVersion: nil,
+        proxy: "", proxyOff: "", noProxy: "", connectTo: "", verificationOff: "")
 }
 
 /// Why a connection never opened, as facts (the CLI's `report(.open(_:))` words it).

@@ -46,15 +46,15 @@ public enum Route: Sendable, Equatable, CustomStringConvertible {
 /// tunnel through an HTTP, HTTPS or SOCKS5 proxy; then TLS for wss://. Everything before
 /// `deadline` (`--connect-timeout`).
 public enum Dialer {
-    /// The route for `url`. Throws `.proxyVariable` for a proxy variable that is not a
-    /// proxy URL.
-    public static func route(for url: WebSocketURL, options: DialOptions) throws(TransportError) -> Route {
+    /// The route for `url`, its reasons worded with `names`. Throws `.proxyVariable` for a
+    /// proxy variable that is not a proxy URL.
+    public static func route(for url: WebSocketURL, options: DialOptions, names: SettingNames) throws(TransportError) -> Route {
         if let path = url.unixSocketPath { return .unix(path: path) }
         let target = options.connectTo ?? HostPort(host: url.host, port: url.port)
         let choice: ProxyChoice
         do {
             choice = try ProxySelection.choose(for: url, setting: options.proxy, noProxy: options.noProxy,
-                                               environment: { options.environment[$0] })
+                                               environment: { options.environment[$0] }, names: names)
         } catch {
             throw .proxyVariable(error)
         }
@@ -71,14 +71,15 @@ public enum Dialer {
                           clientCertificate: options.clientCertificate, minimumVersion: options.minimumTLSVersion)
     }
 
-    /// Connects to `url` as `options` say, TLS included for wss://, before `deadline`.
-    /// Throws a `TransportError`: what failed, where, and for which host.
-    public static func connect(to url: WebSocketURL, options: DialOptions, deadline: Deadline,
+    /// Connects to `url` as `options` say, TLS included for wss://, before `deadline`;
+    /// `log` gets what it does, with settings named by `names`. Throws a `TransportError`:
+    /// what failed, where, and for which host.
+    public static func connect(to url: WebSocketURL, options: DialOptions, deadline: Deadline, names: SettingNames,
                                log: @escaping (String) -> Void = { _ in }) throws(TransportError) -> ByteStream {
-        let route = try route(for: url, options: options)
+        let route = try route(for: url, options: options, names: names)
         log("route: \(route)")
         if let connectTo = options.connectTo, url.unixSocketPath == nil {
-            log("--connect-to: dialing \(connectTo) instead of \(HostPort(host: url.host, port: url.port)); Host"
+            log("\(names.connectTo): dialing \(connectTo) instead of \(HostPort(host: url.host, port: url.port)); Host"
                 + "\(url.isSecure ? ", SNI and certificate name" : "") stay \(url.host)")
         }
         let stream: ByteStream
@@ -89,7 +90,7 @@ public enum Dialer {
             stream = try TCPConnector.connect(host: target.host, port: target.port, options: options.connect,
                                               deadline: deadline, log: log)
         case .proxy(_, let target, _, let hop):
-            stream = try tunnel(through: hop, to: target, options: options, deadline: deadline, log: log)
+            stream = try tunnel(through: hop, to: target, options: options, deadline: deadline, names: names, log: log)
         }
         guard url.isSecure else { return stream }
         let tls = tlsOptions(for: url, options: options)
@@ -97,7 +98,7 @@ public enum Dialer {
             log("TLS server name (SNI and certificate check): \(tls.serverName)")
         }
         do {
-            return try TLSStream.connect(over: stream, options: tls, deadline: deadline, log: log)
+            return try TLSStream.connect(over: stream, options: tls, deadline: deadline, names: names, log: log)
         } catch {
             stream.close()
             throw error
@@ -105,7 +106,7 @@ public enum Dialer {
     }
 
     private static func tunnel(through hop: ProxyHop, to target: HostPort, options: DialOptions, deadline: Deadline,
-                               log: @escaping (String) -> Void) throws(TransportError) -> ByteStream {
+                               names: SettingNames, log: @escaping (String) -> Void) throws(TransportError) -> ByteStream {
         let proxy = hop.proxy
         let tcp: TCPStream
         do {
@@ -132,7 +133,7 @@ public enum Dialer {
                                      caFile: options.caFile, clientCertificate: nil, minimumVersion: options.minimumTLSVersion,
                                      plainPeerHint: TLSOptions.plainHTTPProxyHint)
                 do throws(TransportError) {
-                    carrier = try TLSStream.connect(over: tcp, options: tls, deadline: deadline,
+                    carrier = try TLSStream.connect(over: tcp, options: tls, deadline: deadline, names: names,
                                                     log: { log("\(proxy.name): \($0)") })
                 } catch {
                     switch error {

@@ -1,8 +1,9 @@
 import Glibc
 
-/// How a face names its settings in the advice error sentences carry: the facts and the
-/// wording are the transport's, the names are the face's (the CLI says "--cacert FILE",
-/// the library "tls.caFile"). A nil name leaves that advice out.
+/// How a face names its settings in the advice error sentences carry and in the lines the
+/// dialer logs: the facts and the wording are the transport's, the names are the face's
+/// (the CLI says "--cacert FILE", the library "tls.caFile"). A nil name leaves that advice
+/// out.
 public struct SettingNames: Sendable {
     /// Where a proxy came from ("--proxy", or the variable's name); nil: not said.
     public var proxySource: @Sendable (ProxySource) -> String?
@@ -25,10 +26,23 @@ public struct SettingNames: Sendable {
     public var certificate: String?
     /// The lowest TLS version accepted ("--tls-min").
     public var minimumVersion: String?
+    // The dialer's log lines (-v):
+    /// The proxy setting, as a route's source ("--proxy").
+    public var proxy: String
+    /// The proxy setting turned off, as a direct route's reason ("--proxy ''").
+    public var proxyOff: String
+    /// The hosts that go without a proxy, given as a setting ("--noproxy").
+    public var noProxy: String
+    /// Dialing another host and port than the URL's ("--connect-to").
+    public var connectTo: String
+    /// Certificate verification turned off, noted on an established TLS connection
+    /// ("--insecure").
+    public var verificationOff: String
 
     public init(proxySource: @escaping @Sendable (ProxySource) -> String?, ipv4Only: String?, ipv6Only: String?,
                 connectTimeout: String, caFile: String, insecure: String?, keyPassphrase: String, keyFile: String?,
-                clientCertificate: String?, certificate: String?, minimumVersion: String?) {
+                clientCertificate: String?, certificate: String?, minimumVersion: String?,
+                proxy: String, proxyOff: String, noProxy: String, connectTo: String, verificationOff: String) {
         self.proxySource = proxySource
         self.ipv4Only = ipv4Only
         self.ipv6Only = ipv6Only
@@ -40,6 +54,11 @@ public struct SettingNames: Sendable {
         self.clientCertificate = clientCertificate
         self.certificate = certificate
         self.minimumVersion = minimumVersion
+        self.proxy = proxy
+        self.proxyOff = proxyOff
+        self.noProxy = noProxy
+        self.connectTo = connectTo
+        self.verificationOff = verificationOff
     }
 }
 

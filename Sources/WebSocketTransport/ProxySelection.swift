@@ -103,7 +103,8 @@ public struct NoProxyList: Sendable, Equatable {
 public struct ProxyChoice: Sendable, Equatable {
     /// nil: connect directly.
     public var proxy: ProxyURL?
-    /// Where the decision came from: "--proxy", "https_proxy", "no_proxy matches ...".
+    /// Where the decision came from, in the face's `SettingNames`: "--proxy",
+    /// "https_proxy", "no_proxy matches ...".
     public var reason: String
     /// Where `proxy` was set (nil without a proxy), for error messages.
     public var source: ProxySource?
@@ -151,8 +152,9 @@ public enum ProxySelection {
         return ["ws_proxy", "WS_PROXY", "http_proxy"] + (cgi ? [] : ["HTTP_PROXY"]) + ["all_proxy", "ALL_PROXY"]
     }
 
+    /// `names` word the choice's `reason` (a variable is named as it is spelled).
     public static func choose(for url: WebSocketURL, setting: ProxySetting, noProxy: String?,
-                              environment: (String) -> String?) throws(ProxyConfigurationError) -> ProxyChoice {
+                              environment: (String) -> String?, names: SettingNames) throws(ProxyConfigurationError) -> ProxyChoice {
         func value(_ name: String) -> String? {
             guard let text = environment(name)?.trimmingWhitespace, !text.isEmpty else { return nil }
             return text
@@ -161,7 +163,7 @@ public enum ProxySelection {
         let source: ProxySource
         switch setting {
         case .none:
-            return ProxyChoice(proxy: nil, reason: "--proxy ''")
+            return ProxyChoice(proxy: nil, reason: names.proxyOff)
         case .url(let given):
             proxy = given
             source = .option
@@ -178,14 +180,14 @@ public enum ProxySelection {
             }
             source = .variable(name)
         }
-        let bypass: (list: String, name: String)? = noProxy.map { ($0, "--noproxy") }
+        let bypass: (list: String, name: String)? = noProxy.map { ($0, names.noProxy) }
             ?? value("no_proxy").map { ($0, "no_proxy") } ?? value("NO_PROXY").map { ($0, "NO_PROXY") }
         if let bypass, NoProxyList(bypass.list).matches(host: url.host, port: url.port) {
             return ProxyChoice(proxy: nil, reason: "\(bypass.name) matches \(url.host)")
         }
         let reason: String
         switch source {
-        case .option: reason = "--proxy"
+        case .option: reason = names.proxy
         case .variable(let name): reason = name
         }
         return ProxyChoice(proxy: proxy, reason: reason, source: source)

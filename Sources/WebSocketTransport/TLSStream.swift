@@ -191,8 +191,8 @@ public final class TLSStream: ByteStream {
 
     /// Runs the TLS handshake over `carrier` before `deadline`. Throws `.tls` with the
     /// reason (certificate expired, wrong host, unknown CA, client certificate refused,
-    /// protocol failure) or `.timedOut`.
-    public static func connect(over carrier: ByteStream, options: TLSOptions, deadline: Deadline,
+    /// protocol failure) or `.timedOut`. `names` words what `log` gets.
+    public static func connect(over carrier: ByteStream, options: TLSOptions, deadline: Deadline, names: SettingNames,
                                log: (String) -> Void = { _ in }) throws(TransportError) -> TLSStream {
         let context: OpaquePointer
         do throws(TLSFailure) {
@@ -243,7 +243,7 @@ public final class TLSStream: ByteStream {
                 let version = wsp_SSL_get_version(ssl).map { String(cString: $0) } ?? "TLS"
                 let cipher = wsp_SSL_cipher_name(ssl).map { String(cString: $0) } ?? ""
                 stream.summary = "\(version) \(cipher)"
-                log("TLS established: \(stream.summary)\(options.verifyPeer ? "" : " (certificate not verified: --insecure)")")
+                log("TLS established: \(stream.summary)\(options.verifyPeer ? "" : " (certificate not verified: \(names.verificationOff))")")
                 return stream
             case .wouldBlock(let wanted):
                 interest = wanted

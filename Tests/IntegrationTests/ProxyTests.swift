@@ -222,6 +222,17 @@ final class ProxyTests: IntegrationTestCase {
         XCTAssertEqual(proxy.recordCount, 1, "only the forced run went through the proxy")
     }
 
+    /// -v names the option that sent a host around the proxy (the transport words the
+    /// route with the CLI's setting names).
+    func testVerboseRouteNamesNoproxy() throws {
+        let echo = try startEcho()
+        let environment = ["http_proxy": "http://127.0.0.1:1", "no_proxy": "other.example"]
+        let result = try runWspipe(["-v", "--noproxy", "localhost", url(echo, host: "localhost")], stdin: .bytes(Array("x\n".utf8)),
+                                   environment: environment)
+        assertExit(result, 0)
+        assertStderr(result, contains: "wspipe: * route: direct to localhost:\(echo.port) (--noproxy matches localhost)\n")
+    }
+
     func testBadProxyVariableIsAUsageErrorWithoutThePassword() throws {
         let result = try runWspipe(["ws://127.0.0.1:9/"], environment: ["http_proxy": "ftp://\(user):\(password)@proxy:21"])
         assertExit(result, 2)

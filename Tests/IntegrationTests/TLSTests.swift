@@ -37,6 +37,22 @@ final class TLSTests: IntegrationTestCase {
         assertStdout(result, "k\n")
     }
 
+    /// -v says so when the certificate was not verified, naming the option (the transport
+    /// words the line with the CLI's setting names).
+    func testVerboseNotesACertificateNotVerifiedWithInsecure() throws {
+        let tls = try TLSMaterial.shared()
+        let echo = try startTLSEcho(cert: tls.serverCert, key: tls.serverKey)
+        let result = try runWspipe(["-v", "-k", url(echo, scheme: "wss", host: "localhost")], stdin: .bytes(Array("k\n".utf8)))
+        assertExit(result, 0)
+        assertStderr(result, contains: "wspipe: * TLS established: TLSv1.3 ")
+        assertStderr(result, contains: " (certificate not verified: --insecure)\n")
+        let verified = try runWspipe(["-v", "--cacert", tls.caCert, url(echo, scheme: "wss", host: "localhost")],
+                                     stdin: .bytes(Array("v\n".utf8)))
+        assertExit(verified, 0)
+        assertStderr(verified, contains: "wspipe: * TLS established: TLSv1.3 ")
+        XCTAssertFalse(verified.stderr.contains("not verified"), verified.stderr)
+    }
+
     func testUnknownCAExits4() throws {
         let tls = try TLSMaterial.shared()
         let echo = try startTLSEcho(cert: tls.serverCert, key: tls.serverKey)

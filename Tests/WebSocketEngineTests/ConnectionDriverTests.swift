@@ -1,52 +1,9 @@
+import EngineTestSupport
 import Glibc
 import WebSocketCore
 @testable import WebSocketEngine
 import WebSocketTransport
 import XCTest
-
-/// Records what a driver reports; optionally echoes every message back (the server side).
-final class Recorder: ConnectionDelegate {
-    struct Message: Equatable {
-        var kind: MessageKind
-        var bytes: [UInt8]
-        var text: String { String(decoding: bytes, as: UTF8.self) }
-    }
-    var messages: [Message] = []
-    var current: Message?
-    var pings: [[UInt8]] = []
-    var pongs: [(payload: [UInt8], rtt: Double?)] = []
-    var closes: [ClosePayload] = []
-    var failures: [ReceiveError] = []
-    var notes: [ConnectionNote] = []
-    var ending: ConnectionEnding?
-    var echoes = false
-    var shutDownsWhilePaused = 0
-
-    func connection(_ connection: ConnectionDriver, didStartMessage kind: MessageKind) { current = Message(kind: kind, bytes: []) }
-    func connection(_ connection: ConnectionDriver, didReceive bytes: UnsafeMutableRawPointer, count: Int, in buffer: ByteBuffer) {
-        current?.bytes += Array(UnsafeRawBufferPointer(start: bytes, count: count))
-    }
-    func connectionDidEndMessage(_ connection: ConnectionDriver) {
-        guard let message = current else { return }
-        messages.append(message)
-        current = nil
-        if echoes { connection.send(message.kind == .text ? .text : .binary, bytes: message.bytes) }
-    }
-    func connection(_ connection: ConnectionDriver, didReceivePing payload: [UInt8]) { pings.append(payload) }
-    func connection(_ connection: ConnectionDriver, didReceivePong payload: [UInt8], roundTrip: Double?) { pongs.append((payload, roundTrip)) }
-    func connection(_ connection: ConnectionDriver, didReceiveClose payload: ClosePayload) { closes.append(payload) }
-    func connection(_ connection: ConnectionDriver, didFail error: ReceiveError) { failures.append(error) }
-    func connection(_ connection: ConnectionDriver, note: ConnectionNote) { notes.append(note) }
-    func connection(_ connection: ConnectionDriver, didEnd ending: ConnectionEnding) { self.ending = ending }
-    func connectionPeerShutDownWhilePaused(_ connection: ConnectionDriver) { shutDownsWhilePaused += 1 }
-}
-
-/// Two connected stream ends (a Unix socketpair), non-blocking.
-func streamPair() -> (TCPStream, TCPStream) {
-    var fds: [Int32] = [-1, -1]
-    precondition(socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0, &fds) == 0)
-    return (TCPStream(adopting: fds[0], remoteAddress: "pair:0"), TCPStream(adopting: fds[1], remoteAddress: "pair:1"))
-}
 
 final class ConnectionDriverTests: XCTestCase {
     var loop: EventLoop!
@@ -55,16 +12,7 @@ final class ConnectionDriverTests: XCTestCase {
 
     /// Turns the loop until `done` holds or `seconds` pass.
     @discardableResult
-    func spin(_ seconds: Double = 3, until done: () -> Bool) -> Bool {
-        let deadline = Instant.now().adding(seconds: seconds)
-        let stopper = loop.timer {}
-        while !done() {
-            if Instant.now() >= deadline { return false }
-            loop.arm(stopper, at: Instant.now().adding(seconds: 0.02))
-            loop.turn()
-        }
-        return true
-    }
+    func spin(_ seconds: Double = 3, until done: () -> Bool) -> Bool { loop.spin(seconds, until: done) }
 
     /// A client-role and a server-role driver over a socketpair.
     func pair(clientOptions: ConnectionOptions = .init(), serverOptions: ConnectionOptions = .init())

@@ -1,3 +1,4 @@
+import EngineTestSupport
 import Glibc
 import WebSocketCore
 import WebSocketEngine

@@ -1,3 +1,4 @@
+import EngineTestSupport
 import XCTest
 import WebSocketCore
 import WebSocketTransport
@@ -11,16 +12,6 @@ struct FixedJitter: JitterSource {
         defer { index += 1 }
         return values[index % values.count]
     }
-}
-
-/// Collects what a queue drains.
-final class RecordingSink: MessageSink {
-    var frames: [(Opcode, Bool, [UInt8])] = []
-    func send(_ opcode: Opcode, fin: Bool, _ payload: UnsafeMutableRawPointer?, count: Int, in owner: ByteBuffer?) {
-        frames.append((opcode, fin, payload.map { Array(UnsafeRawBufferPointer(start: $0, count: count)) } ?? []))
-    }
-    func send(_ opcode: Opcode, fin: Bool, bytes: [UInt8]) { frames.append((opcode, fin, bytes)) }
-    var texts: [String] { frames.map { String(decoding: $0.2, as: UTF8.self) } }
 }
 
 final class BackoffTests: XCTestCase {

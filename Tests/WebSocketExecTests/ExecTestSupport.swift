@@ -1,3 +1,4 @@
+import EngineTestSupport
 import Foundation
 import Glibc
 import WebSocketCore
@@ -6,35 +7,11 @@ import WebSocketExec
 import WebSocketTransport
 import XCTest
 
-/// The client's side: records what its driver reports.
-final class ClientLog: ConnectionDelegate {
-    struct Message: Equatable {
-        var kind: MessageKind
-        var bytes: [UInt8]
-        var text: String { String(decoding: bytes, as: UTF8.self) }
-    }
-    var messages: [Message] = []
-    var current: Message?
-    var closes: [ClosePayload] = []
-    var ending: ConnectionEnding?
-
-    func connection(_ connection: ConnectionDriver, didStartMessage kind: MessageKind) { current = Message(kind: kind, bytes: []) }
-    func connection(_ connection: ConnectionDriver, didReceive bytes: UnsafeMutableRawPointer, count: Int, in buffer: ByteBuffer) {
-        current?.bytes += Array(UnsafeRawBufferPointer(start: bytes, count: count))
-    }
-    func connectionDidEndMessage(_ connection: ConnectionDriver) {
-        if let current { messages.append(current) }
-        current = nil
-    }
-    func connection(_ connection: ConnectionDriver, didReceiveClose payload: ClosePayload) { closes.append(payload) }
-    func connection(_ connection: ConnectionDriver, didEnd ending: ConnectionEnding) { self.ending = ending }
-}
-
 /// One exec connection in one process: a client-role driver and a server-role driver over a
 /// socketpair, the server's delegate an `ExecBridge` over a real child.
 struct ExecRig {
     let client: ConnectionDriver
-    let log: ClientLog
+    let log: Recorder
     let server: ConnectionDriver
     let bridge: ExecBridge
     let child: WebSocketExec.ChildProcess
@@ -58,16 +35,7 @@ class ExecTestCase: XCTestCase {
 
     /// Turns the loop until `done` holds or `seconds` pass.
     @discardableResult
-    func spin(_ seconds: Double = 5, until done: () -> Bool) -> Bool {
-        let deadline = Instant.now().adding(seconds: seconds)
-        let stopper = loop.timer {}
-        while !done() {
-            if Instant.now() >= deadline { return false }
-            loop.arm(stopper, at: Instant.now().adding(seconds: 0.02))
-            loop.turn()
-        }
-        return true
-    }
+    func spin(_ seconds: Double = 5, until done: () -> Bool) -> Bool { loop.spin(seconds, until: done) }
 
     func environment(_ extra: [String] = []) -> [String] {
         ["PATH=/usr/local/bin:/usr/bin:/bin"] + extra
@@ -75,20 +43,17 @@ class ExecTestCase: XCTestCase {
 
     func rig(_ command: ChildCommand, environment: [String]? = nil, childOptions: ChildOptions = .init(),
              options: ExecOptions = .init(), serverOptions: ConnectionOptions = .init()) throws -> ExecRig {
-        var fds: [Int32] = [-1, -1]
-        precondition(socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0, &fds) == 0)
-        _ = fcntl(fds[0], F_SETFL, O_NONBLOCK)
-        _ = fcntl(fds[1], F_SETFL, O_NONBLOCK)
+        let (clientEnd, serverEnd) = streamPair()
         let stderrLines = Box<[String]>([])
         let child = try WebSocketExec.ChildProcess(command, environment: environment ?? self.environment(), loop: loop, pool: pool,
                                      options: childOptions) { stderrLines.value.append(String(decoding: $0, as: UTF8.self)) }
         let bridge = ExecBridge(child: child, options: options)
         let outcome = Box<ExecOutcome?>(nil)
         bridge.onEnd = { outcome.value = $0 }
-        let log = ClientLog()
-        let client = ConnectionDriver(loop: loop, stream: TCPStream(adopting: fds[0], remoteAddress: "pair:0"),
+        let log = Recorder()
+        let client = ConnectionDriver(loop: loop, stream: clientEnd,
                                       core: WebSocketConnection(role: .client), delegate: log)
-        let server = ConnectionDriver(loop: loop, stream: TCPStream(adopting: fds[1], remoteAddress: "pair:1"),
+        let server = ConnectionDriver(loop: loop, stream: serverEnd,
                                       core: WebSocketConnection(role: .server), options: serverOptions, delegate: bridge)
         client.start()
         bridge.start(server)
@@ -132,6 +97,6 @@ class ExecTestCase: XCTestCase {
         (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd").count) ?? -1
     }
 
-    func closeCode(_ log: ClientLog) -> UInt16? { log.closes.first?.code?.rawValue }
-    func closeReason(_ log: ClientLog) -> String { String(decoding: log.closes.first?.reason ?? [], as: UTF8.self) }
+    func closeCode(_ log: Recorder) -> UInt16? { log.closes.first?.code?.rawValue }
+    func closeReason(_ log: Recorder) -> String { String(decoding: log.closes.first?.reason ?? [], as: UTF8.self) }
 }

@@ -8,9 +8,17 @@ final class ProxySelectionTests: XCTestCase {
         do { return try WebSocketURL(parsing: text) } catch { fatalError("bad test URL \(text): \(error)") }
     }
 
+    /// A face's names for the settings a reason may name: the CLI's, as its man page gives them.
+    private static func names(proxy: String = "--proxy", proxyOff: String = "--proxy ''", noProxy: String = "--noproxy") -> SettingNames {
+        SettingNames(proxySource: { _ in nil }, ipv4Only: nil, ipv6Only: nil, connectTimeout: "", caFile: "", insecure: nil,
+                     keyPassphrase: "", keyFile: nil, clientCertificate: nil, certificate: nil, minimumVersion: nil,
+                     proxy: proxy, proxyOff: proxyOff, noProxy: noProxy, connectTo: "", verificationOff: "")
+    }
+
     private func choose(_ urlText: String, _ environment: [String: String], setting: ProxySetting = .environment,
-                        noProxy: String? = nil) throws -> ProxyChoice {
-        try ProxySelection.choose(for: url(urlText), setting: setting, noProxy: noProxy, environment: { environment[$0] })
+                        noProxy: String? = nil, names: SettingNames = names()) throws -> ProxyChoice {
+        try ProxySelection.choose(for: url(urlText), setting: setting, noProxy: noProxy, environment: { environment[$0] },
+                                  names: names)
     }
 
     /// (URL, environment, expected proxy "host:port" or nil, expected reason)
@@ -92,6 +100,18 @@ final class ProxySelectionTests: XCTestCase {
         let choice = try choose("ws://internal.corp/", ["no_proxy": ".corp"], setting: .url(given))
         XCTAssertNil(choice.proxy)
         XCTAssertEqual(choice.reason, "no_proxy matches internal.corp")
+    }
+
+    func testTheReasonsNameTheSettingsAsTheFaceNamesThem() throws {
+        let names = Self.names(proxy: "options.proxy", proxyOff: "options.proxy = .none", noProxy: "options.noProxy")
+        let given = try ProxyURL(parsing: "http://p:3128")
+        XCTAssertEqual(try choose("ws://h/", [:], setting: .url(given), names: names).reason, "options.proxy")
+        XCTAssertEqual(try choose("ws://h/", ["http_proxy": "p:1"], setting: .none, names: names).reason, "options.proxy = .none")
+        XCTAssertEqual(try choose("ws://h/", ["http_proxy": "p:1"], noProxy: "h", names: names).reason, "options.noProxy matches h")
+        XCTAssertEqual(try choose("ws://h/", ["http_proxy": "p:1"], names: names).reason, "http_proxy", "a variable keeps its name")
+        XCTAssertEqual(try choose("ws://h/", ["http_proxy": "p:1", "no_proxy": "h"], names: names).reason, "no_proxy matches h")
+        XCTAssertEqual(try choose("ws://h/", [:], setting: .none).reason, "--proxy ''")
+        XCTAssertEqual(try choose("ws://h/", ["http_proxy": "p:1"], noProxy: "h").reason, "--noproxy matches h")
     }
 
     func testABadVariableNamesItselfAndHidesThePassword() {
