@@ -134,7 +134,7 @@ public enum CommandLineParser {
     /// A URL without a scheme is ws://, in clear: refused when credentials would go with it.
     private static func taking(_ address: SchemelessAddress, given text: String,
                                _ config: BridgeConfiguration) throws(UsageError) -> BridgeConfiguration {
-        let credentials = address.hasUserInfo ? "user:password@"
+        let credentials = address.hasUserInfo ? (address.hasPassword ? "user:password@" : "user@ (Basic authentication)")
             : config.bearerToken != nil ? "a bearer token"
             : config.headers.first(where: \.isSensitive).map { "-H \($0.name)" }
         if let credentials {

@@ -72,13 +72,21 @@ struct SchemelessAddress: Equatable {
     /// `ws://HOST:PORT/PATH`, still to be parsed as a URL.
     let url: String
     let hasUserInfo: Bool
+    /// The user information is `user:password@`, not only `user@`.
+    let hasPassword: Bool
     /// The text for messages: user information as `[redacted]@`.
     let shown: String
 
     init?(_ text: String) {
         let bytes = Array(text.utf8)
-        guard !bytes.isEmpty, !hasSchemeSeparator(bytes) else { return nil }
-        let pathStart = bytes.firstIndex(of: UInt8(ascii: "/")) ?? bytes.endIndex
+        guard !bytes.isEmpty else { return nil }
+        // The authority ends where a URL's does: at the path, the query or a fragment.
+        let pathStart = bytes.firstIndex {
+            $0 == UInt8(ascii: "/") || $0 == UInt8(ascii: "?") || $0 == UInt8(ascii: "#")
+        } ?? bytes.endIndex
+        // A scheme's "://" ends at the path's first slash; one further on (a query's
+        // ?next=http://...) is not a scheme.
+        guard !hasSchemeSeparator(Array(bytes[..<min(pathStart + 2, bytes.endIndex)])) else { return nil }
         var hostStart = bytes.startIndex
         if let at = bytes[..<pathStart].lastIndex(of: UInt8(ascii: "@")) { hostStart = at + 1 }
         let authority = bytes[hostStart..<pathStart]  // without the user information
@@ -86,9 +94,11 @@ struct SchemelessAddress: Equatable {
         let host = authority[..<colon], port = authority[(colon + 1)...]
         guard !port.isEmpty, port.count <= 5, port.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }),
               SchemelessAddress.isHost(host) else { return nil }
-        let path = pathStart == bytes.endIndex ? "/" : String(decoding: bytes[pathStart...], as: UTF8.self)
+        let rest = String(decoding: bytes[pathStart...], as: UTF8.self)
+        let path = bytes[pathStart...].first == UInt8(ascii: "/") ? rest : "/" + rest  // localhost:8080?x=1
         url = "ws://" + String(decoding: bytes[hostStart..<pathStart], as: UTF8.self) + path
         hasUserInfo = hostStart != bytes.startIndex
+        hasPassword = bytes[..<hostStart].contains(UInt8(ascii: ":"))
         shown = (hasUserInfo ? "[redacted]@" : "") + String(decoding: bytes[hostStart...], as: UTF8.self)
     }
 
