@@ -94,7 +94,9 @@ public enum CommandLineParser {
                 while let letter = letters.first {
                     letters = letters.dropFirst()
                     guard let option = Option.named(short: letter) else {
-                        let hint = Habits.foreignFlag("-\(letter)")
+                        // -timeout: a long option with one dash, read as -t -i... until -i failed.
+                        let hint = Habits.singleDash(argument, near: false) ?? Habits.foreignFlag("-\(letter)")
+                            ?? Habits.singleDash(argument, near: true)
                         throw UsageError("unknown option '-\(letter)'" + (hint.map { "; \($0)" } ?? ""))
                     }
                     if option.takesValue {

@@ -72,6 +72,30 @@ final class HabitsTests: IntegrationTestCase {
         }
     }
 
+    /// wscat's flags (-c URL, -s NAME, --auth, --connect) and long options written with one
+    /// dash get what to write, not a misleading neighbour (--connect was "did you mean
+    /// --reconnect?", --auth "--path?", --ca "--sh?", -timeout "unknown option '-i'").
+    func testWscatFlagsAndSingleDashOptionsNameWhatToWrite() throws {
+        let listener = try LoopbackSocket(listening: true)
+        let hostPort = "127.0.0.1:\(listener.port)"
+        try assertUsageErrors([
+            (["-c", hostPort], ["unknown option '-c'; wscat's -c URL is wspipe URL: the URL needs no option"], [:]),
+            (["--connect", hostPort], ["unknown option '--connect'; wscat's --connect URL is wspipe URL"], [:]),
+            (["-s", "chat", hostPort], ["wscat's -s NAME is --protocol NAME"], [:]),
+            (["--auth", "u:secret", hostPort], ["wscat's --auth USER:PASSWORD is the URL's user information"], [:]),
+            (["--no-check", hostPort], ["wscat's --no-check is -k/--insecure"], [:]),
+            (["--ca", "ca.pem", hostPort], ["unknown option '--ca'; wscat's --ca FILE is --cacert FILE"], [:]),
+            (["-timeout", "3", hostPort], ["unknown option '-i'; did you mean --timeout?"], [:]),
+            (["-verbose", hostPort], ["unknown option '-e'; did you mean --verbose?"], [:]),
+            (["-n", "ws://\(hostPort)/"], ["(websocat's -n is wspipe's --no-close, wscat's -n is -k"], [:]),
+        ], listener: listener)
+        for name in ["--e", "--x"] {
+            let result = try runWspipe([name, hostPort])
+            assertExit(result, 2)
+            XCTAssertFalse(result.stderr.contains("did you mean"), "\(name): no option is near one letter: \(result.stderr)")
+        }
+    }
+
     /// wscat's `localhost:8080` is ws://, with a path too; -v says so.
     func testHostAndPortWithoutASchemeAreWS() throws {
         let echo = try startEcho()

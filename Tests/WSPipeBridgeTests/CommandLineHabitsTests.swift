@@ -31,17 +31,27 @@ final class CommandLineHabitsTests: XCTestCase {
         XCTAssertEqual(message(["--recconect", "ws://h/"]), "unknown option '--recconect'; did you mean --reconnect?")
         XCTAssertEqual(message(["--nope", "ws://h/"]), "unknown option '--nope'", "nothing within two edits")
         XCTAssertEqual(message(["--zzzzzzzzzz", "ws://h/"]), "unknown option '--zzzzzzzzzz'")
+        XCTAssertEqual(message(["--ca", "x", "ws://h/"]), "unknown option '--ca'; wscat's --ca FILE is --cacert FILE",
+                       "not '--sh': every letter would change")
+        XCTAssertEqual(message(["--e", "ws://h/"]), "unknown option '--e'")
+        XCTAssertEqual(message(["--ech", "ws://h/"]), "unknown option '--ech'; did you mean --echo?")
+        XCTAssertEqual(message(["-timeout", "3", "ws://h/"]), "unknown option '-i'; did you mean --timeout?")
+        XCTAssertEqual(message(["-tiemout=3", "ws://h/"]), "unknown option '-i'; did you mean --timeout?")
+        XCTAssertEqual(message(["-unix-socket", "/s", "ws://h/"]), "unknown option '-u'; did you mean --unix-socket?",
+                       "the long option written with one dash before websocat's -u")
+        XCTAssertEqual(message(["-u", "ws://h/"]), "unknown option '-u'; websocat's -u is --send-only")
     }
 
     func testWebsocatFlagsNameWspipesEquivalents() {
         XCTAssertEqual(message(["-s", "8080"]), "unknown option '-s'; websocat's -s PORT is wspipe -l PORT "
-                       + "(standard input and output to one client at a time; -l PORT --echo for an echo server)")
+                       + "(standard input and output to one client at a time; -l PORT --echo for an echo server); "
+                       + "wscat's -s NAME is --protocol NAME")
         XCTAssertTrue(message(["--server-mode", "8080"])?.contains("websocat's --server-mode PORT is wspipe -l PORT") == true)
         XCTAssertTrue(message(["-vE", "ws://h/"])?.hasPrefix("unknown option '-E'; websocat's -E is what wspipe does by default") == true)
         XCTAssertEqual(message(["-n", "ws://h/"]), "-n/--max-messages takes a number of messages, not the URL 'ws://h/' "
-                       + "(websocat's -n is wspipe's --no-close)")
+                       + "(websocat's -n is wspipe's --no-close, wscat's -n is -k)")
         XCTAssertEqual(message(["--max-messages", "wss://u:pw@h/"]), "-n/--max-messages takes a number of messages, "
-                       + "not the URL 'wss://[redacted]@h/' (websocat's -n is wspipe's --no-close)")
+                       + "not the URL 'wss://[redacted]@h/' (websocat's -n is wspipe's --no-close, wscat's -n is -k)")
         XCTAssertEqual(message(["-n", "x", "ws://h/"]), "--max-messages 'x' is not a positive number of messages")
     }
 
