@@ -63,14 +63,17 @@ public final class Diagnostics: @unchecked Sendable {
         redactedTarget(redactedURL(location))
     }
 
-    /// A URL for messages, with any user:password removed.
+    /// A URL for messages, with any user:password removed; also from a URL without a
+    /// scheme (wscat's `user:password@host:port`, which the parser takes as ws://).
     public static func redactedURL(_ text: String) -> String {
         let bytes = Array(text.utf8)
-        guard let colon = bytes.firstIndex(of: UInt8(ascii: ":")), bytes[colon...].starts(with: Array("://".utf8)) else {
-            return text
+        var start = bytes.startIndex
+        if let colon = bytes.firstIndex(of: UInt8(ascii: ":")), bytes[colon...].starts(with: Array("://".utf8)) {
+            start = colon + 3
         }
-        let start = colon + 3
-        let authorityEnd = bytes[start...].firstIndex { $0 == UInt8(ascii: "/") || $0 == UInt8(ascii: "?") } ?? bytes.endIndex
+        let authorityEnd = bytes[start...].firstIndex {
+            $0 == UInt8(ascii: "/") || $0 == UInt8(ascii: "?") || $0 == UInt8(ascii: "#")
+        } ?? bytes.endIndex
         guard let at = bytes[start..<authorityEnd].lastIndex(of: UInt8(ascii: "@")) else { return text }
         return String(decoding: bytes[..<start], as: UTF8.self) + "[redacted]@" + String(decoding: bytes[(at + 1)...], as: UTF8.self)
     }

@@ -94,7 +94,9 @@ public enum CommandLineParser {
                 while let letter = letters.first {
                     letters = letters.dropFirst()
                     guard let option = Option.named(short: letter) else {
-                        let hint = Habits.foreignFlag("-\(letter)")
+                        // -timeout: a long option with one dash, read as -t -i... until -i failed.
+                        let hint = Habits.singleDash(argument, near: false) ?? Habits.foreignFlag("-\(letter)")
+                            ?? Habits.singleDash(argument, near: true)
                         throw UsageError("unknown option '-\(letter)'" + (hint.map { "; \($0)" } ?? ""))
                     }
                     if option.takesValue {
@@ -134,7 +136,7 @@ public enum CommandLineParser {
     /// A URL without a scheme is ws://, in clear: refused when credentials would go with it.
     private static func taking(_ address: SchemelessAddress, given text: String,
                                _ config: BridgeConfiguration) throws(UsageError) -> BridgeConfiguration {
-        let credentials = address.hasUserInfo ? "user:password@"
+        let credentials = address.hasUserInfo ? (address.hasPassword ? "user:password@" : "user@ (Basic authentication)")
             : config.bearerToken != nil ? "a bearer token"
             : config.headers.first(where: \.isSensitive).map { "-H \($0.name)" }
         if let credentials {

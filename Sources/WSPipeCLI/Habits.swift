@@ -7,25 +7,61 @@ import WSPipeBridge
 /// Hints for what users of other tools type: the nearest option, websocat's flags.
 enum Habits {
     /// "did you mean --timeout?" for a long option within two edits of a real one (the
-    /// first in --help order among the nearest).
+    /// first in --help order among the nearest), and fewer edits than it has letters: '--ca'
+    /// is not near '--sh', every letter of it changed.
     static func suggestion(for name: String) -> String? {
+        var letters = Substring(name)
+        while letters.first == "-" { letters = letters.dropFirst() }
+        let limit = min(2, letters.utf8.count - 1)
+        guard limit >= 1 else { return nil }
         var best: (name: String, distance: Int)?
         for option in Option.allCases {
-            let distance = editDistance(name, option.longName, limit: 2)
-            if distance <= 2 && distance < (best?.distance ?? 3) { best = (option.longName, distance) }
+            let distance = editDistance(name, option.longName, limit: limit)
+            if distance <= limit && distance < (best?.distance ?? limit + 1) { best = (option.longName, distance) }
         }
         return best.map { "did you mean \($0.name)?" }
     }
 
-    /// websocat's flags that wspipe does not have, with what to write instead.
+    /// A long option written with one dash (`-timeout 3`, as in Go's and Java's tools), which
+    /// the parser read as short flags until one failed: the long option it is, or is near.
+    /// `near`: also the nearest long option (else only the one written exactly).
+    static func singleDash(_ argument: String, near: Bool) -> String? {
+        guard argument.utf8.count > 2 else { return nil }
+        let name = "-" + (argument.split(separator: "=", maxSplits: 1).first.map(String.init) ?? argument)
+        if Option.named(name) != nil { return "did you mean \(name)?" }
+        return near ? suggestion(for: name) : nil
+    }
+
+    /// websocat's and wscat's flags that wspipe does not have (or spells differently, when
+    /// the nearest wspipe option would mislead), with what to write instead.
     static func foreignFlag(_ name: String) -> String? {
         switch name {
-        case "-s", "--server-mode":
+        case "-s":  // websocat's server mode, wscat's subprotocol
+            return "websocat's -s PORT is wspipe -l PORT (standard input and output to one client at a time; "
+                + "-l PORT --echo for an echo server); wscat's -s NAME is --protocol NAME"
+        case "--server-mode":
             return "websocat's \(name) PORT is wspipe -l PORT (standard input and output to one client at a time; "
                 + "-l PORT --echo for an echo server)"
         case "-E", "--exit-on-eof":
             return "websocat's \(name) is what wspipe does by default: the end of standard input closes the "
                 + "connection, and the server's Close ends the session"
+        case "-c", "--connect":
+            return "wscat's \(name) URL is wspipe URL: the URL needs no option"
+        case "--subprotocol":
+            return "wscat's --subprotocol NAME is --protocol NAME"
+        case "--auth", "--basic-auth":
+            return "\(name == "--auth" ? "wscat" : "websocat")'s \(name) USER:PASSWORD is the URL's user information "
+                + "in wspipe (wss://USER:PASSWORD@host/)"
+        case "--no-check":
+            return "wscat's --no-check is -k/--insecure"
+        case "--ca":
+            return "wscat's --ca FILE is --cacert FILE"
+        case "-x", "--execute":
+            return "wscat's \(name) TEXT is --send TEXT"
+        case "-u", "--unidirectional":
+            return "websocat's \(name) is --send-only"
+        case "-U", "--unidirectional-reverse":
+            return "websocat's \(name) is --receive-only"
         default:
             return nil
         }
@@ -42,7 +78,7 @@ enum Habits {
             return nil
         }
         return "-n/\(option) takes a number of messages, not the URL '\(shown)' "
-            + "(websocat's -n is wspipe's --no-close)"
+            + "(websocat's -n is wspipe's --no-close, wscat's -n is -k)"
     }
 
     /// Levenshtein distance of `a` and `b`, or `limit + 1` once it must exceed `limit`.
@@ -72,13 +108,21 @@ struct SchemelessAddress: Equatable {
     /// `ws://HOST:PORT/PATH`, still to be parsed as a URL.
     let url: String
     let hasUserInfo: Bool
+    /// The user information is `user:password@`, not only `user@`.
+    let hasPassword: Bool
     /// The text for messages: user information as `[redacted]@`.
     let shown: String
 
     init?(_ text: String) {
         let bytes = Array(text.utf8)
-        guard !bytes.isEmpty, !hasSchemeSeparator(bytes) else { return nil }
-        let pathStart = bytes.firstIndex(of: UInt8(ascii: "/")) ?? bytes.endIndex
+        guard !bytes.isEmpty else { return nil }
+        // The authority ends where a URL's does: at the path, the query or a fragment.
+        let pathStart = bytes.firstIndex {
+            $0 == UInt8(ascii: "/") || $0 == UInt8(ascii: "?") || $0 == UInt8(ascii: "#")
+        } ?? bytes.endIndex
+        // A scheme's "://" ends at the path's first slash; one further on (a query's
+        // ?next=http://...) is not a scheme.
+        guard !hasSchemeSeparator(Array(bytes[..<min(pathStart + 2, bytes.endIndex)])) else { return nil }
         var hostStart = bytes.startIndex
         if let at = bytes[..<pathStart].lastIndex(of: UInt8(ascii: "@")) { hostStart = at + 1 }
         let authority = bytes[hostStart..<pathStart]  // without the user information
@@ -86,9 +130,11 @@ struct SchemelessAddress: Equatable {
         let host = authority[..<colon], port = authority[(colon + 1)...]
         guard !port.isEmpty, port.count <= 5, port.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }),
               SchemelessAddress.isHost(host) else { return nil }
-        let path = pathStart == bytes.endIndex ? "/" : String(decoding: bytes[pathStart...], as: UTF8.self)
+        let rest = String(decoding: bytes[pathStart...], as: UTF8.self)
+        let path = bytes[pathStart...].first == UInt8(ascii: "/") ? rest : "/" + rest  // localhost:8080?x=1
         url = "ws://" + String(decoding: bytes[hostStart..<pathStart], as: UTF8.self) + path
         hasUserInfo = hostStart != bytes.startIndex
+        hasPassword = bytes[..<hostStart].contains(UInt8(ascii: ":"))
         shown = (hasUserInfo ? "[redacted]@" : "") + String(decoding: bytes[hostStart...], as: UTF8.self)
     }
 

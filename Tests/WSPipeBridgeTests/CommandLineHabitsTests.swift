@@ -31,17 +31,27 @@ final class CommandLineHabitsTests: XCTestCase {
         XCTAssertEqual(message(["--recconect", "ws://h/"]), "unknown option '--recconect'; did you mean --reconnect?")
         XCTAssertEqual(message(["--nope", "ws://h/"]), "unknown option '--nope'", "nothing within two edits")
         XCTAssertEqual(message(["--zzzzzzzzzz", "ws://h/"]), "unknown option '--zzzzzzzzzz'")
+        XCTAssertEqual(message(["--ca", "x", "ws://h/"]), "unknown option '--ca'; wscat's --ca FILE is --cacert FILE",
+                       "not '--sh': every letter would change")
+        XCTAssertEqual(message(["--e", "ws://h/"]), "unknown option '--e'")
+        XCTAssertEqual(message(["--ech", "ws://h/"]), "unknown option '--ech'; did you mean --echo?")
+        XCTAssertEqual(message(["-timeout", "3", "ws://h/"]), "unknown option '-i'; did you mean --timeout?")
+        XCTAssertEqual(message(["-tiemout=3", "ws://h/"]), "unknown option '-i'; did you mean --timeout?")
+        XCTAssertEqual(message(["-unix-socket", "/s", "ws://h/"]), "unknown option '-u'; did you mean --unix-socket?",
+                       "the long option written with one dash before websocat's -u")
+        XCTAssertEqual(message(["-u", "ws://h/"]), "unknown option '-u'; websocat's -u is --send-only")
     }
 
     func testWebsocatFlagsNameWspipesEquivalents() {
         XCTAssertEqual(message(["-s", "8080"]), "unknown option '-s'; websocat's -s PORT is wspipe -l PORT "
-                       + "(standard input and output to one client at a time; -l PORT --echo for an echo server)")
+                       + "(standard input and output to one client at a time; -l PORT --echo for an echo server); "
+                       + "wscat's -s NAME is --protocol NAME")
         XCTAssertTrue(message(["--server-mode", "8080"])?.contains("websocat's --server-mode PORT is wspipe -l PORT") == true)
         XCTAssertTrue(message(["-vE", "ws://h/"])?.hasPrefix("unknown option '-E'; websocat's -E is what wspipe does by default") == true)
         XCTAssertEqual(message(["-n", "ws://h/"]), "-n/--max-messages takes a number of messages, not the URL 'ws://h/' "
-                       + "(websocat's -n is wspipe's --no-close)")
+                       + "(websocat's -n is wspipe's --no-close, wscat's -n is -k)")
         XCTAssertEqual(message(["--max-messages", "wss://u:pw@h/"]), "-n/--max-messages takes a number of messages, "
-                       + "not the URL 'wss://[redacted]@h/' (websocat's -n is wspipe's --no-close)")
+                       + "not the URL 'wss://[redacted]@h/' (websocat's -n is wspipe's --no-close, wscat's -n is -k)")
         XCTAssertEqual(message(["-n", "x", "ws://h/"]), "--max-messages 'x' is not a positive number of messages")
     }
 
@@ -49,6 +59,11 @@ final class CommandLineHabitsTests: XCTestCase {
         XCTAssertEqual(SchemelessAddress("localhost:8080")?.url, "ws://localhost:8080/")
         XCTAssertEqual(SchemelessAddress("127.0.0.1:80/a/b?c=d")?.url, "ws://127.0.0.1:80/a/b?c=d")
         XCTAssertEqual(SchemelessAddress("[::1]:9000/x")?.url, "ws://[::1]:9000/x")
+        XCTAssertEqual(SchemelessAddress("localhost:8080?room=1")?.url, "ws://localhost:8080/?room=1")
+        XCTAssertEqual(SchemelessAddress("h:1/a?next=http://x/")?.url, "ws://h:1/a?next=http://x/")
+        XCTAssertEqual(SchemelessAddress("h:1#f")?.url, "ws://h:1/#f", "the URL parser refuses the fragment")
+        XCTAssertEqual(SchemelessAddress("u@h:1")?.hasPassword, false)
+        XCTAssertEqual(SchemelessAddress("u:p@h:1")?.hasPassword, true)
         XCTAssertEqual(SchemelessAddress("my-host.example:443")?.url, "ws://my-host.example:443/")
         let credentialed = SchemelessAddress("u:p@h:1/x")
         XCTAssertEqual(credentialed?.hasUserInfo, true)
