@@ -326,7 +326,6 @@ public final class ConnectionDriver: MessageSink {
         barrier = nil  // a Close asked for now replaces one waiting for the barrier ping
         incomingCountsUntil = nil
         if closeAfterQueue == nil { beginEnding() }
-        if core.closeReceived == nil { weStartedClose = true }
         closeAfterQueue = payload
         scheduleService()
     }
@@ -395,6 +394,9 @@ public final class ConnectionDriver: MessageSink {
         guard let payload = closeAfterQueue, waiting.isEmpty, !holdsClose else { return }
         closeAfterQueue = nil
         endingMark = outbound.totalQueued
+        // Ours only if it goes first: a peer's Close read before this (behind the barrier's
+        // Pong, in the same read) was echoed by the core, and the handshake is the peer's.
+        if core.closeReceived == nil { weStartedClose = true }
         core.close(payload)
         delegate?.connection(self, note: .closeQueued(payload))
         queueControlFrames()
@@ -420,7 +422,6 @@ public final class ConnectionDriver: MessageSink {
     private func releaseBarrier() {
         guard let pending = barrier else { return }
         barrier = nil
-        if core.closeReceived == nil { weStartedClose = true }
         closeAfterQueue = pending.close
         scheduleService()
     }

@@ -164,6 +164,34 @@ final class ConnectionDriverTests: XCTestCase {
         _ = server
     }
 
+    /// The peer's Close right behind the barrier's Pong, in the same read, comes before our
+    /// Close was handed to the core: the core echoes the peer's code, and the handshake is
+    /// the peer's (its 1011 is not "our own code echoed", which counted as a normal ending).
+    func testAPeersCloseBehindTheBarrierPongIsTheirsNotOurs() throws {
+        let (a, b) = streamPair()
+        let log = Recorder()
+        let client = ConnectionDriver(loop: loop, stream: a, core: WebSocketConnection(role: .client), delegate: log)
+        client.start()
+        client.closeAfterDelivery(ClosePayload(code: .normalClosure))
+        var bytes: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 512)
+        XCTAssertTrue(spin {
+            let n = read(b.fileDescriptor, &chunk, chunk.count)
+            if n > 0 { bytes += chunk[0..<n] }
+            return bytes.count >= 6 && bytes.count >= 6 + Int(bytes[1] & 0x7f)
+        }, "the barrier ping is written")
+        XCTAssertEqual(bytes.first, 0x89)
+        let length = Int(bytes[1] & 0x7f), key = Array(bytes[2..<6])
+        let payload = (0..<length).map { bytes[6 + $0] ^ key[$0 % 4] }
+        var answer: [UInt8] = [0x8A, UInt8(length)] + payload + [0x88, 0x03, 0x03, 0xF3, 0x78]  // Pong, Close 1011 "x"
+        XCTAssertEqual(write(b.fileDescriptor, &answer, answer.count), answer.count)
+        XCTAssertTrue(spin { log.ending != nil })
+        guard case .closed(let handshake)? = log.ending else { return XCTFail("\(String(describing: log.ending))") }
+        XCTAssertFalse(handshake.initiatedByUs, "the peer's Close came before ours was sent")
+        XCTAssertEqual(handshake.sent?.code, .internalError, "its code echoed")
+        XCTAssertFalse(handshake.isNormal, "a 1011 from the peer is no normal ending")
+    }
+
     func testMaskedFrameFromTheServerFailsTheClientWith1002() throws {
         let (a, b) = streamPair()
         let log = Recorder()
