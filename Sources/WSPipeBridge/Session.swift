@@ -1119,7 +1119,7 @@ extension Session {
     }
 
     /// The exit status an ending alone gives (as `conclude` reports it), for giving up on
-    /// reconnecting and for --oneshot's client: the outcome of just that connection.
+    /// reconnecting and for the other server modes' --oneshot: that connection's outcome.
     static func status(of ending: ConnectionEnding, stale: Bool) -> ExitStatus {
         var outcome = Outcome()
         outcome.ending = ending
