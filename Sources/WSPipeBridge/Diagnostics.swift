@@ -16,8 +16,9 @@ public final class Diagnostics: @unchecked Sendable {
     public func error(_ message: String) { emit("wspipe: \(message)") }
 
     /// Prints `failure`'s message (if it has one) as an error; returns its exit status.
-    public func report(_ failure: Failure) -> ExitStatus {
-        let (message, status) = WSPipeBridge.report(failure)
+    /// `role`: our side (the peer it names is the other).
+    public func report(_ failure: Failure, as role: Role = .client) -> ExitStatus {
+        let (message, status) = WSPipeBridge.report(failure, as: role)
         if let message { error(message) }
         return status
     }

@@ -19,7 +19,7 @@ public enum Failure: Error {
     /// `--timeout` (seconds) expired before the connection was open (exit 124).
     case timedOutBeforeOpen(seconds: Double)
 
-    // Ending a session (`Session.conclude()` turns the engine's `ConnectionEnding` and the
+    // Ending a session (`Outcome.verdict` turns the engine's `ConnectionEnding` and the
     // session's own reasons into one of these).
     /// The server closed with a code other than 1000 (exit 8).
     case closedByPeer(ClosePayload)
@@ -66,8 +66,11 @@ public enum Failure: Error {
 }
 
 /// The one line to print for `failure` (nil: nothing, as for a signal) and the exit status.
-/// Only usage errors that `--help` explains point at it, once.
-public func report(_ failure: Failure) -> (message: String?, status: ExitStatus) {
+/// Only usage errors that `--help` explains point at it, once. `role`: our side, so the
+/// sentences about the connection's end name the other ("the server", or "the client"
+/// when serving).
+public func report(_ failure: Failure, as role: Role = .client) -> (message: String?, status: ExitStatus) {
+    let peer = "the \(role.peerName)"
     switch failure {
     case .usage(let message, let pointsAtHelp):
         return (pointsAtHelp ? noting("see wspipe --help", after: message) : message, .usage)
@@ -76,7 +79,7 @@ public func report(_ failure: Failure) -> (message: String?, status: ExitStatus)
     case .timedOutBeforeOpen(let seconds):
         return ("timed out after \(formatSeconds(seconds)) s (--timeout) before the connection was open", .timedOut)
     case .closedByPeer(let payload):
-        return ("the server closed the connection with \(describe(payload))", .closedByPeer)
+        return ("\(peer) closed the connection with \(describe(payload))", .closedByPeer)
     case .stale(let seconds):
         return ("no message received for \(formatSeconds(seconds)) s (--stale-timeout); the connection counts as dead", .connectionLost)
     case .queueFull(let messages, let bytes):
@@ -87,17 +90,17 @@ public func report(_ failure: Failure) -> (message: String?, status: ExitStatus)
     case .protocolFailure(let error):
         return ("\(error.description); closing the connection with \(error.closeCode)", .protocolViolation)
     case .lost(let loss):
-        return ("connection lost: \(message(loss))", .connectionLost)
+        return ("connection lost: \(message(loss, peer: peer))", .connectionLost)
     case .closeTimedOut(let wait):
         let waited = formatSeconds((wait.waited * 10).rounded() / 10)
-        let what = wait.closeWritten ? "no Close from the server" : "the server stopped reading before our Close"
+        let what = wait.closeWritten ? "no Close from \(peer)" : "\(peer) stopped reading before our Close"
         return ("connection lost: \(what): nothing came for \(formatSeconds(wait.limit)) s (--close-timeout); "
                 + "gave up \(waited) s after the closing began", .connectionLost)
     case .timedOut:
         return (nil, .timedOut)
     case .deliveryUnconfirmed(let messages, let seconds):
         let waited = formatSeconds((seconds * 10).rounded() / 10)
-        return ("the server did not confirm reading all \(messages) message\(messages == 1 ? "" : "s") within \(waited) s; "
+        return ("\(peer) did not confirm reading all \(messages) message\(messages == 1 ? "" : "s") within \(waited) s; "
                 + "closing anyway: replies may be missing", .deliveryUnconfirmed)
     case .localInput(let error):
         return (error.description, .localError)
@@ -198,17 +201,25 @@ private func serverMessage(_ failure: TLSFailure) -> String {
     failure.serverSentence(commandLineNames, clientCA: "--client-ca")
 }
 
-private func message(_ loss: ConnectionLoss) -> String {
+/// `peer`: "the server", or "the client" when serving.
+private func message(_ loss: ConnectionLoss, peer: String) -> String {
     switch loss {
     case .peerClosedTCP(let afterOurClose):
-        return afterOurClose ? "the server closed the TCP connection without answering our Close"
-                             : "the server closed the TCP connection without a closing handshake"
-    case .readFailed(.tls(let alert)): return message(alert)
-    case .readFailed(let why): return "\(why)"
-    case .writeFailed(.tls(let alert)): return "cannot send: \(message(alert))"
-    case .writeFailed(let why): return "cannot send: \(why)"
+        return afterOurClose ? "\(peer) closed the TCP connection without answering our Close"
+                             : "\(peer) closed the TCP connection without a closing handshake"
+    case .readFailed(let why): return message(why, peer: peer)
+    case .writeFailed(let why): return "cannot send: \(message(why, peer: peer))"
     case .pingTimeout(let seconds): return "no pong within \(formatSeconds(seconds)) s (--ping-timeout): the connection is dead"
     case .abandoned: return "the connection ended without a closing handshake"
+    }
+}
+
+/// A read or write failure: the transport's words, the peer named by role.
+private func message(_ failure: StreamFailure, peer: String) -> String {
+    switch failure {
+    case .tls(let alert): return message(alert)
+    case .tlsSessionClosed: return "\(peer) closed the TLS session"
+    default: return "\(failure)"
     }
 }
 

@@ -92,16 +92,6 @@ public final class Session: ConnectionDelegate {
     /// Stop reading the socket while this many bytes wait for stdout.
     static let stdoutHighWater = 1 << 20
 
-    /// Why we ended the session from our side.
-    enum LocalEnd: Equatable {
-        case signal(Int32)
-        case readerGone
-        case inputError
-        case outputError
-        case decompressError
-        case queueFull
-    }
-
     public convenience init(config: BridgeConfiguration, log: Diagnostics) throws(Failure) {
         let loop: EventLoop
         do {
@@ -182,7 +172,7 @@ public final class Session: ConnectionDelegate {
         Signals.exitAtOnce.store(true, ordering: .relaxed)
         submitOutput()
         stdout.drain()
-        return conclude(writerFailure: stdout.failure)
+        return conclude()
     }
 
     /// Puts a connection under this session: the --send messages go first, then stdin and
@@ -346,7 +336,7 @@ public final class Session: ConnectionDelegate {
 
     public func connection(_ connection: ConnectionDriver, didFail error: ReceiveError) {
         output.discardPending()
-        _ = say(.protocolFailure(error))  // said now; the exit status comes at the end
+        say(.protocolFailure(error))  // said now; the exit status comes at the end
         pauseStdin()
     }
 
@@ -392,7 +382,7 @@ public final class Session: ConnectionDelegate {
             log.event("received pong to the end-of-input ping")
         case .barrierUnanswered(let waited, let messages):
             deliveryConfirmed = false
-            _ = say(.deliveryUnconfirmed(messages: messages, seconds: waited))  // said now, without -v
+            say(.deliveryUnconfirmed(messages: messages, seconds: waited))  // said now, without -v
         case .closeQueued(let payload): log.event("sending Close \(describe(payload))")
         }
     }
@@ -732,48 +722,41 @@ public final class Session: ConnectionDelegate {
 
     // MARK: - The end
 
-    /// Reports a failure; when serving, the peer is the client.
-    private func say(_ failure: Failure) -> ExitStatus {
-        guard servesOnce != nil else { return log.report(failure) }
-        let said = report(failure)
-        if let message = said.message { log.error(message.replacing("the server", with: "the client")) }
-        return said.status
+    /// Reports a failure as it happens; when serving, the peer is the client.
+    private func say(_ failure: Failure) {
+        _ = log.report(failure, as: servesOnce == nil ? .client : .server)
     }
 
-    private func conclude(writerFailure: StdoutSink.Failure?) -> ExitStatus {
-        if case .signal(let number) = localEnd { return say(.signal(number)) }
-        if localEnd == .queueFull, let reconnect = config.reconnect {
-            return say(.queueFull(messages: reconnect.queueSize, bytes: reconnect.queueBytes))
-        }
-        if timedOut && driver == nil { return say(.timedOut) }
-        if driver == nil, let error = lastOpenError { return say(.open(error)) }
-        if staleDetected { return say(.stale(seconds: config.staleTimeout ?? 0)) }
-        if case .failed = ending { return .protocolViolation }  // reported when it happened
-        if localEnd == .inputError || localEnd == .outputError || localEnd == .decompressError { return .localError }
-        if timedOut { return say(.timedOut) }
-        if case .failed(let why) = writerFailure { return say(.localOutput(why: why)) }
-        if localEnd == .readerGone { return .success }
-        switch ending {
-        case .closed(let handshake):
-            guard handshake.isNormal else { return say(.closedByPeer(handshake.received)) }
-            // --require-count's shortfall first: the user asked for that status.
-            if let shortfall = countShortfall { return say(shortfall) }
-            return deliveryConfirmed == false ? .deliveryUnconfirmed : .success  // said when it happened
-        case .lost(let loss):
-            return say(.lost(loss))
-        case .timedOut(let wait):
-            return say(.closeTimedOut(wait))
-        case .failed, nil:
-            return say(.lost(.abandoned))
-        }
+    /// The session's end as facts (`Outcome`), which decide the exit status and its line.
+    private var outcome: Outcome {
+        var outcome = Outcome()
+        outcome.runner = servesOnce.map { $0 ? .oneshot : .service } ?? .client
+        outcome.ending = ending
+        outcome.connected = driver != nil
+        outcome.localEnd = localEnd
+        outcome.timedOut = timedOut
+        outcome.openError = lastOpenError
+        outcome.stale = staleDetected ? config.staleTimeout ?? 0 : nil
+        outcome.queueBounds = config.reconnect.map { (messages: $0.queueSize, bytes: $0.queueBytes) }
+        if case .failed(let why) = stdout.failure { outcome.stdoutFailure = why }
+        outcome.shortfall = countShortfall
+        outcome.deliveryConfirmed = deliveryConfirmed
+        return outcome
+    }
+
+    /// Prints the outcome's line, if any, and returns its status.
+    private func conclude() -> ExitStatus {
+        let verdict = outcome.verdict
+        if let line = verdict.line { log.error(line) }
+        return verdict.status
     }
 
     /// --require-count: a clean end before the count came (-n N or -1; per client when
     /// serving, the one client with --oneshot; across connections with --reconnect).
-    private var countShortfall: Failure? {
+    private var countShortfall: Outcome.Shortfall? {
         guard config.requireCount, let limit = output.limit, output.messages < limit else { return nil }
         let required = config.maxMessages ?? 1
-        return .countNotReached(received: output.messages + UInt64(required) - limit, required: required)
+        return Outcome.Shortfall(received: output.messages + UInt64(required) - limit, required: required)
     }
 
     /// The extensions the server agreed to, configured (zlib loaded only now).
@@ -866,16 +849,7 @@ extension Session {
         Signals.exitAtOnce.store(true, ordering: .relaxed)
         submitOutput()
         stdout.drain()
-        let status: ExitStatus
-        if oneshot {
-            status = conclude(writerFailure: stdout.failure)
-        } else if localEnd == .inputError || localEnd == .outputError {
-            status = .localError  // said when it happened
-        } else if case .failed(let why) = stdout.failure {
-            status = log.report(.localOutput(why: why))
-        } else {
-            status = .success  // how clients left is for -v and --jsonl, not the service's status
-        }
+        let status = conclude()
         if config.stats { log.always(statistics(status)) }
         return status
     }
@@ -961,7 +935,7 @@ extension Session {
         if let status = givingUp { emit(.givingUp(attempts: attempts, exit: status)) }
         submitOutput()
         stdout.drain()
-        return conclude(writerFailure: stdout.failure)
+        return conclude()
     }
 
     /// One attempt: dial and handshake (blocking until the connect deadline; stdin waits
@@ -1144,15 +1118,13 @@ extension Session {
         }
     }
 
-    /// The exit status an ending gives (as `conclude` reports it).
+    /// The exit status an ending alone gives (as `conclude` reports it), for giving up on
+    /// reconnecting and for the other server modes' --oneshot: that connection's outcome.
     static func status(of ending: ConnectionEnding, stale: Bool) -> ExitStatus {
-        if stale { return .connectionLost }
-        switch ending {
-        case .closed(let handshake): return handshake.isNormal ? .success : .closedByPeer
-        case .failed: return .protocolViolation
-        case .lost(let loss): return report(.lost(loss)).status
-        case .timedOut(let wait): return report(.closeTimedOut(wait)).status
-        }
+        var outcome = Outcome()
+        outcome.ending = ending
+        outcome.stale = stale ? 0 : nil
+        return outcome.verdict.status
     }
 }
 

@@ -12,8 +12,8 @@ public enum Role: Sendable {
     /// Whether frames this endpoint sends carry a masking key (§5.3: only a client's).
     @inlinable public var masksOutgoingFrames: Bool { self == .client }
 
-    /// Who we talk to, for error messages.
-    var peerName: String { self == .client ? "server" : "client" }
+    /// Who we talk to, for error messages: "server" or "client".
+    public var peerName: String { self == .client ? "server" : "client" }
 }
 
 /// The three reserved bits of a frame header (RFC 6455 §5.2), with the values

@@ -109,6 +109,18 @@ final class ServerStdioTests: IntegrationTestCase {
         assertExit(finish(server, timeout: 20), 0)  // it answered with the same code: as the client would
     }
 
+    /// --oneshot names the client in its line by role; the client's Close reason is its own
+    /// words, printed as sent (a string replacement of "the server" once rewrote it too).
+    func testOneshotNamesTheClientAndKeepsItsReason() throws {
+        let (server, port) = try startStdioServer(["--oneshot"])
+        let client = try runWspipe(["--close-code", "4002", "--close-reason", "the server is slow", "ws://127.0.0.1:\(port)/"],
+                                   stdin: .null)
+        assertExit(client, 0)  // its own code echoed
+        let result = finish(server, timeout: 20)
+        assertExit(result, 8)
+        assertStderr(result, contains: "wspipe: the client closed the connection with 4002 (private application code) \"the server is slow\"\n")
+    }
+
     func testCountSendAndIdleTimeoutPerClient() throws {
         let (server, port) = try startStdioServer(["-n", "2", "--send", "hello", "--idle-timeout", "1"])
         let url = "ws://127.0.0.1:\(port)/"

@@ -1,0 +1,117 @@
+import WebSocketCore
+import WebSocketEngine
+
+/// Why a session was ended from our side.
+enum LocalEnd: Equatable {
+    case signal(Int32)
+    case readerGone
+    case inputError
+    case outputError
+    case decompressError
+    case queueFull
+}
+
+/// How a session ended, as facts: what the runners know when their loop has stopped. Its
+/// `verdict` is the exit status and the line to print; nothing else decides them, so the
+/// one-connection client, the reconnecting client, the stdio server and a reconnection's
+/// giving up cannot disagree.
+struct Outcome {
+    /// Who ran: the client (one connection or reconnecting), the stdio server ending with
+    /// its first client (--oneshot), or the stdio server serving one client after another.
+    enum Runner: Equatable {
+        case client
+        case oneshot
+        case service
+    }
+
+    /// --require-count: the clean end came after `received` of the `required` messages.
+    struct Shortfall: Equatable {
+        var received: UInt64
+        var required: Int
+    }
+
+    var runner = Runner.client
+    /// How the last connection ended; nil when none did (never opened, or abandoned).
+    var ending: ConnectionEnding?
+    /// A connection is still under the session (false: between reconnection attempts, or
+    /// none ever opened).
+    var connected = true
+    var localEnd: LocalEnd?
+    /// --timeout expired.
+    var timedOut = false
+    /// Why the last attempt failed before a connection (--reconnect).
+    var openError: OpenError?
+    /// --stale-timeout's seconds, when it declared the connection dead.
+    var stale: Double?
+    /// --reconnect's offline queue bounds (messages, bytes), for its `fail` policy's line.
+    var queueBounds: (messages: Int, bytes: Int)?
+    /// stdout could not be written (its error, said when the run ends).
+    var stdoutFailure: String?
+    var shortfall: Shortfall?
+    /// The end-of-input ping: answered (true), given up on (false), or not sent (nil).
+    var deliveryConfirmed: Bool?
+
+    /// The exit status and the one line for it.
+    struct Verdict: Equatable {
+        var status: ExitStatus
+        /// To print now; nil when there is nothing to say or it was said when it happened
+        /// (a protocol failure, a local error, the unconfirmed barrier).
+        var line: String?
+    }
+
+    /// Our side, for wording: the peer is the server, or the client when serving.
+    var role: Role { runner == .client ? .client : .server }
+
+    var verdict: Verdict {
+        switch conclusion {
+        case .said(let status): return Verdict(status: status, line: nil)
+        case .report(let failure):
+            let (line, status) = report(failure, as: role)
+            return Verdict(status: status, line: line)
+        }
+    }
+
+    private enum Conclusion {
+        /// Nothing (more) to say.
+        case said(ExitStatus)
+        case report(Failure)
+    }
+
+    /// The precedence of the exit statuses, first match wins.
+    private var conclusion: Conclusion {
+        if runner == .service { return serviceConclusion }
+        if case .signal(let number) = localEnd { return .report(.signal(number)) }
+        if localEnd == .queueFull, let bounds = queueBounds {
+            return .report(.queueFull(messages: bounds.messages, bytes: bounds.bytes))
+        }
+        if timedOut && !connected { return .report(.timedOut) }
+        if !connected, let openError { return .report(.open(openError)) }
+        if let stale { return .report(.stale(seconds: stale)) }
+        if case .failed = ending { return .said(.protocolViolation) }
+        if localEnd == .inputError || localEnd == .outputError || localEnd == .decompressError { return .said(.localError) }
+        if timedOut { return .report(.timedOut) }
+        if let stdoutFailure { return .report(.localOutput(why: stdoutFailure)) }
+        if localEnd == .readerGone { return .said(.success) }
+        switch ending {
+        case .closed(let handshake):
+            guard handshake.isNormal else { return .report(.closedByPeer(handshake.received)) }
+            // --require-count's shortfall before the barrier: the user asked for that status.
+            if let shortfall { return .report(.countNotReached(received: shortfall.received, required: shortfall.required)) }
+            return .said(deliveryConfirmed == false ? .deliveryUnconfirmed : .success)
+        case .lost(let loss):
+            return .report(.lost(loss))
+        case .timedOut(let wait):
+            return .report(.closeTimedOut(wait))
+        case .failed, nil:
+            return .report(.lost(.abandoned))
+        }
+    }
+
+    /// A service ends 0, also after a signal (it was asked to stop); how clients left is
+    /// for -v and --jsonl. Only a local failure is 1.
+    private var serviceConclusion: Conclusion {
+        if localEnd == .inputError || localEnd == .outputError { return .said(.localError) }
+        if let stdoutFailure { return .report(.localOutput(why: stdoutFailure)) }
+        return .said(.success)
+    }
+}
