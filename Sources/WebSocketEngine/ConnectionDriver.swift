@@ -327,6 +327,15 @@ public final class ConnectionDriver: MessageSink {
         scheduleService()
     }
 
+    /// Ends the connection at the latest `seconds` from now, whatever is under way (the
+    /// time reading is paused counts here, unlike for the close timeout): for an owner that
+    /// has stopped reading and whose ending must not wait for it.
+    public func limitEnding(within seconds: Double) {
+        let cap = Instant.now().adding(seconds: seconds)
+        hardDeadline = min(hardDeadline ?? cap, cap)
+        scheduleService()
+    }
+
     /// Ends the connection at once without a closing handshake.
     public func abandon() {
         guard ending == nil else { return }
