@@ -72,6 +72,8 @@ final class LoopSide: ConnectionDelegate, @unchecked Sendable {
                 text.withUTF8 { driver.send(.text, fin: true, UnsafeMutableRawPointer(mutating: $0.baseAddress), count: $0.count, in: nil) }
             case .binary(let bytes):
                 bytes.withUnsafeBytes { driver.send(.binary, fin: true, UnsafeMutableRawPointer(mutating: $0.baseAddress), count: $0.count, in: nil) }
+            case .ping(let payload):
+                ping(payload)
             }
         }
         reportRoom()
@@ -81,7 +83,7 @@ final class LoopSide: ConnectionDelegate, @unchecked Sendable {
         guard let socket = owner else { return }
         guard let driver, driver.ping(payload) else {
             let waiting = socket.shared.withLock { $0.pings.removeValue(forKey: payload) }
-            waiting?.resume(returning: .failure(.closed(code: nil, reason: "")))
+            waiting?(.failure(.closed(code: nil, reason: "")))
             return
         }
     }
@@ -204,7 +206,7 @@ final class LoopSide: ConnectionDelegate, @unchecked Sendable {
     func connection(_ connection: ConnectionDriver, didReceivePong payload: [UInt8], roundTrip: Double?) {
         guard let socket = owner else { return }
         let waiting = socket.shared.withLock { $0.pings.removeValue(forKey: payload) }
-        waiting?.resume(returning: .success(()))
+        waiting?(.success(()))
     }
 
     func connection(_ connection: ConnectionDriver, didReceiveClose payload: ClosePayload) {
@@ -245,7 +247,7 @@ final class LoopSide: ConnectionDelegate, @unchecked Sendable {
         let gone = failure ?? .closed(code: socket.closeCode, reason: socket.closeReason ?? "")
         if let receiver = waiting.0, let result = waiting.1 { receiver.resume(returning: result) }
         for sender in waiting.2 { sender.resume(returning: .failure(gone)) }
-        for ping in waiting.3 { ping.resume(returning: .failure(gone)) }
+        for ping in waiting.3 { ping(.failure(gone)) }
         for closer in waiting.4 { closer.resume() }
     }
 }

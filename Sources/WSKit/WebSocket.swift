@@ -219,6 +219,21 @@ public final class WebSocket: Sendable {
         }
     }
 
+    /// Returns once the connection is over (`state == .closed`).
+    package func ended() async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let over = shared.withLock { state -> Bool in
+                if state.state == .closed { return true }
+                state.closeWaiters.append(continuation)
+                return false
+            }
+            if over { continuation.resume() }
+        }
+    }
+
+    /// The failure that ended the connection (nil: open, or ended by a closing handshake).
+    package var failure: WebSocketError? { shared.withLock { $0.ending } }
+
     /// How the connection ended, once it has (the engine's facts, for a retry policy).
     var ending: ConnectionEnding? { shared.withLock { $0.connectionEnding } }
 
@@ -230,6 +245,13 @@ public final class WebSocket: Sendable {
     /// (the message may or may not have gone out).
     /// - Throws: `.closed` once a Close was sent or received; the connection's failure.
     nonisolated(nonsending) public func send(_ message: Message) async throws(WebSocketError) {
+        if try sendNow(message) { try await waitForRoom() }
+    }
+
+    /// Queues `message` for the engine at once (in call order with every other send and
+    /// ping) without waiting; true when the queue is full: wait in `waitForRoom()` before
+    /// the next. WSKitFoundation's completion-handler sends use it (no task per send).
+    package func sendNow(_ message: Message) throws(WebSocketError) -> Bool {
         let outgoing: Outgoing
         switch message {
         case .text(let text): outgoing = .text(text)
@@ -237,7 +259,7 @@ public final class WebSocket: Sendable {
         }
         let (wake, full) = try enqueue(outgoing)
         if wake { scheduleDrain() }
-        if full { try await waitForRoom() }
+        return full
     }
 
     /// Sends a Ping (RFC 6455 §5.5.2) and returns the time until its Pong arrived (measured
@@ -246,25 +268,45 @@ public final class WebSocket: Sendable {
     nonisolated(nonsending) public func ping() async throws(WebSocketError) -> Duration {
         let clock = ContinuousClock()
         let start = clock.now
-        let id = shared.withLock { state -> UInt64 in state.nextPing += 1; return state.nextPing }
-        let payload: [UInt8] = Array("wskit:".utf8) + withUnsafeBytes(of: id.bigEndian) { Array($0) }
+        let payload = nextPingPayload()
         let result: Result<Void, WebSocketError> = await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<Result<Void, WebSocketError>, Never>) in
-                let refused: WebSocketError? = shared.withLock { state in
-                    if let ending = state.ending { return ending }
-                    if state.state != .open { return .closed(code: state.closeCode, reason: state.closeReason ?? "") }
-                    state.pings[payload] = continuation
-                    return nil
-                }
-                if let refused { continuation.resume(returning: .failure(refused)); return }
-                engine.submit { [self] in side?.ping(payload) }
+                startPing(payload) { continuation.resume(returning: $0) }
             }
         } onCancel: {
             let waiting = shared.withLock { $0.pings.removeValue(forKey: payload) }
-            waiting?.resume(returning: .failure(.cancelled))
+            waiting?(.failure(.cancelled))
         }
         try result.get()
         return clock.now - start
+    }
+
+    /// Hands a Ping to the engine at once (behind the sends before it) and calls `onPong`
+    /// exactly once: when its Pong arrived, or with the failure. For WSKitFoundation's
+    /// `sendPing`, whose call order must hold.
+    package func ping(onPong: @escaping @Sendable (Result<Void, WebSocketError>) -> Void) {
+        startPing(nextPingPayload(), onPong)
+    }
+
+    private func nextPingPayload() -> [UInt8] {
+        let id = shared.withLock { state -> UInt64 in state.nextPing += 1; return state.nextPing }
+        return Array("wskit:".utf8) + withUnsafeBytes(of: id.bigEndian) { Array($0) }
+    }
+
+    /// The Ping goes through the outbox, so it keeps its place among the sends.
+    private func startPing(_ payload: [UInt8], _ onPong: @escaping @Sendable (Result<Void, WebSocketError>) -> Void) {
+        let queued = shared.withLock { state -> Result<Bool, WebSocketError> in
+            if let ending = state.ending { return .failure(ending) }
+            if state.state != .open { return .failure(.closed(code: state.closeCode, reason: state.closeReason ?? "")) }
+            state.pings[payload] = onPong
+            state.outbox.append(.ping(payload))
+            defer { state.drainScheduled = true }
+            return .success(!state.drainScheduled)
+        }
+        switch queued {
+        case .failure(let refused): onPong(.failure(refused))
+        case .success(let wake): if wake { scheduleDrain() }
+        }
     }
 
     /// Starts the closing handshake (RFC 6455 §7.1.2) once the peer has read the messages
@@ -300,16 +342,21 @@ public final class WebSocket: Sendable {
 
     // MARK: - Receiving
 
-    nonisolated(nonsending) func receive() async throws(WebSocketError) -> Message? {
+    /// The next message if one is buffered, without waiting (WSKitFoundation's completion
+    /// handlers take buffered messages without a task).
+    package func receiveNow() -> Message? {
         let taken = shared.withLock { state -> (Message?, Bool) in
             guard let message = state.inbox.popFirst() else { return (nil, false) }
             state.inboxBytes -= message.byteCount
             return (message, state.unpauseIfCaughtUp(limit: receiveLimit))
         }
-        if let message = taken.0 {
-            if taken.1 { resumeReading() }
-            return message
-        }
+        if taken.1 { resumeReading() }
+        return taken.0
+    }
+
+    /// The next message; nil after the peer's Close (what `messages` yields).
+    nonisolated(nonsending) package func receive() async throws(WebSocketError) -> Message? {
+        if let message = receiveNow() { return message }
         let result: Result<Message?, WebSocketError> = await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<Result<Message?, WebSocketError>, Never>) in
                 let ready = shared.withLock { state -> (Result<Message?, WebSocketError>?, Bool) in
@@ -354,7 +401,8 @@ public final class WebSocket: Sendable {
         engine.submit { [self] in side?.drainOutbox() }
     }
 
-    nonisolated(nonsending) private func waitForRoom() async throws(WebSocketError) {
+    /// Returns once the queue is below its limit (after `sendNow` said it is full).
+    nonisolated(nonsending) package func waitForRoom() async throws(WebSocketError) {
         let result: Result<Void, WebSocketError> = await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<Result<Void, WebSocketError>, Never>) in
                 let ready = shared.withLock { state -> Result<Void, WebSocketError>? in
@@ -412,11 +460,14 @@ struct StreamTransfer: @unchecked Sendable {
 enum Outgoing {
     case text(String)
     case binary([UInt8])
+    /// A Ping's payload (its Pong resumes `Shared.pings`).
+    case ping([UInt8])
 
     var byteCount: Int {
         switch self {
         case .text(let text): return text.utf8.count
         case .binary(let bytes): return bytes.count
+        case .ping: return 0
         }
     }
 }
@@ -483,7 +534,8 @@ struct Shared {
     var senders: [CheckedContinuation<Result<Void, WebSocketError>, Never>] = []
 
     var nextPing: UInt64 = 0
-    var pings: [[UInt8]: CheckedContinuation<Result<Void, WebSocketError>, Never>] = [:]
+    /// Waiting for their Pongs, by payload: each is called once.
+    var pings: [[UInt8]: @Sendable (Result<Void, WebSocketError>) -> Void] = [:]
     var closeWaiters: [CheckedContinuation<Void, Never>] = []
     /// Set on the engine thread when the driver starts, cleared at its ending.
     var side: LoopSide?

@@ -290,10 +290,13 @@ public final class ConnectionDriver: MessageSink {
         copy.withUnsafeMutableBytes { send(opcode, fin: fin, $0.baseAddress, count: $0.count, in: nil) }
     }
 
-    /// Queues a Ping (at most 125 bytes). False once closing.
+    /// Queues a Ping (at most 125 bytes) behind the messages sent before it and ahead of
+    /// those sent after (unless messages wait unframed: control frames go ahead of them).
+    /// False once closing.
     @discardableResult
     public func ping(_ payload: [UInt8]) -> Bool {
         guard ending == nil, core.ping(payload) else { return false }
+        if framesNow { queueControlFrames() }
         scheduleService()
         return true
     }
