@@ -126,6 +126,8 @@ let package = Package(
         .executableTarget(name: "chat-manager", dependencies: ["WSKitFoundation"], path: "examples/swift/ChatManager"),
         // scripts/bench-api: throughput and allocations through WSKit (not installed).
         .executableTarget(name: "wskit-bench", dependencies: ["WSKit"], path: "bench/swift/WSKitBench"),
+        // Callback echoes through WSKitFoundation's WebSocketTask (not installed).
+        .executableTarget(name: "wskit-task-bench", dependencies: ["WSKitFoundation"], path: "bench/swift/TaskBench"),
         // scripts/bench-idle: the engine's memory per idle connection (not installed).
         .executableTarget(
             name: "EngineIdleBench",

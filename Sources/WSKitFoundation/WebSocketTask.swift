@@ -574,18 +574,15 @@ final class Completion<Value: Sendable>: Sendable {
 /// delegate queue: one operation drains everything queued so far, so a burst costs one
 /// hand-off and even a concurrent queue runs them in turn.
 final class CallbackQueue: Sendable {
-    private let queue: OperationQueue
+    /// The delegate queue given, else a serial dispatch queue of the task's own: a drain
+    /// costs one `async` there (an `OperationQueue` operation costs several times that).
+    private let queue: OperationQueue?
+    private let own: DispatchQueue?
     private let pending = Mutex<(items: [@Sendable () -> Void], scheduled: Bool)>(([], false))
 
     init(_ queue: OperationQueue?) {
-        if let queue {
-            self.queue = queue
-        } else {
-            let own = OperationQueue()
-            own.maxConcurrentOperationCount = 1
-            own.name = "WebSocketTask delegate queue"
-            self.queue = own
-        }
+        self.queue = queue
+        own = queue == nil ? DispatchQueue(label: "WebSocketTask delegate queue") : nil
     }
 
     func run(_ item: @escaping @Sendable () -> Void) {
@@ -595,7 +592,8 @@ final class CallbackQueue: Sendable {
             pending.scheduled = true
             return true
         }
-        if schedule { queue.addOperation { [self] in drain() } }
+        guard schedule else { return }
+        if let own { own.async { [self] in drain() } } else { queue?.addOperation { [self] in drain() } }
     }
 
     private func drain() {
