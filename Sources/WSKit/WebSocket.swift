@@ -153,9 +153,9 @@ public final class WebSocket: Sendable {
     /// opening handshake (RFC 6455 §4.1).
     ///
     /// The blocking work runs on one of the library's connect threads, all before
-    /// `options.connectTimeout`. Cancelling the calling task makes it throw `.cancelled`
-    /// once that work returns (at the latest at the connect timeout); a connection
-    /// opened by then is closed with 1001.
+    /// `options.connectTimeout`. Cancelling the calling task ends that work where it
+    /// waits (DNS, TCP, TLS, the handshake; the socket is closed) and makes it throw
+    /// `.cancelled`.
     /// - Throws: `WebSocketError` `.invalidURL`, `.invalidArgument`, `.cannotConnect`, `.tls`,
     ///   `.handshakeRejected`, `.timedOut`, `.cancelled`.
     public static func connect(to url: String, options: WebSocketOptions = .init()) async throws(WebSocketError) -> WebSocket {
@@ -187,9 +187,12 @@ public final class WebSocket: Sendable {
                     let buffer = ByteBuffer(capacity: 256 * 1024)
                     let opened: ClientOpener.Opened
                     do throws(OpenError) {
-                        opened = try opener.open(into: buffer, deadline: Deadline(seconds: options.connectTimeout.seconds))
+                        opened = try opener.open(into: buffer, deadline: attempt.deadline(seconds: options.connectTimeout.seconds))
                     } catch {
-                        continuation.resume(returning: .failure(OpenFailure(error: WebSocketError(error), attempt: AttemptFailure(error))))
+                        // A cancelled connect's waits end as if their deadline passed.
+                        let failure = attempt.isCancelled ? OpenFailure(error: .cancelled, attempt: nil)
+                            : OpenFailure(error: WebSocketError(error), attempt: AttemptFailure(error))
+                        continuation.resume(returning: .failure(failure))
                         return
                     }
                     let agreed: PerMessageDeflate?
@@ -440,11 +443,33 @@ public final class WebSocket: Sendable {
     }
 }
 
-/// Cancellation of a connect in progress (checked when the blocking work returns).
+/// Cancellation of a connect: checked when the blocking work returns, and signalled into
+/// its waits (DNS, TCP, TLS, the handshake) so that they end at once. The signal's pipe is
+/// made only when the work starts: connects queued for a connect thread hold none.
 final class ConnectAttempt: Sendable {
-    private let cancelled = Atomic<Bool>(false)
-    var isCancelled: Bool { cancelled.load(ordering: .acquiring) }
-    func cancel() { cancelled.store(true, ordering: .releasing) }
+    private let state = Mutex<(cancelled: Bool, signal: ConnectCancellation?)>((false, nil))
+    var isCancelled: Bool { state.withLock { $0.cancelled } }
+
+    func cancel() {
+        let signal = state.withLock { state -> ConnectCancellation? in
+            state.cancelled = true
+            return state.signal
+        }
+        signal?.cancel()
+    }
+
+    /// The deadline for the blocking work, with this attempt's cancellation in it.
+    func deadline(seconds: Double) -> Deadline {
+        var deadline = Deadline(seconds: seconds)
+        let signal = ConnectCancellation()
+        let cancelled = state.withLock { state -> Bool in
+            state.signal = signal
+            return state.cancelled
+        }
+        if cancelled { signal?.cancel() }
+        deadline.cancellation = signal
+        return deadline
+    }
 }
 
 /// The opened stream crossing from a connect thread to the engine thread (nothing else

@@ -226,6 +226,32 @@ final class WebSocketTaskTests: XCTestCase {
         XCTAssertNotNil(peer.process.stdout.waitForLine(startingWith: "RECORDED 1", timeout: 1.3), "the connection stayed open")
     }
 
+    /// A server that never answers the handshake: the cancel ends the wait for its answer
+    /// (it lasted until the connect timeout, 10 s) and closes the socket, with WSKit's
+    /// connect and with the task.
+    func testCancelWhileTheHandshakeIsUnansweredClosesTheSocketAtOnce() async throws {
+        let silent = try LoopbackSocket(listening: true)
+        let address = "ws://127.0.0.1:\(silent.port)/"
+        let connecting = Task { try await WebSocket.connect(to: address) }
+        let client = try XCTUnwrap(acceptRaw(silent, timeout: 5), "no connection came")
+        connecting.cancel()
+        XCTAssertTrue(closedByPeer(client, within: 1), "WSKit: the socket stayed open after the cancel")
+        let result = await connecting.result
+        XCTAssertThrowsError(try result.get()) { XCTAssertEqual($0 as? WebSocketError, .cancelled) }
+        close(client)
+
+        let task = WebSocketTask(with: URL(string: address)!)
+        let calls = Counter()
+        task.resume()
+        callEveryForm(task, calls)
+        let second = try XCTUnwrap(acceptRaw(silent, timeout: 5), "no connection came")
+        task.cancel()
+        XCTAssertTrue(closedByPeer(second, within: 1), "WebSocketTask: the socket stayed open after the cancel")
+        close(second)
+        try await assertEveryHandlerRanOnce(calls, "an unanswered handshake")
+        try await eventually("completed") { task.state == .completed }
+    }
+
     // MARK: - Delegate, lifetime
 
     final class Recorder: WebSocketTaskDelegate, @unchecked Sendable {
@@ -339,6 +365,26 @@ final class Counter: Sendable {
     func add(_ call: Int) { calls.withLock { $0.append(call) } }
     var count: Int { calls.withLock { $0.count } }
     var ordered: [Int] { calls.withLock { $0 } }
+}
+
+/// Accepts a connection from `listener`'s backlog (nil if none came within `timeout`).
+func acceptRaw(_ listener: LoopbackSocket, timeout: Double) -> Int32? {
+    var entry = pollfd(fd: listener.fd, events: Int16(POLLIN), revents: 0)
+    guard poll(&entry, 1, Int32(timeout * 1000)) > 0 else { return nil }
+    let fd = accept(listener.fd, nil, nil)
+    return fd >= 0 ? fd : nil
+}
+
+/// Reads `fd` until the peer closes it (true), or `seconds` pass (false).
+func closedByPeer(_ fd: Int32, within seconds: Double) -> Bool {
+    let end = monotonicSeconds() + seconds
+    var buffer = [UInt8](repeating: 0, count: 4096)
+    while monotonicSeconds() < end {
+        var entry = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+        guard poll(&entry, 1, Int32(max(1, (end - monotonicSeconds()) * 1000))) > 0 else { continue }
+        if read(fd, &buffer, buffer.count) <= 0 { return true }
+    }
+    return false
 }
 
 /// Waits (at most `seconds`) until `condition` holds.
