@@ -123,8 +123,6 @@ public final class WebSocketTask: Sendable {
         /// Receives in call order; the first is being read while `reading`.
         var receives: [Completion<Message>] = []
         var reading = false
-        /// Pings whose Pongs have not come (failed at cancel).
-        var pings: [Int: Completion<Void>] = [:]
         var nextPing = 0
         /// Set by `cancel(with:reason:)`.
         var cancelled: (code: Int, reason: String)?
@@ -144,6 +142,9 @@ public final class WebSocketTask: Sendable {
     }
 
     private let locked: Mutex<State>
+    /// Pings whose Pongs have not come (failed at cancel). Apart from `locked`: a refused
+    /// ping calls its handler at once, inside `flushCalls`, which holds `locked`.
+    private let pings = Mutex<[Int: Completion<Void>]>([:])
     private let callbacks: CallbackQueue
     private let url: URL
     private let headers: [String: String]
@@ -329,9 +330,9 @@ public final class WebSocketTask: Sendable {
             case .ping(let completion):
                 state.nextPing += 1
                 let id = state.nextPing
-                state.pings[id] = completion
+                pings.withLock { $0[id] = completion }
                 socket.ping { [self] result in
-                    let completion = locked.withLock { $0.pings.removeValue(forKey: id) }
+                    let completion = pings.withLock { $0.removeValue(forKey: id) }
                     completion?.complete(result.mapError { $0 as any Error }, on: callbacks)
                 }
             }
@@ -463,8 +464,11 @@ public final class WebSocketTask: Sendable {
         for call in state.takeCalls() { call.completion.complete(.failure(error), on: callbacks) }
         state.waitingForRoom?.complete(.success(()), on: callbacks)  // the socket has that message
         state.waitingForRoom = nil
-        for (_, ping) in state.pings { ping.complete(.failure(error), on: callbacks) }
-        state.pings.removeAll()
+        let waiting = pings.withLock { pings in
+            defer { pings.removeAll() }
+            return Array(pings.values)
+        }
+        for ping in waiting { ping.complete(.failure(error), on: callbacks) }
         for receive in state.receives { receive.complete(.failure(error), on: callbacks) }
         state.receives.removeAll()
     }

@@ -252,6 +252,30 @@ final class WebSocketTaskTests: XCTestCase {
         try await eventually("completed") { task.state == .completed }
     }
 
+    /// The peer's Close came (the socket refuses pings) but the connection is not over yet:
+    /// a ping is refused at once, inside the task's lock, and its handler took that lock
+    /// again ("Recursive call to lock Mutex", the process died).
+    func testAPingRefusedWhileThePeerClosesFailsItsHandler() async throws {
+        let record = directory + "/keep-open.json"
+        let peer = try Peer.launch(executable: Locations.python,
+                                   arguments: ["\(Locations.peers)/raw.py", "--port", "0", "--record", record, "--scenario", "close-keep-open"],
+                                   environment: Locations.baseEnvironment, recordFile: record)
+        peers.append(peer)
+        let task = WebSocketTask(with: url(peer))
+        task.resume()
+        let pinged = Counter()
+        // Pings every 5 ms across the window in which the peer's Close has come and the
+        // connection is not over (close-keep-open keeps TCP open: about a second).
+        try await withTimeout(10, "the pings") {
+            for i in 0..<300 {
+                task.sendPing { _ in pinged.add(i) }
+                try await Task.sleep(for: .milliseconds(5))
+            }
+            try await eventually("every ping handler ran") { pinged.count == 300 }
+        }
+        XCTAssertEqual(pinged.ordered.sorted(), Array(0..<300))
+    }
+
     // MARK: - Delegate, lifetime
 
     final class Recorder: WebSocketTaskDelegate, @unchecked Sendable {
