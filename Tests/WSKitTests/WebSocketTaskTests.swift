@@ -51,6 +51,16 @@ final class WebSocketTaskTests: XCTestCase {
         return peer
     }
 
+    /// raw.py acting out one of its scenarios.
+    private func rawScenario(_ name: String) throws -> Peer {
+        let record = directory + "/record-\(UUID().uuidString).json"
+        let peer = try Peer.launch(executable: Locations.python,
+                                   arguments: ["\(Locations.peers)/raw.py", "--port", "0", "--record", record, "--scenario", name],
+                                   environment: Locations.baseEnvironment, recordFile: record)
+        peers.append(peer)
+        return peer
+    }
+
     private func echoPeer(_ arguments: [String] = []) throws -> Peer {
         let peer = try Peer.launch(executable: Locations.python, arguments: ["\(Locations.peers)/echo.py", "--port", "0"] + arguments,
                                    environment: Locations.baseEnvironment)
@@ -256,11 +266,7 @@ final class WebSocketTaskTests: XCTestCase {
     /// a ping is refused at once, inside the task's lock, and its handler took that lock
     /// again ("Recursive call to lock Mutex", the process died).
     func testAPingRefusedWhileThePeerClosesFailsItsHandler() async throws {
-        let record = directory + "/keep-open.json"
-        let peer = try Peer.launch(executable: Locations.python,
-                                   arguments: ["\(Locations.peers)/raw.py", "--port", "0", "--record", record, "--scenario", "close-keep-open"],
-                                   environment: Locations.baseEnvironment, recordFile: record)
-        peers.append(peer)
+        let peer = try rawScenario("close-keep-open")
         let task = WebSocketTask(with: url(peer))
         task.resume()
         let pinged = Counter()
@@ -348,11 +354,7 @@ final class WebSocketTaskTests: XCTestCase {
         XCTAssertEqual(error.localizedDescription, "\(error)")
         XCTAssertTrue(error.localizedDescription.contains("refused"), error.localizedDescription)
 
-        let record = directory + "/401.json"
-        let unauthorized = try Peer.launch(executable: Locations.python,
-                                           arguments: ["\(Locations.peers)/raw.py", "--port", "0", "--record", record, "--scenario", "reject-401"],
-                                           environment: Locations.baseEnvironment, recordFile: record)
-        peers.append(unauthorized)
+        let unauthorized = try rawScenario("reject-401")
         let rejected = WebSocketTask(with: url(unauthorized))
         rejected.resume()
         error = try await failure(rejected)
