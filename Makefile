@@ -13,8 +13,10 @@ all: build
 setup:
 	@scripts/setup
 
+# Only the CLI: with the static standard library, a program that links FoundationNetworking
+# (WSKitFoundation's examples) also needs libcurl's development files.
 build:
-	swift build $(SWIFT_BUILD_FLAGS)
+	swift build $(SWIFT_BUILD_FLAGS) --product wspipe
 
 # The main job on real input: a JSON feed through a local WebSocket server, into jq.
 demo: setup build

@@ -131,8 +131,11 @@ let package = Package(
         .executableTarget(name: "echo-chat", dependencies: ["WSKit"], path: "examples/swift/EchoChat"),
         .executableTarget(name: "ticker", dependencies: ["WSKit"], path: "examples/swift/Ticker"),
         .executableTarget(name: "broadcast-server", dependencies: ["WSKit"], path: "examples/swift/BroadcastServer"),
+        .executableTarget(name: "chat-manager", dependencies: ["WSKitFoundation"], path: "examples/swift/ChatManager"),
         // scripts/bench-api: throughput and allocations through WSKit (not installed).
         .executableTarget(name: "wskit-bench", dependencies: ["WSKit"], path: "bench/swift/WSKitBench"),
+        // Callback echoes through WSKitFoundation's WebSocketTask (not installed).
+        .executableTarget(name: "wskit-task-bench", dependencies: ["WSKitFoundation"], path: "bench/swift/TaskBench"),
         // scripts/bench-idle: the engine's memory per idle connection (not installed).
         .executableTarget(
             name: "EngineIdleBench",

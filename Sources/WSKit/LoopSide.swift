@@ -72,6 +72,8 @@ final class LoopSide: ConnectionDelegate, @unchecked Sendable {
                 text.withUTF8 { driver.send(.text, fin: true, UnsafeMutableRawPointer(mutating: $0.baseAddress), count: $0.count, in: nil) }
             case .binary(let bytes):
                 bytes.withUnsafeBytes { driver.send(.binary, fin: true, UnsafeMutableRawPointer(mutating: $0.baseAddress), count: $0.count, in: nil) }
+            case .ping(let payload):
+                ping(payload)
             }
         }
         reportRoom()
@@ -81,7 +83,7 @@ final class LoopSide: ConnectionDelegate, @unchecked Sendable {
         guard let socket = owner else { return }
         guard let driver, driver.ping(payload) else {
             let waiting = socket.shared.withLock { $0.pings.removeValue(forKey: payload) }
-            waiting?.resume(returning: .failure(.closed(code: nil, reason: "")))
+            waiting?(.failure(.closed(code: nil, reason: "")))
             return
         }
     }
@@ -95,6 +97,15 @@ final class LoopSide: ConnectionDelegate, @unchecked Sendable {
         drainOutbox()  // messages sent before the close go first
         let payload = ClosePayload(code: CloseCode(code), reason: reason)
         if afterDelivery { driver.closeAfterDelivery(payload) } else { driver.close(payload) }
+        boundEndingIfPaused()
+    }
+
+    /// Paused reading stops the close timeout (the peer's answer may wait behind what is
+    /// unread), so a consumer that never reads again would keep a closing connection open:
+    /// once both hold, the close timeout is a hard limit.
+    private func boundEndingIfPaused() {
+        guard closeRequested, let driver, driver.pausesReading else { return }
+        driver.limitEnding(within: driver.options.closeTimeout)
     }
 
     func resumeReading() {
@@ -169,6 +180,7 @@ final class LoopSide: ConnectionDelegate, @unchecked Sendable {
                 connection.pausesReading = true
             }
         }
+        boundEndingIfPaused()
         hasNews = true
     }
 
@@ -178,19 +190,23 @@ final class LoopSide: ConnectionDelegate, @unchecked Sendable {
     func connectionDidProcessInput(_ connection: ConnectionDriver) {
         guard hasNews, let socket = owner else { return }
         hasNews = false
-        let handOff = socket.shared.withLock { state -> (CheckedContinuation<Result<Message?, WebSocketError>, Never>, Message)? in
+        let handOff = socket.shared.withLock { state -> (CheckedContinuation<Result<Message?, WebSocketError>, Never>, Message, Bool)? in
             guard let receiver = state.receiver, let message = state.inbox.popFirst() else { return nil }
             state.receiver = nil
             state.inboxBytes -= message.byteCount
-            return (receiver, message)
+            return (receiver, message, state.unpauseIfCaughtUp(limit: socket.receiveLimit))
         }
-        if let (receiver, message) = handOff { receiver.resume(returning: .success(message)) }
+        guard let (receiver, message, caughtUp) = handOff else { return }
+        // As in `receive`: a message that filled the inbox by itself must not leave reading
+        // paused once it is handed over (the Pong a close waits for would never be read).
+        if caughtUp { connection.pausesReading = false }
+        receiver.resume(returning: .success(message))
     }
 
     func connection(_ connection: ConnectionDriver, didReceivePong payload: [UInt8], roundTrip: Double?) {
         guard let socket = owner else { return }
         let waiting = socket.shared.withLock { $0.pings.removeValue(forKey: payload) }
-        waiting?.resume(returning: .success(()))
+        waiting?(.success(()))
     }
 
     func connection(_ connection: ConnectionDriver, didReceiveClose payload: ClosePayload) {
@@ -241,7 +257,7 @@ final class LoopSide: ConnectionDelegate, @unchecked Sendable {
         let gone = failure ?? .closed(code: socket.closeCode, reason: socket.closeReason ?? "")
         if let receiver = waiting.0, let result = waiting.1 { receiver.resume(returning: result) }
         for sender in waiting.2 { sender.resume(returning: .failure(gone)) }
-        for ping in waiting.3 { ping.resume(returning: .failure(gone)) }
+        for ping in waiting.3 { ping(.failure(gone)) }
         for closer in waiting.4 { closer.resume() }
     }
 }

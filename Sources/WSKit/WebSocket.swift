@@ -159,9 +159,9 @@ public final class WebSocket: Sendable {
     /// opening handshake (RFC 6455 §4.1).
     ///
     /// The blocking work runs on one of the library's connect threads, all before
-    /// `options.connectTimeout`. Cancelling the calling task makes it throw `.cancelled`
-    /// once that work returns (at the latest at the connect timeout); a connection
-    /// opened by then is closed with 1001.
+    /// `options.connectTimeout`. Cancelling the calling task ends that work where it
+    /// waits (DNS, TCP, TLS, the handshake; the socket is closed) and makes it throw
+    /// `.cancelled`.
     /// - Throws: `WebSocketError` `.invalidURL`, `.invalidArgument`, `.cannotConnect`, `.tls`,
     ///   `.handshakeRejected`, `.timedOut`, `.cancelled`.
     public static func connect(to url: String, options: WebSocketOptions = .init()) async throws(WebSocketError) -> WebSocket {
@@ -193,9 +193,12 @@ public final class WebSocket: Sendable {
                     let buffer = ByteBuffer(capacity: 256 * 1024)
                     let opened: ClientOpener.Opened
                     do throws(OpenError) {
-                        opened = try opener.open(into: buffer, deadline: Deadline(seconds: options.connectTimeout.seconds))
+                        opened = try opener.open(into: buffer, deadline: attempt.deadline(seconds: options.connectTimeout.seconds))
                     } catch {
-                        continuation.resume(returning: .failure(OpenFailure(error: WebSocketError(error), attempt: AttemptFailure(error))))
+                        // A cancelled connect's waits end as if their deadline passed.
+                        let failure = attempt.isCancelled ? OpenFailure(error: .cancelled, attempt: nil)
+                            : OpenFailure(error: WebSocketError(error), attempt: AttemptFailure(error))
+                        continuation.resume(returning: .failure(failure))
                         return
                     }
                     let agreed: PerMessageDeflate?
@@ -225,6 +228,21 @@ public final class WebSocket: Sendable {
         }
     }
 
+    /// Returns once the connection is over (`state == .closed`).
+    package func ended() async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let over = shared.withLock { state -> Bool in
+                if state.state == .closed { return true }
+                state.closeWaiters.append(continuation)
+                return false
+            }
+            if over { continuation.resume() }
+        }
+    }
+
+    /// The failure that ended the connection (nil: open, or ended by a closing handshake).
+    package var failure: WebSocketError? { shared.withLock { $0.ending } }
+
     /// How the connection ended, once it has (the engine's facts, for a retry policy).
     var ending: ConnectionEnding? { shared.withLock { $0.connectionEnding } }
 
@@ -236,6 +254,13 @@ public final class WebSocket: Sendable {
     /// (the message may or may not have gone out).
     /// - Throws: `.closed` once a Close was sent or received; the connection's failure.
     nonisolated(nonsending) public func send(_ message: Message) async throws(WebSocketError) {
+        if try sendNow(message) { try await waitForRoom() }
+    }
+
+    /// Queues `message` for the engine at once (in call order with every other send and
+    /// ping) without waiting; true when the queue is full: wait in `waitForRoom()` before
+    /// the next. WSKitFoundation's completion-handler sends use it (no task per send).
+    package func sendNow(_ message: Message) throws(WebSocketError) -> Bool {
         let outgoing: Outgoing
         switch message {
         case .text(let text): outgoing = .text(text)
@@ -243,7 +268,7 @@ public final class WebSocket: Sendable {
         }
         let (wake, full) = try enqueue(outgoing)
         if wake { scheduleDrain() }
-        if full { try await waitForRoom() }
+        return full
     }
 
     /// Sends a Ping (RFC 6455 §5.5.2) and returns the time until its Pong arrived (measured
@@ -252,25 +277,45 @@ public final class WebSocket: Sendable {
     nonisolated(nonsending) public func ping() async throws(WebSocketError) -> Duration {
         let clock = ContinuousClock()
         let start = clock.now
-        let id = shared.withLock { state -> UInt64 in state.nextPing += 1; return state.nextPing }
-        let payload: [UInt8] = Array("wskit:".utf8) + withUnsafeBytes(of: id.bigEndian) { Array($0) }
+        let payload = nextPingPayload()
         let result: Result<Void, WebSocketError> = await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<Result<Void, WebSocketError>, Never>) in
-                let refused: WebSocketError? = shared.withLock { state in
-                    if let ending = state.ending { return ending }
-                    if state.state != .open { return .closed(code: state.closeCode, reason: state.closeReason ?? "") }
-                    state.pings[payload] = continuation
-                    return nil
-                }
-                if let refused { continuation.resume(returning: .failure(refused)); return }
-                engine.submit { [self] in side?.ping(payload) }
+                startPing(payload) { continuation.resume(returning: $0) }
             }
         } onCancel: {
             let waiting = shared.withLock { $0.pings.removeValue(forKey: payload) }
-            waiting?.resume(returning: .failure(.cancelled))
+            waiting?(.failure(.cancelled))
         }
         try result.get()
         return clock.now - start
+    }
+
+    /// Hands a Ping to the engine at once (behind the sends before it) and calls `onPong`
+    /// exactly once: when its Pong arrived, or with the failure. For WSKitFoundation's
+    /// `sendPing`, whose call order must hold.
+    package func ping(onPong: @escaping @Sendable (Result<Void, WebSocketError>) -> Void) {
+        startPing(nextPingPayload(), onPong)
+    }
+
+    private func nextPingPayload() -> [UInt8] {
+        let id = shared.withLock { state -> UInt64 in state.nextPing += 1; return state.nextPing }
+        return Array("wskit:".utf8) + withUnsafeBytes(of: id.bigEndian) { Array($0) }
+    }
+
+    /// The Ping goes through the outbox, so it keeps its place among the sends.
+    private func startPing(_ payload: [UInt8], _ onPong: @escaping @Sendable (Result<Void, WebSocketError>) -> Void) {
+        let queued = shared.withLock { state -> Result<Bool, WebSocketError> in
+            if let ending = state.ending { return .failure(ending) }
+            if state.state != .open { return .failure(.closed(code: state.closeCode, reason: state.closeReason ?? "")) }
+            state.pings[payload] = onPong
+            state.outbox.append(.ping(payload))
+            defer { state.drainScheduled = true }
+            return .success(!state.drainScheduled)
+        }
+        switch queued {
+        case .failure(let refused): onPong(.failure(refused))
+        case .success(let wake): if wake { scheduleDrain() }
+        }
     }
 
     /// Starts the closing handshake (RFC 6455 §7.1.2) once the peer has read the messages
@@ -310,16 +355,21 @@ public final class WebSocket: Sendable {
 
     // MARK: - Receiving
 
-    nonisolated(nonsending) func receive() async throws(WebSocketError) -> Message? {
+    /// The next message if one is buffered, without waiting (WSKitFoundation's completion
+    /// handlers take buffered messages without a task).
+    package func receiveNow() -> Message? {
         let taken = shared.withLock { state -> (Message?, Bool) in
             guard let message = state.inbox.popFirst() else { return (nil, false) }
             state.inboxBytes -= message.byteCount
             return (message, state.unpauseIfCaughtUp(limit: receiveLimit))
         }
-        if let message = taken.0 {
-            if taken.1 { resumeReading() }
-            return message
-        }
+        if taken.1 { resumeReading() }
+        return taken.0
+    }
+
+    /// The next message; nil after the peer's Close (what `messages` yields).
+    nonisolated(nonsending) package func receive() async throws(WebSocketError) -> Message? {
+        if let message = receiveNow() { return message }
         let result: Result<Message?, WebSocketError> = await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<Result<Message?, WebSocketError>, Never>) in
                 let ready = shared.withLock { state -> (Result<Message?, WebSocketError>?, Bool) in
@@ -364,7 +414,8 @@ public final class WebSocket: Sendable {
         engine.submit { [self] in side?.drainOutbox() }
     }
 
-    nonisolated(nonsending) private func waitForRoom() async throws(WebSocketError) {
+    /// Returns once the queue is below its limit (after `sendNow` said it is full).
+    nonisolated(nonsending) package func waitForRoom() async throws(WebSocketError) {
         let result: Result<Void, WebSocketError> = await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<Result<Void, WebSocketError>, Never>) in
                 let ready = shared.withLock { state -> Result<Void, WebSocketError>? in
@@ -402,11 +453,33 @@ public final class WebSocket: Sendable {
     }
 }
 
-/// Cancellation of a connect in progress (checked when the blocking work returns).
+/// Cancellation of a connect: checked when the blocking work returns, and signalled into
+/// its waits (DNS, TCP, TLS, the handshake) so that they end at once. The signal's pipe is
+/// made only when the work starts: connects queued for a connect thread hold none.
 final class ConnectAttempt: Sendable {
-    private let cancelled = Atomic<Bool>(false)
-    var isCancelled: Bool { cancelled.load(ordering: .acquiring) }
-    func cancel() { cancelled.store(true, ordering: .releasing) }
+    private let state = Mutex<(cancelled: Bool, signal: ConnectCancellation?)>((false, nil))
+    var isCancelled: Bool { state.withLock { $0.cancelled } }
+
+    func cancel() {
+        let signal = state.withLock { state -> ConnectCancellation? in
+            state.cancelled = true
+            return state.signal
+        }
+        signal?.cancel()
+    }
+
+    /// The deadline for the blocking work, with this attempt's cancellation in it.
+    func deadline(seconds: Double) -> Deadline {
+        var deadline = Deadline(seconds: seconds)
+        let signal = ConnectCancellation()
+        let cancelled = state.withLock { state -> Bool in
+            state.signal = signal
+            return state.cancelled
+        }
+        if cancelled { signal?.cancel() }
+        deadline.cancellation = signal
+        return deadline
+    }
 }
 
 /// The opened stream crossing from a connect thread to the engine thread (nothing else
@@ -422,11 +495,14 @@ struct StreamTransfer: @unchecked Sendable {
 enum Outgoing {
     case text(String)
     case binary([UInt8])
+    /// A Ping's payload (its Pong resumes `Shared.pings`).
+    case ping([UInt8])
 
     var byteCount: Int {
         switch self {
         case .text(let text): return text.utf8.count
         case .binary(let bytes): return bytes.count
+        case .ping: return 0
         }
     }
 }
@@ -493,7 +569,8 @@ struct Shared {
     var senders: [CheckedContinuation<Result<Void, WebSocketError>, Never>] = []
 
     var nextPing: UInt64 = 0
-    var pings: [[UInt8]: CheckedContinuation<Result<Void, WebSocketError>, Never>] = [:]
+    /// Waiting for their Pongs, by payload: each is called once.
+    var pings: [[UInt8]: @Sendable (Result<Void, WebSocketError>) -> Void] = [:]
     var closeWaiters: [CheckedContinuation<Void, Never>] = []
     /// The barrier ping of `close()`: answered (true) or given up on (false).
     var deliveryConfirmed: Bool?

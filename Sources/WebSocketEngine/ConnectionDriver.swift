@@ -305,10 +305,13 @@ public final class ConnectionDriver: MessageSink {
         copy.withUnsafeMutableBytes { send(opcode, fin: fin, $0.baseAddress, count: $0.count, in: nil) }
     }
 
-    /// Queues a Ping (at most 125 bytes). False once closing.
+    /// Queues a Ping (at most 125 bytes) behind the messages sent before it and ahead of
+    /// those sent after (unless messages wait unframed: control frames go ahead of them).
+    /// False once closing.
     @discardableResult
     public func ping(_ payload: [UInt8]) -> Bool {
         guard ending == nil, core.ping(payload) else { return false }
+        if framesNow { queueControlFrames() }
         scheduleService()
         return true
     }
@@ -339,6 +342,15 @@ public final class ConnectionDriver: MessageSink {
         beginEnding()
         barrier = (barrierPayload, payload)
         queueBarrierIfReady()
+        scheduleService()
+    }
+
+    /// Ends the connection at the latest `seconds` from now, whatever is under way (the
+    /// time reading is paused counts here, unlike for the close timeout): for an owner that
+    /// has stopped reading and whose ending must not wait for it.
+    public func limitEnding(within seconds: Double) {
+        let cap = Instant.now().adding(seconds: seconds)
+        hardDeadline = min(hardDeadline ?? cap, cap)
         scheduleService()
     }
 

@@ -1,4 +1,5 @@
 import Glibc
+import Synchronization
 
 /// A point on the monotonic clock (CLOCK_MONOTONIC), in nanoseconds. Wall-clock changes
 /// never shorten or stretch a timeout.
@@ -42,6 +43,9 @@ public struct Deadline: Sendable, Equatable {
     public let instant: Instant
     /// The limit as the user set it, in seconds.
     public let seconds: Double
+    /// Ends the waits early when signalled (a connect the caller gave up on): they report
+    /// the deadline as passed.
+    public var cancellation: ConnectCancellation?
 
     public init(instant: Instant, seconds: Double) {
         self.instant = instant
@@ -56,24 +60,65 @@ public struct Deadline: Sendable, Equatable {
     /// The same deadline, ending at `limit` if that is earlier.
     public func notAfter(_ limit: Instant?) -> Deadline {
         guard let limit, limit < instant else { return self }
-        return Deadline(instant: limit, seconds: seconds)
+        var earlier = Deadline(instant: limit, seconds: seconds)
+        earlier.cancellation = cancellation
+        return earlier
     }
 
-    public var hasPassed: Bool { Instant.now() >= instant }
+    public var hasPassed: Bool { Instant.now() >= instant || (cancellation?.isCancelled ?? false) }
 
     /// Milliseconds left, for poll(2).
     public func pollTimeout() -> Int32 { instant.pollTimeout() }
 
     /// Waits for `events` on `fd` until the deadline (EINTR is retried). Returns true when
-    /// the descriptor is ready, false when the deadline passed. Throws `.system` when
-    /// poll(2) fails.
+    /// the descriptor is ready, false when the deadline passed (or the cancellation was
+    /// signalled). Throws `.system` when poll(2) fails.
     public func wait(fd: Int32, events: Int16) throws(TransportError) -> Bool {
-        var entry = pollfd(fd: fd, events: events, revents: 0)
+        var entries = [pollfd(fd: fd, events: events, revents: 0)]
+        if let cancellation { entries.append(pollfd(fd: cancellation.fileDescriptor, events: Int16(POLLIN), revents: 0)) }
         while true {
-            let ready = poll(&entry, 1, pollTimeout())
-            if ready > 0 { return true }
+            let ready = poll(&entries, nfds_t(entries.count), pollTimeout())
+            if ready > 0 { return entries.count == 1 || entries[1].revents == 0 }
             if ready == 0 { return false }
             if errno != EINTR { throw .system(call: "poll", errno: errno) }
         }
+    }
+
+    /// Limits of the same instant and seconds are equal, whatever their cancellation.
+    public static func == (a: Deadline, b: Deadline) -> Bool { a.instant == b.instant && a.seconds == b.seconds }
+}
+
+/// A signal that a blocking connect should stop waiting: a pipe whose read end becomes
+/// readable (so poll(2) wakes), plus a flag. Made by whoever may give up on the connect.
+public final class ConnectCancellation: Sendable {
+    /// The read end, for poll(2).
+    public let fileDescriptor: Int32
+    private let writeEnd: Int32
+    private let signalled = Atomic<Bool>(false)
+
+    /// Nil when no pipe can be made (out of descriptors): the connect is then not
+    /// interruptible, only bounded by its deadline.
+    public init?() {
+        var ends: [Int32] = [-1, -1]
+        guard pipe(&ends) == 0 else { return nil }
+        for end in ends {
+            _ = fcntl(end, F_SETFD, FD_CLOEXEC)
+            _ = fcntl(end, F_SETFL, fcntl(end, F_GETFL) | O_NONBLOCK)
+        }
+        fileDescriptor = ends[0]
+        writeEnd = ends[1]
+    }
+
+    public var isCancelled: Bool { signalled.load(ordering: .acquiring) }
+
+    public func cancel() {
+        guard !signalled.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        var byte: UInt8 = 1
+        _ = write(writeEnd, &byte, 1)
+    }
+
+    deinit {
+        close(fileDescriptor)
+        close(writeEnd)
     }
 }

@@ -146,11 +146,15 @@ public enum TCPConnector {
                 throw .connect(target: target, errno: lastError)
             }
             if pending.isEmpty { continue }
-            if now >= deadline.instant {
+            if deadline.hasPassed {
                 let target = pending.count == 1 ? addresses[pending[0].index].description : "\(host) port \(port)"
                 throw .timedOut(.connecting(target: target), seconds: deadline.seconds)
             }
             var entries = pending.map { pollfd(fd: $0.fd, events: Int16(POLLOUT), revents: 0) }
+            // A cancellation wakes the poll; the check above then ends the attempts.
+            if let cancellation = deadline.cancellation {
+                entries.append(pollfd(fd: cancellation.fileDescriptor, events: Int16(POLLIN), revents: 0))
+            }
             let wake = schedule.wakeTime.map { min($0, deadline.instant) } ?? deadline.instant
             let ready = poll(&entries, nfds_t(entries.count), wake.pollTimeout())
             if ready < 0 && errno != EINTR {
@@ -158,7 +162,7 @@ public enum TCPConnector {
             }
             guard ready > 0 else { continue }
             let failedAt = Instant.now()
-            for (slot, entry) in entries.enumerated().reversed() where entry.revents != 0 {
+            for (slot, entry) in entries.prefix(pending.count).enumerated().reversed() where entry.revents != 0 {
                 let attempt = pending[slot]
                 var error: Int32 = 0
                 var length = socklen_t(MemoryLayout<Int32>.size)

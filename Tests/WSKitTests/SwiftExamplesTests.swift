@@ -3,8 +3,8 @@ import XCTest
 import TestSupport
 import WSKit
 
-/// Runs examples/swift's programs (built with the package: .build/<config>/echo-chat and
-/// ticker, next to wspipe) against the examples' Python servers.
+/// Runs examples/swift's programs (built with the package: .build/<config>/echo-chat,
+/// ticker, chat-manager, next to wspipe) against the examples' Python servers.
 final class SwiftExamplesTests: XCTestCase {
     private func example(_ name: String) -> String {
         (Locations.wspipe as NSString).deletingLastPathComponent + "/" + name
@@ -56,6 +56,46 @@ final class SwiftExamplesTests: XCTestCase {
         XCTAssertTrue(lines.contains { $0.hasPrefix("connected (attempt ") && $0 != "connected (attempt 1)" }, result.stdoutText)
         XCTAssertTrue(lines.last?.hasPrefix("feed ended after ") == true, result.stdoutText)
         XCTAssertTrue(lines.last?.hasSuffix(" messages: 1000 end of feed") == true, result.stdoutText)
+    }
+
+    /// The URLSessionWebSocketTask-shaped manager (examples/swift/ChatManager): Bearer token
+    /// and subprotocol from its URLRequest, echoes through the recursive receive handler (or
+    /// the async loop), pongs from its ping timer, 1001 at the end of input.
+    func testChatManagerWrittenForURLSessionWebSocketTaskRuns() throws {
+        let peer = try server("echo_server.py", ["--token", "secret", "--subprotocols", "chat.v1"])
+        defer { peer.process.kill() }
+        for mode in [[], ["--async"]] {
+            let manager = try ChildProcess(executable: example("chat-manager"),
+                                           arguments: ["ws://127.0.0.1:\(peer.port)/", "secret", "--ping-interval", "0.1"] + mode,
+                                           environment: Locations.baseEnvironment, stdin: .pipe)
+            defer { manager.kill() }
+            XCTAssertNotNil(manager.stdout.waitForLine(startingWith: "connected (chat.v1)", timeout: 10), manager.stdout.text)
+            manager.writeStdin("hello\nworld\n")
+            XCTAssertNotNil(manager.stdout.waitForLine(startingWith: "pong", timeout: 10), manager.stdout.text)
+            manager.closeStdin()
+            let result = manager.wait(timeout: 10)
+            XCTAssertEqual(result.exitCode, 0, "\(mode) \(result)")
+            let lines = result.stdoutText.split(separator: "\n").filter { $0 != "pong" }
+            XCTAssertEqual(lines, ["connected (chat.v1)", "< hello", "< world", "closed: 1001 bye"], "\(mode)")
+        }
+    }
+
+    /// A refused handshake: three retries with doubling delays, then it gives up with the
+    /// error's localizedDescription (WSKit's sentence, not "The operation could not be completed").
+    func testChatManagerBacksOffAndGivesUpWithTheReason() throws {
+        let peer = try server("echo_server.py", ["--token", "secret"])
+        defer { peer.process.kill() }
+        let manager = try ChildProcess(executable: example("chat-manager"),
+                                       arguments: ["ws://127.0.0.1:\(peer.port)/", "wrong", "--retry-base", "0.05"],
+                                       environment: Locations.baseEnvironment, stdin: .pipe)
+        defer { manager.kill() }
+        let result = manager.wait(timeout: 20)
+        XCTAssertEqual(result.exitCode, 1, "\(result)")
+        let lines = result.stdoutText.split(separator: "\n")
+        XCTAssertEqual(lines.filter { $0.hasPrefix("disconnected: ") }.map { String($0.suffix(from: $0.range(of: "; retry")!.lowerBound)) },
+                       ["; retry 1 in 0.05 s", "; retry 2 in 0.1 s", "; retry 3 in 0.2 s"], result.stdoutText)
+        XCTAssertEqual(lines.last, "giving up after 3 retries: the server answered 401 Unauthorized instead of 101 Switching Protocols; "
+                       + "body: a valid bearer token is required", result.stdoutText)
     }
 
     func testBroadcastServerSendsOneClientsMessageToBoth() async throws {

@@ -6,6 +6,9 @@ Messages of any size are accepted (no 1 MiB limit), so files can be round-trippe
 
 Usage:
   .venv/bin/python examples/servers/echo_server.py [--port 8766] [--host 127.0.0.1]
+                                                   [--token T] [--subprotocols a,b]
+--token T answers 401 to a handshake without "Authorization: Bearer T"; --subprotocols
+selects the first of these the client offers.
 With --port 0 the kernel picks a free port. In every case the first stdout line is
 "PORT <n>", printed once the server is listening. Stop it with Ctrl-C or SIGTERM.
 """
@@ -15,6 +18,8 @@ import asyncio
 import signal
 import sys
 
+from http import HTTPStatus
+
 from websockets.asyncio.server import serve
 from websockets.exceptions import ConnectionClosed
 
@@ -23,6 +28,8 @@ def parse_args():
     parser = argparse.ArgumentParser(description="echo server for the wspipe examples")
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     parser.add_argument("--port", type=int, default=8766, help="TCP port; 0 picks a free one (default 8766)")
+    parser.add_argument("--token", help='require the header "Authorization: Bearer TOKEN" (else 401)')
+    parser.add_argument("--subprotocols", default="", help="comma-separated subprotocols to accept")
     return parser.parse_args()
 
 
@@ -38,12 +45,19 @@ async def echo(ws):
 def main():
     args = parse_args()
 
+    def check_token(connection, request):
+        if args.token and request.headers.get("Authorization") != f"Bearer {args.token}":
+            return connection.respond(HTTPStatus.UNAUTHORIZED, "a valid bearer token is required")
+        return None
+
+    subprotocols = [name for name in args.subprotocols.split(",") if name] or None
+
     async def run():
         stop = asyncio.get_running_loop().create_future()
         for number in (signal.SIGINT, signal.SIGTERM):
             asyncio.get_running_loop().add_signal_handler(number, stop.cancel)
         async with serve(echo, args.host, args.port, max_size=None, max_queue=None,
-                         compression=None) as server:
+                         compression=None, process_request=check_token, subprotocols=subprotocols) as server:
             port = server.sockets[0].getsockname()[1]
             print(f"PORT {port}", flush=True)
             try:

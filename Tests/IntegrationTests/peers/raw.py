@@ -25,12 +25,14 @@ that misbehave. It reads the client's HTTP request, then acts out --scenario:
   close-bad-code   101 and a Close with code 1005 (never allowed on the wire)
   script           sends the bytes of the file --script (after replacing the ASCII text {accept}
                    with the right Sec-WebSocket-Accept value); then --then: behave (the
-                   default), close (TCP) or hold (read and ignore everything)
+                   default), close (TCP) or hold (read and ignore everything); --delay S
+                   waits S seconds before the script
 
 "Behaves" (after its script, unless the scenario says otherwise): reads the client's frames
 (unmasking them), answers pings with pongs, and when the client's Close arrives, echoes it
 and closes TCP. Per connection, a record like record.py's (path, headers, messages, pings,
-close) goes to --record FILE and `RECORDED <n>` to stdout when the connection is over.
+close; events: "message" and "ping" in the order they came) goes to --record FILE and
+`RECORDED <n>` to stdout when the connection is over.
 
     raw.py --scenario NAME --record FILE [--port 0] [--tls CERT KEY]
 """
@@ -75,6 +77,7 @@ class Server(Recorder):
                 record["pongs"].append(base64.b64encode(payload).decode())
             elif opcode == 0x9:
                 record["pings"].append(base64.b64encode(payload).decode())
+                record["events"].append("ping")
                 if answer_pings:
                     writer.write(frame(0xA, payload))
             elif opcode == 0x8:
@@ -91,10 +94,11 @@ class Server(Recorder):
                 if fin:
                     record["messages"].append({"type": message["type"],
                                                "data": base64.b64encode(message["data"]).decode()})
+                    record["events"].append("message")
 
     async def handle(self, reader, writer):
         scenario = self.args.scenario
-        record = {"path": None, "headers": [], "messages": [], "pings": [], "pongs": [], "close": None}
+        record = {"path": None, "headers": [], "messages": [], "pings": [], "pongs": [], "close": None, "events": []}
         try:
             record["path"], record["headers"] = await read_request(reader)
             ok = switching_protocols(record["headers"])
@@ -158,6 +162,8 @@ class Server(Recorder):
                 await asyncio.Future()
             elif scenario == "script":
                 accept = accept_value(record["headers"]).encode()
+                if self.args.delay:
+                    await asyncio.sleep(self.args.delay)
                 with open(self.args.script, "rb") as handle:
                     writer.write(handle.read().replace(b"{accept}", accept))
                 await writer.drain()
@@ -222,6 +228,7 @@ async def main():
     parser.add_argument("--record", required=True)
     parser.add_argument("--script", help="scenario script: a file with the bytes to send")
     parser.add_argument("--then", choices=["behave", "close", "hold"], default="behave")
+    parser.add_argument("--delay", type=float, default=0.0, help="seconds before the script's bytes")
     args = parser.parse_args()
     server = Server(args)
     listener = await asyncio.start_server(server.handle, args.host, args.port, ssl=tls_context(args))
