@@ -153,6 +153,8 @@ public final class WebSocketTask: Sendable {
     /// A task for `url` (ws://, wss://; http(s) is mapped as Apple does). Nothing happens
     /// before `resume()`.
     /// - Parameters:
+    ///   - url: the server's URL.
+    ///   - protocols: subprotocols to offer (`Sec-WebSocket-Protocol`), in order of preference.
     ///   - delegate: told of the opening, the close and the completion; held until the
     ///     task completes.
     ///   - delegateQueue: where the delegate and every completion handler run (one at a
