@@ -91,8 +91,11 @@ public func report(_ failure: Failure) -> (message: String?, status: ExitStatus)
     case .closeTimedOut(let wait):
         let waited = formatSeconds((wait.waited * 10).rounded() / 10)
         let what = wait.closeWritten ? "no Close from the server" : "the server stopped reading before our Close"
-        return ("connection lost: \(what): nothing came for \(formatSeconds(wait.limit)) s (--close-timeout); "
-                + "gave up \(waited) s after the closing began", .connectionLost)
+        let why = wait.peerKeptSending
+            ? "it kept sending for \(formatSeconds(wait.limit * ConnectionDriver.barrierIncomingLimit)) s after the end-of-input ping "
+                + "(at most \(formatSeconds(ConnectionDriver.barrierIncomingLimit)) times --close-timeout)"
+            : "nothing came for \(formatSeconds(wait.limit)) s (--close-timeout)"
+        return ("connection lost: \(what): \(why); gave up \(waited) s after the closing began", .connectionLost)
     case .timedOut:
         return (nil, .timedOut)
     case .deliveryUnconfirmed(let messages, let seconds):

@@ -796,8 +796,11 @@ public final class ConnectionDriver: MessageSink {
         } else {
             let now = Instant.now()
             let written = closeWrittenMark.map { outbound.totalWritten >= $0 } ?? false
+            // The bound on the peer's data after the barrier ping ended the wait, not silence.
+            let capped = progressDeadline != nil && progressDeadline == incomingCountsUntil
             result = .timedOut(CloseWait(limit: options.closeTimeout,
-                                         waited: closingSince.map { now.seconds(since: $0) } ?? 0, closeWritten: written))
+                                         waited: closingSince.map { now.seconds(since: $0) } ?? 0, closeWritten: written,
+                                         peerKeptSending: capped))
         }
         if core.closeReceived == nil && core.failure == nil { core.abandon() }
         acceptsData = false

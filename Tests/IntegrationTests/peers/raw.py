@@ -10,6 +10,8 @@ that misbehave. It reads the client's HTTP request, then acts out --scenario:
   no-read          101, then neither reads nor sends anything
   stream-no-pong   101, then a text frame "tick" every 10 ms forever; reads the client's frames,
                    answers no ping, echoes the Close (then stops streaming and closes TCP)
+  stream-no-close  101, then a text frame "tick" every 10 ms forever; answers pings, never
+                   answers the client's Close (it keeps streaming until the client closes TCP)
   close-keep-open  101, Close 1000, then reads everything but never closes TCP
   reject-401       a 401 response with a text body, then TCP close
   no-answer        reads the request and never answers
@@ -130,7 +132,7 @@ class Server(Recorder):
                 writer.write(ok)
                 await writer.drain()
                 await asyncio.Future()
-            elif scenario == "stream-no-pong":
+            elif scenario in ("stream-no-pong", "stream-no-close"):
                 writer.write(ok)
 
                 async def stream():
@@ -140,7 +142,16 @@ class Server(Recorder):
                         await asyncio.sleep(0.01)
                 streaming = asyncio.ensure_future(stream())
                 try:
-                    await self.behave(reader, writer, record, answer_pings=False)
+                    if scenario == "stream-no-pong":
+                        await self.behave(reader, writer, record, answer_pings=False)
+                    else:
+                        # The Close is not answered: the ticks go on until the client hangs up.
+                        await self.behave(reader, writer, record, echo_close=False)
+                        self.finish(record)
+                        record = None
+                        await streaming
+                except (ConnectionError, asyncio.CancelledError):
+                    pass
                 finally:
                     streaming.cancel()
             elif scenario == "close-keep-open":
