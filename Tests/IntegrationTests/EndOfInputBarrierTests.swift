@@ -83,6 +83,15 @@ final class EndOfInputBarrierTests: IntegrationTestCase {
         assertStderrLinesPrefixed(result)
     }
 
+    func testAShortCloseTimeoutIsNotSaidAsZeroSeconds() throws {
+        // --close-timeout 0.03: the lines said "within 0 s" and "gave up 0 s after".
+        let server = try startRaw("no-read")
+        let result = try runWspipe(["-q", "--close-timeout", "0.03", url(server)], stdin: .bytes(Array("a\n".utf8)), timeout: 20)
+        assertExit(result, 7)
+        assertStderr(result, contains: "wspipe: the server did not confirm reading all 1 message within 0.0")
+        XCTAssertFalse(result.stderr.contains(" 0 s"), result.stderr)
+    }
+
     func testAConfirmedEndingSaysSoInStatsAndExitsZero() throws {
         let result = try runWspipe(["--stats", url(try startEcho())], stdin: .bytes(Array("a\n".utf8)))
         assertExit(result, 0)
