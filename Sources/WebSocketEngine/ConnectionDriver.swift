@@ -330,7 +330,6 @@ public final class ConnectionDriver: MessageSink {
         barrier = nil  // a Close asked for now replaces one waiting for the barrier ping
         incomingCountsUntil = nil
         if closeAfterQueue == nil { beginEnding() }
-        if core.closeReceived == nil { weStartedClose = true }
         closeAfterQueue = payload
         scheduleService()
     }
@@ -399,6 +398,10 @@ public final class ConnectionDriver: MessageSink {
         guard let payload = closeAfterQueue, waiting.isEmpty, !holdsClose else { return }
         closeAfterQueue = nil
         endingMark = outbound.totalQueued
+        // Ours only if it goes first: a Close of the peer's that came while ours waited
+        // (behind the queue, the barrier's Pong in the same read) was echoed, and its code
+        // is the peer's, not one we chose (a 1011 after the Pong is not a normal end).
+        if core.closeReceived == nil { weStartedClose = true }
         core.close(payload)
         delegate?.connection(self, note: .closeQueued(payload))
         queueControlFrames()
@@ -424,7 +427,6 @@ public final class ConnectionDriver: MessageSink {
     private func releaseBarrier() {
         guard let pending = barrier else { return }
         barrier = nil
-        if core.closeReceived == nil { weStartedClose = true }
         closeAfterQueue = pending.close
         scheduleService()
     }

@@ -92,6 +92,19 @@ final class EndOfInputBarrierTests: IntegrationTestCase {
         XCTAssertFalse(result.stderr.contains(" 0 s"), result.stderr)
     }
 
+    func testAServersCloseRightAfterThePongIsTheServersNotANormalEnd() throws {
+        // Pong and Close 1011 in one write: our Close, released by the Pong, had not gone
+        // yet, so the 1011 was echoed, and the ending counted as ours ("the server echoed
+        // our code"): exit 0, nothing said. It is the server's close: exit 8 with its reason.
+        let server = try startRaw("pong-then-close")
+        for run in 1...5 {
+            let result = try runWspipe(["--stats", url(server)], stdin: .bytes(Array("x\n".utf8)), timeout: 20)
+            assertExit(result, 8)
+            assertStderr(result, contains: #"wspipe: the server closed the connection with 1011 (internal error) "after pong""#)
+            XCTAssertEqual(try stats(result)["delivery_confirmed"] as? Bool, true, "run \(run)")
+        }
+    }
+
     func testAConfirmedEndingSaysSoInStatsAndExitsZero() throws {
         let result = try runWspipe(["--stats", url(try startEcho())], stdin: .bytes(Array("a\n".utf8)))
         assertExit(result, 0)
