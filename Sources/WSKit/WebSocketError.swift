@@ -125,7 +125,11 @@ extension WebSocketError {
             self = .connectionLost("the connection ended without a closing handshake")
         case .timedOut(let wait):
             self = .timedOut("connection lost: \(wait.closeWritten ? "no Close from \(peer)" : "\(peer) stopped reading before our Close"): "
-                             + "nothing came for \(formatSeconds(wait.limit)) s (WebSocketOptions.closeTimeout)")
+                             + (wait.peerKeptSending
+                                ? "it kept sending for \(formatSeconds(wait.limit * ConnectionDriver.barrierIncomingLimit)) s after "
+                                    + "the end-of-input ping (at most \(formatSeconds(ConnectionDriver.barrierIncomingLimit)) times "
+                                    + "WebSocketOptions.closeTimeout)"
+                                : "nothing came for \(formatSeconds(wait.limit)) s (WebSocketOptions.closeTimeout)"))
         }
     }
 }

@@ -92,14 +92,17 @@ public func report(_ failure: Failure, as role: Role = .client) -> (message: Str
     case .lost(let loss):
         return ("connection lost: \(message(loss, peer: peer))", .connectionLost)
     case .closeTimedOut(let wait):
-        let waited = formatSeconds((wait.waited * 10).rounded() / 10)
+        let waited = formatWaited(wait.waited)
         let what = wait.closeWritten ? "no Close from \(peer)" : "\(peer) stopped reading before our Close"
-        return ("connection lost: \(what): nothing came for \(formatSeconds(wait.limit)) s (--close-timeout); "
-                + "gave up \(waited) s after the closing began", .connectionLost)
+        let why = wait.peerKeptSending
+            ? "it kept sending for \(formatSeconds(wait.limit * ConnectionDriver.barrierIncomingLimit)) s after the end-of-input ping "
+                + "(at most \(formatSeconds(ConnectionDriver.barrierIncomingLimit)) times --close-timeout)"
+            : "nothing came for \(formatSeconds(wait.limit)) s (--close-timeout)"
+        return ("connection lost: \(what): \(why); gave up \(waited) s after the closing began", .connectionLost)
     case .timedOut:
         return (nil, .timedOut)
     case .deliveryUnconfirmed(let messages, let seconds):
-        let waited = formatSeconds((seconds * 10).rounded() / 10)
+        let waited = formatWaited(seconds)
         return ("\(peer) did not confirm reading all \(messages) message\(messages == 1 ? "" : "s") within \(waited) s; "
                 + "closing anyway: replies may be missing", .deliveryUnconfirmed)
     case .localInput(let error):
@@ -174,6 +177,13 @@ private func message(_ error: OpenError) -> String {
     case .redirect(.refused(let error)):
         return error.description
     }
+}
+
+/// A wait, in tenths of seconds; one shorter than 0.05 s (a --close-timeout of 0.03) in
+/// milliseconds, not as "0 s".
+func formatWaited(_ seconds: Double) -> String {
+    let tenths = (seconds * 10).rounded() / 10
+    return formatSeconds(tenths > 0 ? tenths : seconds)
 }
 
 /// The CLI's names for the settings that error sentences advise and -v's dialing lines

@@ -999,6 +999,15 @@ extension Session {
         emit(Self.disconnection(ending, stale: staleDetected, up: up))
         submitOutput()
         guard localEnd == nil, !timedOut, !limitClosing else { return false }
+        if endOfInputAt != nil && config.closesAtEndOfInput {
+            // stdin is over and its end closes: what went on this connection is not sent
+            // again, so a retry would have nothing to send, and its connection nothing to
+            // end it (the run sat on it until killed: the server's Close had come before
+            // ours, a 1001 or --reconnect-on-close). It ends here, as this ending says;
+            // messages still in the offline queue go on the next connection, then its Close.
+            guard let queue = offlineQueue, !queue.isEmpty else { return false }
+            pendingClose = pendingClose ?? endOfInputClose
+        }
         guard scheduleRetry(failure, retryAfter: nil) else {
             let status = Self.status(of: ending, stale: staleDetected)
             if status != .success { givingUp = status.rawValue }

@@ -119,6 +119,10 @@ public final class ConnectionDriver: MessageSink {
     private var readInterest = PollInterest.read
     private var readReady = true
     private var endOfStream = false
+    /// The peer ended its side of TCP (a FIN, not an error) after its Close, which the
+    /// owner answers (`answersCloseItself`): it may still read, so what the owner sends and
+    /// its answer are still written (`writesAfterPeersShutdown`).
+    private var shutDownAfterClose = false
     private var writeBlocked: PollInterest?
     private var outputShutDown = false
     private var discardedAfterClose = 0
@@ -481,6 +485,10 @@ public final class ConnectionDriver: MessageSink {
     }
 
     private func handle(_ events: IOEvents) {
+        if shutDownAfterClose && loss == nil && !events.isDisjoint(with: [.error, .hangUp]) {
+            // Gone both ways now: nothing written would reach it.
+            loss = .peerClosedTCP(afterOurClose: core.closeSent != nil)
+        }
         if pausesReading && !shutDownWhilePaused && !events.isDisjoint(with: [.readHangUp, .error, .hangUp]) {
             shutDownWhilePaused = true
             delegate?.connectionPeerShutDownWhilePaused(self)
@@ -564,6 +572,7 @@ public final class ConnectionDriver: MessageSink {
                 return
             case .endOfStream:
                 endOfStream = true
+                if core.state == .closeReceived && loss == nil { shutDownAfterClose = true }
                 if core.closeReceived == nil && loss == nil {
                     loss = .peerClosedTCP(afterOurClose: core.closeSent != nil)
                 }
@@ -726,7 +735,7 @@ public final class ConnectionDriver: MessageSink {
 
     /// True when the connection is over.
     private func finishedStep() -> Bool {
-        if loss != nil || endOfStream {
+        if loss != nil || endOfStream && !writesAfterPeersShutdown {
             // Deliver what already arrived and send what is queued, if the socket takes it.
             if !endOfStream { readSocket() }
             if writeBlocked == nil { flush() }
@@ -753,6 +762,14 @@ public final class ConnectionDriver: MessageSink {
 
     /// The peer's Close waits for the owner's answer (`answersCloseItself`).
     private var awaitsOwnersAnswer: Bool { core.state == .closeReceived && closeAfterQueue == nil }
+
+    /// The peer shut its side after its Close (a client that half-closes once it has said
+    /// all): the owner's output and answer still go, until written (then the connection
+    /// ends: no wait for a TCP close that came already) or the write fails.
+    private var writesAfterPeersShutdown: Bool {
+        shutDownAfterClose && !outputShutDown
+            && (core.state == .closeReceived || !waiting.isEmpty || !outbound.isEmpty || stream.hasPendingOutput)
+    }
 
     private var nextDeadline: Instant? {
         // Keepalive pings only while open, pong deadlines only while they count: a deadline
@@ -792,8 +809,11 @@ public final class ConnectionDriver: MessageSink {
         } else {
             let now = Instant.now()
             let written = closeWrittenMark.map { outbound.totalWritten >= $0 } ?? false
+            // The bound on the peer's data after the barrier ping ended the wait, not silence.
+            let capped = progressDeadline != nil && progressDeadline == incomingCountsUntil
             result = .timedOut(CloseWait(limit: options.closeTimeout,
-                                         waited: closingSince.map { now.seconds(since: $0) } ?? 0, closeWritten: written))
+                                         waited: closingSince.map { now.seconds(since: $0) } ?? 0, closeWritten: written,
+                                         peerKeptSending: capped))
         }
         if core.closeReceived == nil && core.failure == nil { core.abandon() }
         acceptsData = false

@@ -60,11 +60,16 @@ public struct CloseWait: Equatable, Sendable {
     public let waited: Double
     /// Whether our Close reached the socket (else the peer stopped reading before it).
     public let closeWritten: Bool
+    /// Whether the peer was still sending when the wait ended: its data counted as progress
+    /// from the end-of-input ping, for at most `ConnectionDriver.barrierIncomingLimit`
+    /// close timeouts, and that bound ended the wait (not `limit` without progress).
+    public let peerKeptSending: Bool
 
-    public init(limit: Double, waited: Double, closeWritten: Bool) {
+    public init(limit: Double, waited: Double, closeWritten: Bool, peerKeptSending: Bool = false) {
         self.limit = limit
         self.waited = waited
         self.closeWritten = closeWritten
+        self.peerKeptSending = peerKeptSending
     }
 }
 

@@ -55,6 +55,22 @@ final class EndOfInputBarrierTests: IntegrationTestCase {
         XCTAssertEqual(try server.record().close?.code, 1000)
     }
 
+    func testAServerThatAnswersThePingThenStreamsWithoutClosingIsToldAsSuch() throws {
+        // The Pong came (delivery confirmed), then our Close, which it never answers while
+        // its ticks go on: they count as progress up to 10 close timeouts after the Ping,
+        // and that bound ends the wait. The line said "nothing came for 0.5 s".
+        let server = try startRaw("stream-no-close")
+        let result = try runWspipe(["--stats", "--close-timeout", "0.5", url(server)], stdin: .bytes(Array("x\n".utf8)),
+                                   timeout: 20)
+        assertExit(result, 7)
+        assertStderr(result, contains: "wspipe: connection lost: no Close from the server: it kept sending for 5 s after the "
+                     + "end-of-input ping (at most 10 times --close-timeout); gave up 5 s after the closing began\n")
+        XCTAssertFalse(result.stderr.contains("nothing came"), result.stderr)
+        XCTAssertFalse(result.stderr.contains(abandoned), result.stderr)
+        XCTAssertEqual(try stats(result)["delivery_confirmed"] as? Bool, true)
+        XCTAssertLessThan(result.elapsed, 7.5, "\(result)")
+    }
+
     func testAServerThatStopsReadingGetsTheAbandonedBarrierLine() throws {
         // Neither reads nor sends after its 101: one close timeout, the line, the Close's
         // short wait, exit 7 (no Close came back).
@@ -65,6 +81,28 @@ final class EndOfInputBarrierTests: IntegrationTestCase {
         assertStderr(result, contains: "--close-timeout")
         XCTAssertLessThan(result.elapsed, 3, "\(result)")
         assertStderrLinesPrefixed(result)
+    }
+
+    func testAShortCloseTimeoutIsNotSaidAsZeroSeconds() throws {
+        // --close-timeout 0.03: the lines said "within 0 s" and "gave up 0 s after".
+        let server = try startRaw("no-read")
+        let result = try runWspipe(["-q", "--close-timeout", "0.03", url(server)], stdin: .bytes(Array("a\n".utf8)), timeout: 20)
+        assertExit(result, 7)
+        assertStderr(result, contains: "wspipe: the server did not confirm reading all 1 message within 0.0")
+        XCTAssertFalse(result.stderr.contains(" 0 s"), result.stderr)
+    }
+
+    func testAServersCloseRightAfterThePongIsTheServersNotANormalEnd() throws {
+        // Pong and Close 1011 in one write: our Close, released by the Pong, had not gone
+        // yet, so the 1011 was echoed, and the ending counted as ours ("the server echoed
+        // our code"): exit 0, nothing said. It is the server's close: exit 8 with its reason.
+        let server = try startRaw("pong-then-close")
+        for run in 1...5 {
+            let result = try runWspipe(["--stats", url(server)], stdin: .bytes(Array("x\n".utf8)), timeout: 20)
+            assertExit(result, 8)
+            assertStderr(result, contains: #"wspipe: the server closed the connection with 1011 (internal error) "after pong""#)
+            XCTAssertEqual(try stats(result)["delivery_confirmed"] as? Bool, true, "run \(run)")
+        }
     }
 
     func testAConfirmedEndingSaysSoInStatsAndExitsZero() throws {

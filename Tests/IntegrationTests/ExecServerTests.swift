@@ -126,6 +126,21 @@ final class ExecServerTests: IntegrationTestCase {
         assertExit(finish(server), 0)
     }
 
+    /// A client that half-closes TCP right after its Close (it said all, it still reads):
+    /// the end of its stream came while the program still owed its replies and the answer,
+    /// and the connection ended without either (no Close at all: the old echo at least
+    /// answered).
+    func testAClientThatHalfClosesAfterItsCloseStillGetsTheRepliesAndTheAnswer() throws {
+        let (server, port) = try serve(["--sh", "echo hi; while read -r line; do sleep 0.1; echo \"got $line\"; done; exit 3"])
+        let child = try ChildProcess(executable: Locations.python,
+                                     arguments: ["\(Locations.peers)/server_client.py", "halfclose", String(port), "one", "two"],
+                                     environment: Locations.baseEnvironment, stdin: .null)
+        let result = finish(child, timeout: 30)
+        XCTAssertEqual(result.stdoutText, "text:hi\ntext:got one\ntext:got two\nclose 1011 exit status 3\n", "\(result)")
+        server.signal(SIGTERM)
+        assertExit(finish(server), 0)
+    }
+
     /// A program that outlives the grace after the client's Close: 1011 "program did not
     /// exit" at the grace, then its group is signalled as before.
     func testAProgramThatDoesNotExitIsAnsweredAtTheGrace() throws {

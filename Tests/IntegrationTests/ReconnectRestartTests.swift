@@ -61,4 +61,17 @@ final class ReconnectRestartTests: IntegrationTestCase {
     func testRestartsOfPythonWebsocketsGracefulAndKilled() throws {
         try restartTwentyTimes(pythonEcho)
     }
+
+    /// stdin ended and its Close waited for the barrier's Pong, but the server's Close came
+    /// first (here 1011 in the Pong's write): with --reconnect-on-close the client retried,
+    /// and its next connection, with nothing to send and nothing to end it, was held until
+    /// killed. Now the run ends with that connection's ending (8: the server's 1011).
+    func testAServerClosingFirstAfterTheEndOfInputEndsTheRun() throws {
+        let server = try startRaw("pong-then-close")
+        let result = try runWspipe(fast + ["--reconnect-on-close", "ws://127.0.0.1:\(server.port)/"],
+                                   stdin: .bytes(Array("x\n".utf8)), timeout: 10)
+        assertExit(result, 8)
+        assertStderr(result, contains: #"wspipe: the server closed the connection with 1011 (internal error) "after pong""#)
+        XCTAssertLessThan(result.elapsed, 5, "\(result)")
+    }
 }

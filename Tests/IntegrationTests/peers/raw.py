@@ -10,6 +10,10 @@ that misbehave. It reads the client's HTTP request, then acts out --scenario:
   no-read          101, then neither reads nor sends anything
   stream-no-pong   101, then a text frame "tick" every 10 ms forever; reads the client's frames,
                    answers no ping, echoes the Close (then stops streaming and closes TCP)
+  stream-no-close  101, then a text frame "tick" every 10 ms forever; answers pings, never
+                   answers the client's Close (it keeps streaming until the client closes TCP)
+  pong-then-close  101; the first Ping is answered by its Pong and a Close 1011 "after pong" in
+                   one write; then reads until the client's Close and closes TCP
   close-keep-open  101, Close 1000, then reads everything but never closes TCP
   reject-401       a 401 response with a text body, then TCP close
   no-answer        reads the request and never answers
@@ -134,7 +138,7 @@ class Server(Recorder):
                 writer.write(ok)
                 await writer.drain()
                 await asyncio.Future()
-            elif scenario == "stream-no-pong":
+            elif scenario in ("stream-no-pong", "stream-no-close"):
                 writer.write(ok)
 
                 async def stream():
@@ -144,9 +148,30 @@ class Server(Recorder):
                         await asyncio.sleep(0.01)
                 streaming = asyncio.ensure_future(stream())
                 try:
-                    await self.behave(reader, writer, record, answer_pings=False)
+                    if scenario == "stream-no-pong":
+                        await self.behave(reader, writer, record, answer_pings=False)
+                    else:
+                        # The Close is not answered: the ticks go on until the client hangs up.
+                        await self.behave(reader, writer, record, echo_close=False)
+                        self.finish(record)
+                        record = None
+                        await streaming
+                except (ConnectionError, asyncio.CancelledError):
+                    pass
                 finally:
                     streaming.cancel()
+            elif scenario == "pong-then-close":
+                writer.write(ok)
+                while True:
+                    opcode, _, payload = await read_frame(reader)
+                    if opcode == 0x9:
+                        record["pings"].append(base64.b64encode(payload).decode())
+                        writer.write(frame(0xA, payload) + frame(0x8, struct.pack("!H", 1011) + b"after pong"))
+                        await writer.drain()
+                    elif opcode == 0x8:
+                        record["close"] = {"code": struct.unpack("!H", payload[:2])[0] if len(payload) >= 2 else 1005,
+                                           "reason": payload[2:].decode("utf-8", "replace")}
+                        break
             elif scenario == "close-keep-open":
                 writer.write(ok + close_frame(1000))
                 await self.behave(reader, writer, record, echo_close=False)

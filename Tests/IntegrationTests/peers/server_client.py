@@ -12,6 +12,10 @@
                                               waits SECS, sends text "after" and reads until its echo; prints
                                               "pongs P after-gap G echo yes|no" (G: pongs after the first ping
                                               left unanswered)
+    server_client.py halfclose PORT LINE...   raw: handshake, the LINEs as text messages and a Close 1000 in one
+                                              write, then shutdown(SHUT_WR) (TCP's half-close: it still reads);
+                                              prints "text:..." per text message, then "close CODE REASON" or
+                                              "no close", until the server closes TCP
 """
 import asyncio
 import base64
@@ -158,6 +162,45 @@ async def fanout(url, count):
         print(f"{messages} messages {code}", flush=True)
 
 
+def halfclose(port, lines):
+    s = socket.create_connection(("127.0.0.1", int(port)), timeout=20)
+    s.sendall(handshake("127.0.0.1", port, "/"))
+    data = b""
+    while b"\r\n\r\n" not in data:
+        more = s.recv(4096)
+        if not more:
+            print("no 101", flush=True)
+            return
+        data += more
+    data = data.split(b"\r\n\r\n", 1)[1]
+    # Zero masking keys: the payloads go as they are.
+    frames = b"".join(bytes([0x81, 0x80 | len(line)]) + b"\0\0\0\0" + line.encode() for line in lines)
+    s.sendall(frames + bytes([0x88, 0x82]) + b"\0\0\0\0" + struct.pack("!H", 1000))
+    s.shutdown(socket.SHUT_WR)
+    try:
+        while True:
+            more = s.recv(1 << 16)
+            if not more:
+                break
+            data += more
+    except (socket.timeout, ConnectionError) as error:
+        print(f"error {error}", flush=True)
+    closed = False
+    while len(data) >= 2:
+        opcode, length, start = data[0] & 0x0F, data[1] & 0x7F, 2
+        if length == 126:
+            length, start = struct.unpack("!H", data[2:4])[0], 4
+        payload, data = data[start:start + length], data[start + length:]
+        if opcode == 0x1:
+            print(f"text:{payload.decode()}", flush=True)
+        elif opcode == 0x8:
+            code = struct.unpack("!H", payload[:2])[0] if len(payload) >= 2 else None
+            print(f"close {code} {payload[2:].decode()}".rstrip(), flush=True)
+            closed = True
+    if not closed:
+        print("no close", flush=True)
+
+
 def slowloris(port, seconds):
     s = socket.create_connection(("127.0.0.1", int(port)), timeout=float(seconds))
     s.sendall(b"GET / HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\n")
@@ -232,6 +275,8 @@ if __name__ == "__main__":
         asyncio.run(hold(args[0], int(args[1])))
     elif command == "fanout":
         asyncio.run(fanout(args[0], int(args[1])))
+    elif command == "halfclose":
+        halfclose(args[0], args[1:])
     elif command == "slowloris":
         slowloris(args[0], args[1])
     elif command == "pingflood":
