@@ -450,13 +450,11 @@ extension Option {
             throw UsageError("\(name) \(error)")
         }
     }
-    static let echo = Option("--echo", help: "server mode: every message back to its client, with its type") {
-        $0.serveMode = .echo
-    }
+    // The mode flags set nothing: `ServerModeDescriptor.given` chooses the mode from the
+    // options given (Settings.given).
+    static let echo = Option("--echo", help: "server mode: every message back to its client, with its type") { _ in }
     static let broadcast = Option("--broadcast", help: "server mode: every stdin message to every client; client messages to",
-                                  "stdout (--jsonl: with \"client\"); a client that falls behind gets 1013") {
-        $0.serveMode = .broadcast
-    }
+                                  "stdout (--jsonl: with \"client\"); a client that falls behind gets 1013") { _ in }
     static let oneshot = Option("--oneshot", help: "serve one client, then exit with the status its ending gives (as the",
                                 "client's: 0 for a normal close)") {
         $0.oneshot = true

@@ -22,7 +22,6 @@ struct Settings {
     var noDeflate = false
     // Server mode (-l): see ServerSettings.swift.
     var listen: ListenAddress?
-    var serveMode: ServeConfiguration.Mode?
     var policy = HandshakePolicy()
     var requireBearer = false
     var maxClients: Int?
