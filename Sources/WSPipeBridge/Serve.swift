@@ -33,7 +33,7 @@ public func runServer(_ config: BridgeConfiguration, _ serve: ServeConfiguration
     if serve.oneshot { configuration.oneClientAtATime = true }
     mode.configure(&configuration)
     let server = WebSocketServer(loop: loop, configuration: configuration, mode: mode.engineMode)
-    let events = ServerEventLog(log: log, jsonLines: config.jsonLines, mode: mode)
+    let events = ServerEventLog(log: log, jsonLines: config.stdio.jsonLines, mode: mode)
     server.onEvent = { [unowned server] event in events.show(event, server: server) }
     return mode.run(server, on: listener)
 }

@@ -179,7 +179,7 @@ final class ExecServingMode: UntilSignal {
 
     init(_ context: ModeContext, _ exec: ExecServing) {
         self.exec = exec
-        let mode = makeExecMode(exec, loop: context.loop, binary: context.config.mode == .binary,
+        let mode = makeExecMode(exec, loop: context.loop, binary: context.config.stdio.mode == .binary,
                                 maximumMessageSize: context.config.maxMessageSize, log: context.log)
         children = mode.pool
         super.init(context, mode: mode)

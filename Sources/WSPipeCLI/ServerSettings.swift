@@ -56,13 +56,13 @@ extension Settings {
         // No mode: stdin and stdout bridged to one client at a time.
         let (descriptor, serveMode) = try ServerModeDescriptor.single(modes)
         if let refusal = descriptor.refusal(given: given) { throw refusal }
-        if config.requireCount && !oneshot {
+        if config.stdio.requireCount && !oneshot {
             // Only --oneshot's one client gives the server its exit status.
             throw UsageError("--require-count with -l needs --oneshot: a server's exit status does not say how each client left")
         }
         try checkCombinations()
-        if config.jsonLines && config.mode == .binary { throw UsageError("--jsonl cannot be combined with --binary: --jsonl carries both message types") }
-        if config.jsonLines && config.separator == 0 { throw UsageError("--jsonl cannot be combined with -0/--null: JSON Lines are newline-separated") }
+        if config.stdio.jsonLines && config.stdio.mode == .binary { throw UsageError("--jsonl cannot be combined with --binary: --jsonl carries both message types") }
+        if config.stdio.jsonLines && config.stdio.separator == 0 { throw UsageError("--jsonl cannot be combined with -0/--null: JSON Lines are newline-separated") }
         if bearerFile != nil && !requireBearer { throw UsageError("--bearer-file with -l needs --require-bearer") }
         if policy.requiresSubprotocol && config.subprotocols.isEmpty {
             throw UsageError("--require-protocol needs the supported subprotocols (--protocol NAME)")
@@ -74,10 +74,10 @@ extension Settings {
         serve.oneshot = oneshot
         if serveMode != .stdio {
             // What the stdio mode's session does itself, the engine does for the others.
-            serve.server.perClient.greeting = config.sendMessages.map { Array($0.utf8) }
-            serve.server.perClient.idleTimeout = config.idleTimeout
-            serve.server.perClient.timeLimit = config.sessionTimeout
-            serve.server.perClient.maximumMessages = config.maxMessages
+            serve.server.perClient.greeting = config.stdio.sendMessages.map { Array($0.utf8) }
+            serve.server.perClient.idleTimeout = config.stdio.idleTimeout
+            serve.server.perClient.timeLimit = config.stdio.sessionTimeout
+            serve.server.perClient.maximumMessages = config.stdio.maxMessages
         }
         serve.server.policy = policy
         serve.server.policy.subprotocols = config.subprotocols
@@ -108,8 +108,8 @@ extension Settings {
             serve.server.policy.bearerToken = token
         }
         var config = self.config
-        config.bearerToken = nil
-        if config.oneMessage { config.maxMessages = 1 }
+        config.client.bearerToken = nil
+        if config.stdio.oneMessage { config.stdio.maxMessages = 1 }
         config.serve = serve
         return config
     }
@@ -130,7 +130,7 @@ extension Settings {
         }
         return TLSServerOptions(certificateFile: certFile, keyFile: keyFile ?? certFile,
                                 keyPassword: try keyPassword(environment: environment, readFile: readFile),
-                                minimumVersion: config.network.minimumTLSVersion, clientCAFile: clientCAFile)
+                                minimumVersion: config.client.network.minimumTLSVersion, clientCAFile: clientCAFile)
     }
 
     /// permessage-deflate as the server answers it: the --deflate-* options' server meanings
