@@ -74,7 +74,7 @@ final class StdioServing: ServedMode {
     func clientLeft(_ ending: ConnectionEnding, server: WebSocketServer) {}  // the session's own ending
 
     func run(_ server: WebSocketServer, on listener: Listener) -> ExitStatus {
-        server.listen(on: listener.socket)
+        server.listen(on: listener.socket, tls: listener.tls)
         log.always("wspipe: listening on \(listener.url)")
         return session.serve(server, oneshot: oneshot)
     }
