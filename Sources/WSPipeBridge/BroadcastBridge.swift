@@ -42,13 +42,13 @@ final class BroadcastBridge {
         self.server = server
         self.mode = mode
         self.log = log
-        framer = InputFramer(mode: config.inputMode)
+        framer = InputFramer(mode: config.stdio.inputMode)
         framer.skipsBadLine = { [log] error in log.error(error.description) }
-        jsonLines = config.jsonLines
-        separator = config.mode == .text ? config.separator : nil
-        endOfInputClose = config.closeOnEndOfInput ? ClosePayload(code: config.closeCode, reason: Array(config.closeReason.utf8)) : nil
-        readsStdin = !config.receiveOnly
-        discards = config.sendOnly
+        jsonLines = config.stdio.jsonLines
+        separator = config.stdio.mode == .text ? config.stdio.separator : nil
+        endOfInputClose = config.stdio.closeOnEndOfInput ? ClosePayload(code: config.stdio.closeCode, reason: Array(config.stdio.closeReason.utf8)) : nil
+        readsStdin = !config.stdio.receiveOnly
+        discards = config.stdio.sendOnly
         mode.onMessage = { [unowned self] info, kind, payload in write(info, kind, payload) }
         mode.onRoom = { [weak self] in self?.resumeIfRoom() }
         mode.onSlowClient = { [unowned self] id, waiting in

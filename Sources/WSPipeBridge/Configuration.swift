@@ -3,49 +3,46 @@ import WebSocketEngine
 import WebSocketExec
 import WebSocketTransport
 
-/// Everything a session needs to know, as values: the CLI fills it in, tests build it
-/// directly.
+/// Everything a run needs to know, as values: the CLI fills it in, tests build it
+/// directly. In parts: `client` (where to connect and how: a client run's only), `stdio`
+/// (stdin and stdout, counts and the ending: the client's and the stdio server mode's,
+/// per client in the other modes), `serve` (-l), and the connection settings of both roles.
 public struct BridgeConfiguration: Sendable {
-    public enum Mode: Sendable, Equatable {
-        /// Lines ⇄ text messages (each received message is followed by the separator).
-        case text
-        /// Bytes ⇄ binary messages (received messages are written raw).
-        case binary
-    }
+    public var client: ClientConfiguration
+    public var stdio = StdioConfiguration()
+    /// -l/--listen: serve instead of connecting (`client` is then unused).
+    public var serve: ServeConfiguration?
 
-    public var url: WebSocketURL
-    public var mode: Mode = .text
-    /// Line separator in text mode, both ways: newline, or NUL with -0.
-    public var separator: UInt8 = 0x0A
-    /// Binary mode: largest message made from stdin, in bytes.
-    public var chunkSize: Int = 64 * 1024
-    /// Whether stdin EOF starts the closing handshake (false with --no-close).
-    public var closeOnEndOfInput = true
-    /// Close sent at stdin EOF.
-    public var closeCode: CloseCode = .normalClosure
-    public var closeReason: String = ""
-    /// Seconds to wait for the server's Close (and then its TCP close) after ours.
+    // Every connection, either role.
+    /// -1 quiet (errors only), 0 normal, 1 verbose.
+    public var verbosity = 0
+    /// Seconds to wait for the peer's Close (and then its TCP close) after ours.
     public var closeTimeout: Double = 5
-    /// Seconds allowed for DNS, TCP, TLS and the WebSocket handshake together.
-    public var connectTimeout: Double = 10
-    /// Largest message accepted from the server, in bytes (larger: close 1009).
+    /// Largest message accepted from the peer, in bytes (larger: close 1009).
     public var maxMessageSize: UInt64 = 64 << 20
     /// Seconds between pings we send; nil: none.
     public var pingInterval: Double?
     /// Seconds to wait for a pong after a ping was written; nil: no limit.
     public var pingTimeout: Double?
+    /// Subprotocols (--protocol), in order: offered by the client, supported by the server.
+    public var subprotocols: [String] = []
+
+    public init(url: WebSocketURL) { client = ClientConfiguration(url: url) }
+}
+
+/// The client's part: the URL, how to reach it, the request, and staying connected.
+public struct ClientConfiguration: Sendable {
+    public var url: WebSocketURL
+    /// Seconds allowed for DNS, TCP, TLS and the WebSocket handshake together.
+    public var connectTimeout: Double = 10
     /// Extra request headers (-H), validated.
     public var headers: [HTTPHeader] = []
-    /// Offered subprotocols (--protocol), in order.
-    public var subprotocols: [String] = []
     public var origin: String?
     public var userAgent: String? = "wspipe/\(wspipeVersion)"
     /// Sent as `Authorization: Bearer <token>` unless a -H Authorization is given.
     public var bearerToken: String?
     public var caFile: String?
     public var insecure = false
-    /// -1 quiet (errors only), 0 normal, 1 verbose.
-    public var verbosity = 0
     /// How to reach the server: proxies, --connect-to, --sni, -4/-6, --resolve, client
     /// certificate, --tls-min. (`caFile`, `insecure` and `userAgent` above are copied in
     /// when connecting.)
@@ -54,51 +51,17 @@ public struct BridgeConfiguration: Sendable {
     public var followRedirects = false
     /// --max-redirs: at most this many redirects are followed.
     public var maxRedirects = 5
-
-    // Formats and counted sessions.
-    /// --base64: binary messages as base64 lines out; in binary mode, stdin lines are base64.
-    public var base64 = false
-    /// --jsonl: JSON Lines both ways (see `OutputFormat.jsonLines` and `InputFramer`).
-    public var jsonLines = false
-    /// --timestamps: "ts" in --jsonl output.
-    public var timestamps = false
-    /// --whole-input: all of stdin up to EOF is one message.
-    public var wholeInput = false
     /// The argument `url` was made from when it had no scheme (wscat's `localhost:8080`),
     /// for -v to say so.
     public var schemeTakenFrom: String?
-    /// -n: close and exit after this many received messages.
-    public var maxMessages: Int?
-    /// -1: send only stdin's first message (and -n 1).
-    public var oneMessage = false
-    /// --require-count: a session that would end with 0 before -n's count came ends with
-    /// `ExitStatus.countNotReached` instead.
-    public var requireCount = false
-    /// --send: text messages sent right after the handshake, before stdin.
-    public var sendMessages: [String] = []
-    /// --timeout: seconds for the whole session (then a closing handshake and exit 124).
-    public var sessionTimeout: Double?
-    /// --idle-timeout: seconds without a message either way (then a clean close, exit 0).
-    public var idleTimeout: Double?
-    /// --linger: seconds to wait after stdin EOF before closing.
-    public var linger: Double?
-    /// --receive-only: never read stdin. --send-only: never write stdout.
-    public var receiveOnly = false
-    public var sendOnly = false
     /// permessage-deflate (RFC 7692): the client's offer, nil with --no-deflate (nothing
     /// offered). Offered by default as `permessage-deflate; client_max_window_bits` (see
     /// `PerMessageDeflate.defaultOffer`).
     public var deflate: DeflateParameters? = PerMessageDeflate.defaultOffer
-    /// --decompress: binary payloads are inflated from this format before stdout.
-    public var decompress: CompressionFormat?
     /// The extensions the handshake offers.
     public var offeredExtensions: [any WebSocketExtension] {
         deflate.map { [PerMessageDeflate.client($0)] } ?? []
     }
-    /// --stats: a one-line JSON summary on stderr at exit.
-    public var stats = false
-    /// -l/--listen: serve instead of connecting (`url` is then unused).
-    public var serve: ServeConfiguration?
 
     // Staying connected (--reconnect and friends; docs in the man page's RECONNECTION).
     /// Retry policy and backoff; nil: one connection, failures end the run (the default).
@@ -123,6 +86,79 @@ public struct BridgeConfiguration: Sendable {
         public init() {}
     }
 
+    public init(url: WebSocketURL) { self.url = url }
+
+    /// The handshake request headers beyond the mandatory ones, in order.
+    public var requestHeaders: [HTTPHeader] { requestHeaders(credentials: true, userHost: true) }
+
+    /// The same for a redirect target. Without `credentials` (another host than the
+    /// URL's), the bearer token and every -H header whose value is secret (Authorization,
+    /// Cookie, names with token, key, secret...) are left out; without `userHost`, a -H Host.
+    func requestHeaders(credentials: Bool, userHost: Bool) -> [HTTPHeader] {
+        var list = headers.filter { (credentials || !$0.isSensitive) && (userHost || !$0.hasName("Host")) }
+        func has(_ name: String) -> Bool { list.contains { $0.hasName(name) } }
+        if let origin, !has("Origin") { list.append(HTTPHeader(name: "Origin", value: origin)) }
+        if let userAgent, !has("User-Agent") { list.append(HTTPHeader(name: "User-Agent", value: userAgent)) }
+        if credentials, let bearerToken, !has("Authorization") {
+            list.append(HTTPHeader(name: "Authorization", value: "Bearer \(bearerToken)"))
+        }
+        return list
+    }
+}
+
+/// The stdio part: how stdin becomes messages and messages are written, the counts and
+/// limits of a session, and its ending at the end of stdin.
+public struct StdioConfiguration: Sendable {
+    public enum Mode: Sendable, Equatable {
+        /// Lines ⇄ text messages (each received message is followed by the separator).
+        case text
+        /// Bytes ⇄ binary messages (received messages are written raw).
+        case binary
+    }
+
+    public var mode: Mode = .text
+    /// Line separator in text mode, both ways: newline, or NUL with -0.
+    public var separator: UInt8 = 0x0A
+    /// Binary mode: largest message made from stdin, in bytes.
+    public var chunkSize: Int = 64 * 1024
+    /// Whether stdin EOF starts the closing handshake (false with --no-close).
+    public var closeOnEndOfInput = true
+    /// Close sent at stdin EOF.
+    public var closeCode: CloseCode = .normalClosure
+    public var closeReason: String = ""
+
+    // Formats and counted sessions.
+    /// --base64: binary messages as base64 lines out; in binary mode, stdin lines are base64.
+    public var base64 = false
+    /// --jsonl: JSON Lines both ways (see `OutputFormat.jsonLines` and `InputFramer`).
+    public var jsonLines = false
+    /// --timestamps: "ts" in --jsonl output.
+    public var timestamps = false
+    /// --whole-input: all of stdin up to EOF is one message.
+    public var wholeInput = false
+    /// -n: close and exit after this many received messages.
+    public var maxMessages: Int?
+    /// -1: send only stdin's first message (and -n 1).
+    public var oneMessage = false
+    /// --require-count: a session that would end with 0 before -n's count came ends with
+    /// `ExitStatus.countNotReached` instead.
+    public var requireCount = false
+    /// --send: text messages sent right after the handshake, before stdin.
+    public var sendMessages: [String] = []
+    /// --timeout: seconds for the whole session (then a closing handshake and exit 124).
+    public var sessionTimeout: Double?
+    /// --idle-timeout: seconds without a message either way (then a clean close, exit 0).
+    public var idleTimeout: Double?
+    /// --linger: seconds to wait after stdin EOF before closing.
+    public var linger: Double?
+    /// --receive-only: never read stdin. --send-only: never write stdout.
+    public var receiveOnly = false
+    public var sendOnly = false
+    /// --decompress: binary payloads are inflated from this format before stdout.
+    public var decompress: CompressionFormat?
+    /// --stats: a one-line JSON summary on stderr at exit.
+    public var stats = false
+
     /// Whether stdin EOF starts the closing handshake: not with --no-close, and not when a
     /// message count (-n, -1) decides the end.
     var closesAtEndOfInput: Bool { closeOnEndOfInput && maxMessages == nil && !receiveOnly }
@@ -144,24 +180,7 @@ public struct BridgeConfiguration: Sendable {
         return .raw(separator: mode == .text ? separator : nil)
     }
 
-    public init(url: WebSocketURL) { self.url = url }
-
-    /// The handshake request headers beyond the mandatory ones, in order.
-    public var requestHeaders: [HTTPHeader] { requestHeaders(credentials: true, userHost: true) }
-
-    /// The same for a redirect target. Without `credentials` (another host than the
-    /// URL's), the bearer token and every -H header whose value is secret (Authorization,
-    /// Cookie, names with token, key, secret...) are left out; without `userHost`, a -H Host.
-    func requestHeaders(credentials: Bool, userHost: Bool) -> [HTTPHeader] {
-        var list = headers.filter { (credentials || !$0.isSensitive) && (userHost || !$0.hasName("Host")) }
-        func has(_ name: String) -> Bool { list.contains { $0.hasName(name) } }
-        if let origin, !has("Origin") { list.append(HTTPHeader(name: "Origin", value: origin)) }
-        if let userAgent, !has("User-Agent") { list.append(HTTPHeader(name: "User-Agent", value: userAgent)) }
-        if credentials, let bearerToken, !has("Authorization") {
-            list.append(HTTPHeader(name: "Authorization", value: "Bearer \(bearerToken)"))
-        }
-        return list
-    }
+    public init() {}
 }
 
 public let wspipeVersion = "0.1.0"

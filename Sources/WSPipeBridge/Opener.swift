@@ -12,22 +12,22 @@ struct Opener {
 
     /// The dial options of the configuration, with the settings kept outside `network`.
     private var dialOptions: DialOptions {
-        var options = config.network
-        options.verifyPeer = !config.insecure
-        options.caFile = config.caFile
-        options.userAgent = config.userAgent
+        var options = config.client.network
+        options.verifyPeer = !config.client.insecure
+        options.caFile = config.client.caFile
+        options.userAgent = config.client.userAgent
         return options
     }
 
     /// - Parameter notAfter: an earlier limit than `--connect-timeout` (`--timeout`).
     func open(into buffer: ByteBuffer, notAfter limit: Instant? = nil) throws(OpenError) -> Opened {
-        let deadline = Deadline(seconds: config.connectTimeout).notAfter(limit)
+        let deadline = Deadline(seconds: config.client.connectTimeout).notAfter(limit)
         let config = self.config
-        var opener = ClientOpener(url: config.url, dialOptions: dialOptions, subprotocols: config.subprotocols,
-                                  headers: { config.requestHeaders(credentials: $0, userHost: $1) })
-        opener.followRedirects = config.followRedirects
-        opener.maxRedirects = config.maxRedirects
-        opener.extensions = config.offeredExtensions
+        var opener = ClientOpener(url: config.client.url, dialOptions: dialOptions, subprotocols: config.subprotocols,
+                                  headers: { config.client.requestHeaders(credentials: $0, userHost: $1) })
+        opener.followRedirects = config.client.followRedirects
+        opener.maxRedirects = config.client.maxRedirects
+        opener.extensions = config.client.offeredExtensions
         opener.log = log
         return try opener.open(into: buffer, deadline: deadline)
     }

@@ -11,7 +11,7 @@ import CWSPipeShims
 public func runBridge(_ config: BridgeConfiguration) -> ExitStatus {
     wsp_ignore_sigpipe()
     let log = Diagnostics(verbosity: config.verbosity)
-    if let text = config.schemeTakenFrom { log.event("'\(text)' has no scheme: taken as \(config.url) (no TLS)") }
+    if let text = config.client.schemeTakenFrom { log.event("'\(text)' has no scheme: taken as \(config.client.url) (no TLS)") }
     do {
         let session = try Session(config: config, log: log)
         return session.run()

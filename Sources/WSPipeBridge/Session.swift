@@ -45,7 +45,7 @@ public final class Session: ConnectionDelegate {
     private var diverted = false
     private let decompresses: Bool
     /// Text mode writes a binary message raw, with a warning the first time.
-    private lazy var warnsOnBinary = config.outputFormat == .raw(separator: config.separator)
+    private lazy var warnsOnBinary = config.stdio.outputFormat == .raw(separator: config.stdio.separator)
     // Counted and timed sessions.
     private let started = Instant.now()
     private var sessionDeadline: Instant?       // --timeout
@@ -108,20 +108,20 @@ public final class Session: ConnectionDelegate {
         self.config = config
         self.log = log
         self.loop = loop
-        decompresses = config.decompress != nil
-        stdinReadSize = config.mode == .binary ? max(128 * 1024, config.chunkSize) : 64 * 1024
+        decompresses = config.stdio.decompress != nil
+        stdinReadSize = config.stdio.mode == .binary ? max(128 * 1024, config.stdio.chunkSize) : 64 * 1024
         outboundHighWater = stdinReadSize + min(stdinReadSize, 128 * 1024)
-        framer = InputFramer(mode: config.inputMode, messageLimit: config.oneMessage ? 1 : nil)
-        output = OutputAssembler(format: config.outputFormat, limit: config.maxMessages.map { UInt64($0) },
-                                 discard: config.sendOnly)
+        framer = InputFramer(mode: config.stdio.inputMode, messageLimit: config.stdio.oneMessage ? 1 : nil)
+        output = OutputAssembler(format: config.stdio.outputFormat, limit: config.stdio.maxMessages.map { UInt64($0) },
+                                 discard: config.stdio.sendOnly)
         let start = started
-        sessionDeadline = config.sessionTimeout.map { start.adding(seconds: $0) }
+        sessionDeadline = config.stdio.sessionTimeout.map { start.adding(seconds: $0) }
     }
 
     /// Runs the session to its end and returns the exit status (errors already printed).
     public func run() -> ExitStatus {
-        let status = config.reconnect == nil ? runSession() : runReconnecting()
-        if config.stats { log.always(statistics(status)) }
+        let status = config.client.reconnect == nil ? runSession() : runReconnecting()
+        if config.stdio.stats { log.always(statistics(status)) }
         return status
     }
 
@@ -129,7 +129,7 @@ public final class Session: ConnectionDelegate {
     private func startStandardStreams() {
         Signals.install(wakeFD: loop.wakeFD)
         loop.onWake = { [unowned self] in handleSignal() }
-        if config.receiveOnly {
+        if config.stdio.receiveOnly {
             stdinOpen = false
         } else {
             let source = StdinSource()
@@ -148,7 +148,7 @@ public final class Session: ConnectionDelegate {
             opened = try Opener(config: config, log: log).open(into: receiveBuffer, notAfter: sessionDeadline)
         } catch {
             if let deadline = sessionDeadline, Instant.now() >= deadline {
-                return log.report(.timedOutBeforeOpen(seconds: config.sessionTimeout ?? 0))
+                return log.report(.timedOutBeforeOpen(seconds: config.stdio.sessionTimeout ?? 0))
             }
             return log.report(.open(error))
         }
@@ -208,12 +208,12 @@ public final class Session: ConnectionDelegate {
         deliveryConfirmed = nil
         lastActivity = .now()  // --idle-timeout counts from the open connection
         lastReceived = lastActivity
-        for text in config.sendMessages {
+        for text in config.stdio.sendMessages {
             driver.send(.text, bytes: Array(text.utf8))
             sent.messages += 1
             sent.bytes += UInt64(text.utf8.count)
         }
-        if let file = config.sendFile { sendFile(file, into: driver) }
+        if let file = config.client.sendFile { sendFile(file, into: driver) }
     }
 
     /// Asked when a connection ends: true to keep the session (and its loop) running for
@@ -252,7 +252,7 @@ public final class Session: ConnectionDelegate {
     @inline(never)
     private func startDiverted(_ kind: MessageKind) {
         diverted = localEnd == .decompressError || kind == .binary
-        if kind == .binary && localEnd == nil, let format = config.decompress { startDecompressing(format) }
+        if kind == .binary && localEnd == nil, let format = config.stdio.decompress { startDecompressing(format) }
     }
 
     /// The diverted message ended: true when it is to be counted as output.
@@ -301,7 +301,7 @@ public final class Session: ConnectionDelegate {
         decompressing = false
         guard localEnd == nil, let driver else { return }
         let number = output.messages + 1
-        let format = config.decompress?.rawValue ?? "deflate"
+        let format = config.stdio.decompress?.rawValue ?? "deflate"
         switch error {
         case .messageTooBig(_, let limit):
             log.error("message \(number) inflates (--decompress \(format)) past the limit of \(ByteCount.text(limit)) (--max-message-size)")
@@ -321,7 +321,7 @@ public final class Session: ConnectionDelegate {
     public func connection(_ connection: ConnectionDriver, didReceivePong payload: [UInt8], roundTrip: Double?) {
         if let rtt = roundTrip {
             metrics.roundTrip(rtt)
-            if config.printPingRTT { log.always("wspipe: ping round trip \(formatMilliseconds(rtt)) ms") }
+            if config.client.printPingRTT { log.always("wspipe: ping round trip \(formatMilliseconds(rtt)) ms") }
             log.event("received pong (\(payload.count) bytes), round trip \(formatMilliseconds(rtt)) ms")
         } else {
             log.event("received pong (\(payload.count) bytes)")
@@ -350,7 +350,7 @@ public final class Session: ConnectionDelegate {
             // -n: enough messages; the ones that still arrive before the server's Close
             // are not written. The Close waits until they are on stdout (1011 if that fails).
             limitClosing = true
-            let count = config.maxMessages ?? 0
+            let count = config.stdio.maxMessages ?? 0
             log.event("received \(count) message\(count == 1 ? "" : "s") (-n); closing")
             stopStdin()
             submitOutput()  // a failing stdout closes with 1011 instead
@@ -362,7 +362,7 @@ public final class Session: ConnectionDelegate {
     /// Serving with -1: the client's message may come before stdin's one message went out;
     /// the count's Close then waits for it (the client is owed it).
     private var awaitsOneMessage: Bool {
-        servesOnce != nil && config.oneMessage && stdinOpen && !framer.isDone
+        servesOnce != nil && config.stdio.oneMessage && stdinOpen && !framer.isDone
     }
 
     public func connectionHasRoom(_ connection: ConnectionDriver) {
@@ -477,12 +477,12 @@ public final class Session: ConnectionDelegate {
                     endOfInputAt = .now()
                     log.event("end of stdin after \(framer.messages) messages")
                     guard let driver else {
-                        if config.closesAtEndOfInput { pendingClose = pendingClose ?? endOfInputClose }
+                        if config.stdio.closesAtEndOfInput { pendingClose = pendingClose ?? endOfInputClose }
                         return
                     }
                     if servesOnce != nil { connectionDidProcessInput(driver) }  // -1's count may be waiting for this
-                    if config.closesAtEndOfInput && driver.closeSent == nil {
-                        if let linger = config.linger {
+                    if config.stdio.closesAtEndOfInput && driver.closeSent == nil {
+                        if let linger = config.stdio.linger {
                             lingerTimer = arm(after: linger) { [unowned self] in
                                 self.driver?.closeAfterDelivery(endOfInputClose)
                             }
@@ -511,7 +511,7 @@ public final class Session: ConnectionDelegate {
 
     /// The Close sent when stdin ends (--close-code, --close-reason).
     private var endOfInputClose: ClosePayload {
-        ClosePayload(code: config.closeCode, reason: Array(config.closeReason.utf8))
+        ClosePayload(code: config.stdio.closeCode, reason: Array(config.stdio.closeReason.utf8))
     }
 
     /// Carries out what stdin asked for besides data (--jsonl ping/close, -1's limit).
@@ -605,7 +605,7 @@ public final class Session: ConnectionDelegate {
     /// the close decides; a write that meets EPIPE still counts), and not with --send-only
     /// (nothing is ever written there).
     private var watchesStdoutReader: Bool {
-        stdout.readerLossIsVisible && stdout.failure == nil && !config.sendOnly && localEnd == nil
+        stdout.readerLossIsVisible && stdout.failure == nil && !config.stdio.sendOnly && localEnd == nil
             && driver?.state == .open
     }
 
@@ -652,7 +652,7 @@ public final class Session: ConnectionDelegate {
     }
 
     private func startTimers() {
-        if let stale = config.staleTimeout {
+        if let stale = config.client.staleTimeout {
             var staleTimer: EventLoop.Timer?
             let timer = loop.timer { [unowned self] in
                 guard let timer = staleTimer else { return }
@@ -675,7 +675,7 @@ public final class Session: ConnectionDelegate {
             loop.arm(timer, at: deadline)
             timers.append(timer)
         }
-        if let idle = config.idleTimeout {
+        if let idle = config.stdio.idleTimeout {
             var idleTimer: EventLoop.Timer?
             let timer = loop.timer { [unowned self] in
                 guard let timer = idleTimer else { return }
@@ -712,7 +712,7 @@ public final class Session: ConnectionDelegate {
         let limit = min(config.closeTimeout, ConnectionDriver.tcpCloseWait)
         if driver.closeSent == nil {
             timedOut = true
-            log.event("--timeout of \(formatSeconds(config.sessionTimeout ?? 0)) s reached; closing")
+            log.event("--timeout of \(formatSeconds(config.stdio.sessionTimeout ?? 0)) s reached; closing")
             stopStdin()
             if let linger = lingerTimer { loop.arm(linger, at: nil) }
         }
@@ -736,8 +736,8 @@ public final class Session: ConnectionDelegate {
         outcome.localEnd = localEnd
         outcome.timedOut = timedOut
         outcome.openError = lastOpenError
-        outcome.stale = staleDetected ? config.staleTimeout ?? 0 : nil
-        outcome.queueBounds = config.reconnect.map { (messages: $0.queueSize, bytes: $0.queueBytes) }
+        outcome.stale = staleDetected ? config.client.staleTimeout ?? 0 : nil
+        outcome.queueBounds = config.client.reconnect.map { (messages: $0.queueSize, bytes: $0.queueBytes) }
         if case .failed(let why) = stdout.failure { outcome.stdoutFailure = why }
         outcome.shortfall = countShortfall
         outcome.deliveryConfirmed = deliveryConfirmed
@@ -754,14 +754,14 @@ public final class Session: ConnectionDelegate {
     /// --require-count: a clean end before the count came (-n N or -1; per client when
     /// serving, the one client with --oneshot; across connections with --reconnect).
     private var countShortfall: Outcome.Shortfall? {
-        guard config.requireCount, let limit = output.limit, output.messages < limit else { return nil }
-        let required = config.maxMessages ?? 1
+        guard config.stdio.requireCount, let limit = output.limit, output.messages < limit else { return nil }
+        let required = config.stdio.maxMessages ?? 1
         return Outcome.Shortfall(received: output.messages + UInt64(required) - limit, required: required)
     }
 
     /// The extensions the server agreed to, configured (zlib loaded only now).
     private func agreedExtensions(_ negotiated: ClientHandshake.Negotiated) throws(OpenError) -> [any WebSocketExtension] {
-        guard let deflate = try PerMessageDeflate.agreed(offer: config.deflate, negotiated),
+        guard let deflate = try PerMessageDeflate.agreed(offer: config.client.deflate, negotiated),
               let configuration = deflate.configuration else { return [] }
         let response = negotiated.extensions.first { $0.name.lowercased() == DeflateParameters.extensionName }
         log.event("permessage-deflate agreed: \(response.map { "\($0)" } ?? "") (\(configuration.summary))")
@@ -803,7 +803,7 @@ public final class Session: ConnectionDelegate {
             + "\"close_received\":\(closeObject(driver?.closeReceived)),"
             + "\"ping_rtt_ms\":\(rtt),"
             + "\"delivery_confirmed\":\(deliveryConfirmed.map { String($0) } ?? "null"),"
-            + (config.reconnect == nil ? "" : reconnectStatistics())
+            + (config.client.reconnect == nil ? "" : reconnectStatistics())
             + (servesOnce == nil ? "" : "\"clients\":\(clientsServed),")
             + "\"compression\":\(compressionObject),\"exit\":\(status.rawValue)}").utf8)
         return String(decoding: line, as: UTF8.self)
@@ -840,7 +840,7 @@ extension Session {
         Signals.exitAtOnce.store(false, ordering: .relaxed)
         sessionDeadline = nil
         startTimers()
-        if config.sessionTimeout != nil { clientDeadline = loop.timer { [unowned self] in sessionTimedOut() } }
+        if config.stdio.sessionTimeout != nil { clientDeadline = loop.timer { [unowned self] in sessionTimedOut() } }
         if let idle = idleCheck { loop.arm(idle, at: nil) }  // armed per client
         continuesAfter = { [unowned self] ending in clientLeft(ending) }
         refreshStdout()
@@ -850,7 +850,7 @@ extension Session {
         submitOutput()
         stdout.drain()
         let status = conclude()
-        if config.stats { log.always(statistics(status)) }
+        if config.stdio.stats { log.always(statistics(status)) }
         return status
     }
 
@@ -858,7 +858,7 @@ extension Session {
     func clientArrives() {
         submitOutput()
         clientsServed += 1
-        if let limit = config.maxMessages { output.limit = output.messages + UInt64(limit) }
+        if let limit = config.stdio.maxMessages { output.limit = output.messages + UInt64(limit) }
         limitClosing = false
         timedOut = false
     }
@@ -866,11 +866,11 @@ extension Session {
     /// Its driver, before it starts: --send, then what stdin still holds for it.
     func clientBegins(_ driver: ConnectionDriver) {
         begin(driver)
-        guard !config.receiveOnly, endOfInputAt == nil, localEnd == nil else { return }
+        guard !config.stdio.receiveOnly, endOfInputAt == nil, localEnd == nil else { return }
         stdinOpen = true
         guard framer.isDone else { return }
         do throws(InputError) {
-            try perform(framer.resume(limit: config.oneMessage ? 1 : nil, into: driver))
+            try perform(framer.resume(limit: config.stdio.oneMessage ? 1 : nil, into: driver))
         } catch {
             log.error(error.description)
             localEnd = .inputError
@@ -882,11 +882,11 @@ extension Session {
     /// Its driver started: stdin flows, its timers run.
     func clientStarted() {
         let now = Instant.now()
-        if let timer = clientDeadline, let seconds = config.sessionTimeout {
+        if let timer = clientDeadline, let seconds = config.stdio.sessionTimeout {
             sessionDeadline = now.adding(seconds: seconds)
             loop.arm(timer, at: sessionDeadline)
         }
-        if let timer = idleCheck, let idle = config.idleTimeout { loop.arm(timer, at: lastActivity.adding(seconds: idle)) }
+        if let timer = idleCheck, let idle = config.stdio.idleTimeout { loop.arm(timer, at: lastActivity.adding(seconds: idle)) }
         refreshStdin()
         refreshStdout()
     }
@@ -901,7 +901,7 @@ extension Session {
     private func clientLeft(_ ending: ConnectionEnding) -> Bool {
         // --whole-input: all of stdin is the first client's one message (its first fragments
         // may be on their way already), so the server ends with that client.
-        guard servesOnce == false, localEnd == nil, endOfInputAt == nil, !config.wholeInput else { return false }
+        guard servesOnce == false, localEnd == nil, endOfInputAt == nil, !config.stdio.wholeInput else { return false }
         if let timer = clientDeadline { loop.arm(timer, at: nil) }
         if let timer = idleCheck { loop.arm(timer, at: nil) }
         sessionDeadline = nil
@@ -919,10 +919,10 @@ extension Session {
     /// A run that reconnects: the loop runs from the start, attempts are made from it, and
     /// stdin goes to the offline queue while there is no connection.
     private func runReconnecting() -> ExitStatus {
-        guard let reconnect = config.reconnect else { return runSession() }
+        guard let reconnect = config.client.reconnect else { return runSession() }
         startStandardStreams()
         backoff = reconnect.backoff
-        bearerToken = config.bearerToken
+        bearerToken = config.client.bearerToken
         offlineQueue = OfflineQueue(messageLimit: reconnect.queueSize, byteLimit: reconnect.queueBytes,
                                     policy: reconnect.queuePolicy)
         continuesAfter = { [unowned self] ending in connectionEnded(ending) }
@@ -945,11 +945,11 @@ extension Session {
         retryTimer.map { loop.arm($0, at: nil) }
         guard localEnd == nil, !timedOut else { return loop.stop() }
         attempts += 1
-        let target = Diagnostics.redactedTarget(config.url.description)
+        let target = Diagnostics.redactedTarget(config.client.url.description)
         emit(.connecting(url: target, attempt: attempts))
         submitOutput()
         var attemptConfig = config
-        attemptConfig.bearerToken = freshBearerToken()
+        attemptConfig.client.bearerToken = freshBearerToken()
         let receiveBuffer = ByteBuffer(capacity: Session.receiveBufferSize)
         Signals.exitAtOnce.store(true, ordering: .relaxed)  // nothing to close while connecting
         let opened: Opener.Opened
@@ -981,7 +981,7 @@ extension Session {
         attach(stream: opened.stream, core: WebSocketConnection(maximumMessageSize: config.maxMessageSize),
                received: receiveBuffer, parsed: opened.headLength)
         guard let driver else { return }
-        let resent = config.sendMessages.count + (config.sendFile == nil ? 0 : 1)
+        let resent = config.stdio.sendMessages.count + (config.client.sendFile == nil ? 0 : 1)
         if resent > 0 { emit(.resubscribed(messages: Int(resubscribedCount))) }
         if let queue = offlineQueue {
             let drained = queue.drain(into: driver)
@@ -999,7 +999,7 @@ extension Session {
         emit(Self.disconnection(ending, stale: staleDetected, up: up))
         submitOutput()
         guard localEnd == nil, !timedOut, !limitClosing else { return false }
-        if endOfInputAt != nil && config.closesAtEndOfInput {
+        if endOfInputAt != nil && config.stdio.closesAtEndOfInput {
             // stdin is over and its end closes: what went on this connection is not sent
             // again, so a retry would have nothing to send, and its connection nothing to
             // end it (the run sat on it until killed: the server's Close had come before
@@ -1022,7 +1022,7 @@ extension Session {
 
     /// Arms the next attempt if `failure` is retried and retries are left.
     private func scheduleRetry(_ failure: AttemptFailure, retryAfter: Double?) -> Bool {
-        guard let reconnect = config.reconnect, reconnect.policy.retries(failure),
+        guard let reconnect = config.client.reconnect, reconnect.policy.retries(failure),
               let delay = backoff.nextDelay(retryAfter: retryAfter, jitter: &jitter) else { return false }
         emit(.retry(seconds: delay, attempt: attempts + 1, retryAfter: retryAfter.map { $0 >= delay - 1e-9 } ?? false))
         submitOutput()
@@ -1047,12 +1047,12 @@ extension Session {
     /// Says an event: -v on stderr, --jsonl on stdout in order with the messages.
     private func emit(_ event: ConnectionEvent) {
         log.event(event.text)
-        if config.jsonLines { output.event(event.json) }
+        if config.stdio.jsonLines { output.event(event.json) }
     }
 
     /// --bearer-file again (tokens rotate); the last good token when it cannot be read.
     private func freshBearerToken() -> String? {
-        guard let path = config.bearerFile else { return bearerToken }
+        guard let path = config.client.bearerFile else { return bearerToken }
         guard let bytes = readSmallFile(path), UTF8Validator.isValid(bytes) else {
             log.warning("cannot read --bearer-file '\(path)' again; using the token read before")
             return bearerToken
@@ -1065,7 +1065,7 @@ extension Session {
     /// --send-file framed as stdin is (lines, or JSON lines with --jsonl) into `driver`;
     /// its ping objects are sent as pings (the file was checked when the options were read).
     private func sendFile(_ bytes: [UInt8], into driver: ConnectionDriver) {
-        let file = SendFile(bytes: bytes, jsonLines: config.jsonLines, separator: config.separator)
+        let file = SendFile(bytes: bytes, jsonLines: config.stdio.jsonLines, separator: config.stdio.separator)
         do throws(InputError) {
             let framed = try file.frame(into: driver)
             for case .ping(let payload) in framed.actions { driver.ping(payload) }
@@ -1094,7 +1094,7 @@ extension Session {
         return bytes
     }
 
-    private var resubscribedCount: UInt64 { UInt64(config.sendMessages.count) + sendFileMessages }
+    private var resubscribedCount: UInt64 { UInt64(config.stdio.sendMessages.count) + sendFileMessages }
 
     /// The members --stats adds for a run that reconnects.
     private func reconnectStatistics() -> String {

@@ -137,14 +137,14 @@ public enum CommandLineParser {
     private static func taking(_ address: SchemelessAddress, given text: String,
                                _ config: BridgeConfiguration) throws(UsageError) -> BridgeConfiguration {
         let credentials = address.hasUserInfo ? (address.hasPassword ? "user:password@" : "user@ (Basic authentication)")
-            : config.bearerToken != nil ? "a bearer token"
-            : config.headers.first(where: \.isSensitive).map { "-H \($0.name)" }
+            : config.client.bearerToken != nil ? "a bearer token"
+            : config.client.headers.first(where: \.isSensitive).map { "-H \($0.name)" }
         if let credentials {
             throw UsageError("'\(address.shown)' has no scheme, and \(credentials) would go with it in clear as ws://: "
                              + "write wss://, or ws:// to send it unencrypted on purpose")
         }
         var config = config
-        config.schemeTakenFrom = text
+        config.client.schemeTakenFrom = text
         return config
     }
 }

@@ -37,37 +37,37 @@ extension Option {
     // MARK: Modes
 
     static let text = Option("--text", "t", help: "stdin lines -> text messages; each message -> stdout + newline (default)") {
-        $0.config.mode = .text
+        $0.config.stdio.mode = .text
     }
     static let binary = Option("--binary", "b", help: "stdin bytes -> binary messages; messages -> stdout raw") {
-        $0.config.mode = .binary
+        $0.config.stdio.mode = .binary
     }
     static let null = Option("--null", "0", help: "text mode with NUL instead of newline, both ways") {
-        $0.config.separator = 0
+        $0.config.stdio.separator = 0
     }
     static let chunkSize = Option("--chunk-size", value: "BYTES",
                                   help: "binary mode: largest message made from stdin (default 64K)") { text, name throws(UsageError) in
         let size = try parseSize(text, option: name)
         guard size >= 1 && size <= 1 << 30 else { throw UsageError("\(name) must be between 1 byte and 1 GiB") }
-        return { $0.config.chunkSize = Int(size) }
+        return { $0.config.stdio.chunkSize = Int(size) }
     }
 
     // MARK: Formats
 
     static let jsonl = Option("--jsonl", help: #"JSON Lines both ways: {"type":"text","data":...}, {"type":"binary","base64":...},"#,
                               #"{"type":"close","code":...,"reason":...}; stdin may also send {"type":"ping"}"#) {
-        $0.config.jsonLines = true
+        $0.config.stdio.jsonLines = true
     }
     static let timestamps = Option("--timestamps", help: #"with --jsonl: add "ts" (Unix seconds) to each received line"#) {
-        $0.config.timestamps = true
+        $0.config.stdio.timestamps = true
     }
     static let base64 = Option("--base64", help: "binary messages written as one base64 line each; with -b, stdin lines",
                                "are base64 and each becomes one binary message") {
-        $0.config.base64 = true
+        $0.config.stdio.base64 = true
     }
     static let wholeInput = Option("--whole-input", help: "all of stdin up to EOF is ONE message (text, or binary with -b),",
                                    "sent in frames of --chunk-size") {
-        $0.config.wholeInput = true
+        $0.config.stdio.wholeInput = true
     }
 
     // MARK: Counts and time limits
@@ -78,43 +78,43 @@ extension Option {
         guard let count = Int(text), count >= 1 else {
             throw UsageError(Habits.countTakenForURL(text, option: name) ?? "\(name) '\(text)' is not a positive number of messages")
         }
-        return { $0.config.maxMessages = count }
+        return { $0.config.stdio.maxMessages = count }
     }
     static let oneMessage = Option("--one-message", "1",
                                    help: "send stdin's first message (or none), print one reply, close (-n 1)") {
-        $0.config.oneMessage = true
+        $0.config.stdio.oneMessage = true
     }
     static let requireCount = Option("--require-count", help: "with -n N or -1: exit 11 when the connection ends before N messages",
                                      "came (default: 0 for a clean close, however many came)") {
-        $0.config.requireCount = true
+        $0.config.stdio.requireCount = true
     }
     static let send = Option("--send", value: "TEXT",
                              help: "send this text message right after the handshake, before stdin (repeatable)") { text, _ in
-        { $0.config.sendMessages.append(text) }
+        { $0.config.stdio.sendMessages.append(text) }
     }
     static let timeout = seconds("--timeout", help: "limit for the whole session: then a closing handshake and exit 124") {
-        $0.config.sessionTimeout = $1
+        $0.config.stdio.sessionTimeout = $1
     }
     static let idleTimeout = seconds("--idle-timeout", help: "close cleanly (exit 0) after SECS without a message either way") {
-        $0.config.idleTimeout = $1
+        $0.config.stdio.idleTimeout = $1
     }
     static let receiveOnly = Option("--receive-only", help: "never read stdin (for services and cron, where stdin is /dev/null)") {
-        $0.config.receiveOnly = true
+        $0.config.stdio.receiveOnly = true
     }
     static let sendOnly = Option("--send-only", help: "never write stdout; end after stdin EOF and the closing handshake") {
-        $0.config.sendOnly = true
+        $0.config.stdio.sendOnly = true
     }
     static let stats = Option("--stats", help: "print a one-line JSON summary on stderr at exit") {
-        $0.config.stats = true
+        $0.config.stdio.stats = true
     }
 
     // MARK: Ending
 
     static let noClose = Option("--no-close", help: "stdin EOF does not close; run until the server closes (or a signal)") {
-        $0.config.closeOnEndOfInput = false
+        $0.config.stdio.closeOnEndOfInput = false
     }
     static let linger = seconds("--linger", help: "after stdin EOF, wait SECS (printing replies) before closing") {
-        $0.config.linger = $1
+        $0.config.stdio.linger = $1
     }
     static let closeCode = Option("--close-code", value: "CODE", help: "close code sent at stdin EOF (default 1000)") { text, name throws(UsageError) in
         guard let number = UInt16(text) else { throw UsageError("\(name) '\(text)' is not a number") }
@@ -122,14 +122,14 @@ extension Option {
         guard code.isSendable else {
             throw UsageError("\(name) \(number) may not be sent (use 1000-1003, 1007-1014 or 3000-4999)")
         }
-        return { $0.config.closeCode = code }
+        return { $0.config.stdio.closeCode = code }
     }
     static let closeReason = Option("--close-reason", value: "TEXT",
                                     help: "close reason sent at stdin EOF (at most 123 bytes)") { text, name throws(UsageError) in
         guard text.utf8.count <= ClosePayload.maximumReasonLength else {
             throw UsageError("\(name) is \(text.utf8.count) bytes; at most \(ClosePayload.maximumReasonLength) fit in a Close frame")
         }
-        return { $0.config.closeReason = text }
+        return { $0.config.stdio.closeReason = text }
     }
     static let closeTimeout = seconds("--close-timeout", help: "give up ending after this long without progress (default 5)") {
         $0.config.closeTimeout = $1
@@ -172,7 +172,7 @@ extension Option {
         guard let format = CompressionFormat(rawValue: text) else {
             throw UsageError("\(name) '\(text)' is not gzip, zlib or deflate")
         }
-        return { $0.config.decompress = format }
+        return { $0.config.stdio.decompress = format }
     }
 
     /// A window-bits option: `lowest`...15 (9 for our own compressor: zlib makes no raw
@@ -195,7 +195,7 @@ extension Option {
     // MARK: Connection
 
     static let connectTimeout = seconds("--connect-timeout", help: "limit for DNS + TCP + TLS + handshake (default 10)") {
-        $0.config.connectTimeout = $1
+        $0.config.client.connectTimeout = $1
     }
     static let maxMessageSize = Option("--max-message-size", value: "BYTES",
                                        help: "largest message accepted; bigger ones close with 1009 (default 64M)") { text, name throws(UsageError) in
@@ -213,10 +213,10 @@ extension Option {
 
     static let staleTimeout = seconds("--stale-timeout", help: "no message received for SECS: the connection is dead",
                                       "(reconnect, or exit 7 without --reconnect)") {
-        $0.config.staleTimeout = $1
+        $0.config.client.staleTimeout = $1
     }
     static let printPingRTT = Option("--print-ping-rtt", help: "print each keepalive ping's round trip on stderr") {
-        $0.config.printPingRTT = true
+        $0.config.client.printPingRTT = true
     }
 
     // MARK: Staying connected
@@ -282,14 +282,14 @@ extension Option {
                               help: "tunnel through this proxy: http://[user:pass@]host[:port], https://...,",
                               "socks5://... (names resolved here), socks5h://... (by the proxy);",
                               "an empty URL uses no proxy at all") { text, name throws(UsageError) in
-        guard !text.isEmpty else { return { $0.config.network.proxy = .none } }
+        guard !text.isEmpty else { return { $0.config.client.network.proxy = .none } }
         let parsed: ProxyURL
         do {
             parsed = try ProxyURL(parsing: text)
         } catch {
             throw UsageError("\(name): \(error)")
         }
-        return { $0.config.network.proxy = .url(parsed) }
+        return { $0.config.client.network.proxy = .url(parsed) }
     }
     static let socks5 = Option("--socks5", value: "HOST:PORT", help: "the same as --proxy socks5://HOST:PORT") { text, name throws(UsageError) in
         let parsed: ProxyURL
@@ -301,10 +301,10 @@ extension Option {
         guard parsed.kind.isSOCKS else {
             throw UsageError("\(name) takes HOST:PORT or a socks5:// or socks5h:// URL (use --proxy for \(parsed.kind.rawValue)://)")
         }
-        return { $0.config.network.proxy = .url(parsed) }
+        return { $0.config.client.network.proxy = .url(parsed) }
     }
     static let noproxy = Option("--noproxy", value: "LIST", help: "hosts that go direct (replaces no_proxy; '*': all)") { text, _ in
-        { $0.config.network.noProxy = text }
+        { $0.config.client.network.noProxy = text }
     }
     static let unixSocket = Option("--unix-socket", value: "PATH",
                                    help: "connect to this Unix socket; the URL still gives Host and path") { text, name throws(UsageError) in
@@ -325,34 +325,34 @@ extension Option {
         guard let entry = ResolveOverride(parsing: text) else {
             throw UsageError("\(name) '\(text)' is not HOST:PORT:ADDRESS[,ADDRESS...] (IP addresses)")
         }
-        return { $0.config.network.connect.overrides.append(entry) }
+        return { $0.config.client.network.connect.overrides.append(entry) }
     }
-    static let ipv4 = Option("--ipv4", "4", help: "IPv4 only") { $0.config.network.connect.family = .ipv4 }
+    static let ipv4 = Option("--ipv4", "4", help: "IPv4 only") { $0.config.client.network.connect.family = .ipv4 }
     static let ipv6 = Option("--ipv6", "6", help: "IPv6 only (default: both, raced IPv6 first: happy eyeballs)") {
-        $0.config.network.connect.family = .ipv6
+        $0.config.client.network.connect.family = .ipv6
     }
     static let location = Option("--location", "L", help: "follow redirects (301/302/303/307/308), never from wss:// to ws://;",
                                  "credentials go only to the URL's own host and port") {
-        $0.config.followRedirects = true
+        $0.config.client.followRedirects = true
     }
     static let maxRedirs = Option("--max-redirs", value: "N", help: "follow at most N redirects with -L (default 5)") { text, name throws(UsageError) in
         guard let number = Int(text), number >= 0, number <= 1000 else {
             throw UsageError("\(name) '\(text)' is not a number from 0 to 1000")
         }
-        return { $0.config.maxRedirects = number }
+        return { $0.config.client.maxRedirects = number }
     }
 
     // MARK: TLS
 
     static let insecure = Option("--insecure", "k", help: "do not verify the server's TLS certificate") {
-        $0.config.insecure = true
+        $0.config.client.insecure = true
     }
     static let cacert = Option("--cacert", value: "FILE",
                                help: "trust the CA certificates in FILE (PEM) instead of the system store") { text, _ throws(UsageError) in
         guard access(text, R_OK) == 0 else {
             throw UsageError("cannot read CA file '\(text)': \(String(cString: strerror(errno)))", pointsAtHelp: false)
         }
-        return { $0.config.caFile = text }
+        return { $0.config.client.caFile = text }
     }
     static let cert = Option("--cert", value: "FILE", help: "client certificate (PEM; the file may hold the key too);",
                              "with -l the server's own: serve wss://") { text, name throws(UsageError) in
@@ -378,7 +378,7 @@ extension Option {
         guard let version = TLSVersion(rawValue: normalized) else {
             throw UsageError("\(name) '\(text)' is not a TLS version (1.2 or 1.3)")
         }
-        return { $0.config.network.minimumTLSVersion = version }
+        return { $0.config.client.network.minimumTLSVersion = version }
     }
     static let sni = Option("--sni", value: "NAME",
                             help: "TLS server name and certificate name (default: the URL's host)") { text, name throws(UsageError) in
@@ -386,7 +386,7 @@ extension Option {
               text.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F && !"/?#@[]:,".utf8.contains($0) }) || IPAddress(text) != nil else {
             throw UsageError("\(name) '\(text)' is not a host name")
         }
-        return { $0.config.network.serverName = text }
+        return { $0.config.client.network.serverName = text }
     }
 
     // MARK: Request
@@ -396,7 +396,7 @@ extension Option {
         do {
             let header = try HTTPHeader(parsing: text)
             try ClientHandshake.validateUserHeaders([header])
-            guard header.hasName("Sec-WebSocket-Protocol") else { return { $0.config.headers.append(header) } }
+            guard header.hasName("Sec-WebSocket-Protocol") else { return { $0.config.client.headers.append(header) } }
             let names = HTTPText.list(header.value)
             for item in names { try checkSubprotocol(item, option: name) }
             return { settings in for item in names { settings.addSubprotocol(item) } }
@@ -411,12 +411,12 @@ extension Option {
     }
     static let origin = Option("--origin", value: "URL", help: "send an Origin header") { text, name throws(UsageError) in
         try checkHeaderValue(text, option: name)
-        return { $0.config.origin = text }
+        return { $0.config.client.origin = text }
     }
     static let userAgent = Option("--user-agent", value: "TEXT",
                                   help: "User-Agent (default wspipe/\(wspipeVersion); empty: none)") { text, name throws(UsageError) in
         try checkHeaderValue(text, option: name)
-        return { $0.config.userAgent = text.isEmpty ? nil : text }
+        return { $0.config.client.userAgent = text.isEmpty ? nil : text }
     }
     static let bearerFile = Option("--bearer-file", value: "FILE",
                                    help: "send 'Authorization: Bearer <token>' with the token read from FILE") { text, _ in
@@ -425,7 +425,7 @@ extension Option {
     static let bearer = Option("--bearer", value: "TOKEN", help: "the same with the token on the command line (visible in ps and",
                                "shell history: prefer --bearer-file or WSPIPE_BEARER)") { text, name throws(UsageError) in
         try checkToken(text, source: name)
-        return { $0.config.bearerToken = text }
+        return { $0.config.client.bearerToken = text }
     }
 
     // MARK: Output
@@ -450,13 +450,11 @@ extension Option {
             throw UsageError("\(name) \(error)")
         }
     }
-    static let echo = Option("--echo", help: "server mode: every message back to its client, with its type") {
-        $0.serveMode = .echo
-    }
+    // The mode flags set nothing: `ServerModeDescriptor.given` chooses the mode from the
+    // options given (Settings.given).
+    static let echo = Option("--echo", help: "server mode: every message back to its client, with its type") { _ in }
     static let broadcast = Option("--broadcast", help: "server mode: every stdin message to every client; client messages to",
-                                  "stdout (--jsonl: with \"client\"); a client that falls behind gets 1013") {
-        $0.serveMode = .broadcast
-    }
+                                  "stdout (--jsonl: with \"client\"); a client that falls behind gets 1013") { _ in }
     static let oneshot = Option("--oneshot", help: "serve one client, then exit with the status its ending gives (as the",
                                 "client's: 0 for a normal close)") {
         $0.oneshot = true
@@ -542,7 +540,7 @@ extension Option {
 
     /// A --reconnect option whose value is a count of at least `minimum`.
     private static func reconnectCount(_ longName: String, minimum: Int, what: String, help: String,
-                                       set: @escaping @Sendable (inout BridgeConfiguration.Reconnection, Int) -> Void) -> Option {
+                                       set: @escaping @Sendable (inout ClientConfiguration.Reconnection, Int) -> Void) -> Option {
         Option(longName, nil, value: "N", help: [help], action: .set { text, name throws(UsageError) in
             guard let number = Int(text), number >= minimum else { throw UsageError("\(name) '\(text)' is not a \(what)") }
             return {

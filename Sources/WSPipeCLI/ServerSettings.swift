@@ -9,8 +9,6 @@ extension Option {
     static let serverOnly: [Option] = [echo, broadcast, path, allowOrigin, requireProtocol, requireBearer, health, responseHeader,
                                        maxClients, handshakeTimeout, exec, sh, closeGrace, maxChildren, passenv, clientCA,
                                        oneshot]
-    /// Options that mean something only with --exec/--sh.
-    static let execOnly: [Option] = [closeGrace, maxChildren, passenv]
     /// Options of a client connection, which a server has no use for.
     static let clientOnly: [Option] = [proxy, socks5, noproxy, unixSocket, connectTo, resolve, ipv4, ipv6, location, maxRedirs,
                                        insecure, cacert, sni, header, origin, userAgent, bearer, connectTimeout,
@@ -21,36 +19,6 @@ extension Option {
     static let notYetServing: [Option] = [decompress]
     /// The stdin and stdout formats: --broadcast reads and writes them; --echo has no use.
     static let formats: [Option] = [text, binary, null, chunkSize]
-    /// Client options that a server mode has no use for (the default stdio mode uses every
-    /// one: see the table in SERVER in the man page). --send, --timeout, --idle-timeout and
-    /// --oneshot mean the same per client in every mode.
-    static let refusedByEcho: [Option] = [timestamps, base64, wholeInput, oneMessage, requireCount, receiveOnly, sendOnly, stats,
-                                          noClose, linger, closeCode, closeReason]
-    static let refusedByBroadcast: [Option] = [timestamps, base64, wholeInput, oneMessage, requireCount, stats, linger]
-    static let refusedByExec: [Option] = [null, chunkSize, timestamps, base64, wholeInput, maxMessages, oneMessage,
-                                          requireCount, receiveOnly, sendOnly, stats, noClose, linger, closeCode, closeReason]
-}
-
-extension ServeConfiguration.Mode {
-    /// The mode's option, for messages.
-    var optionName: String {
-        switch self {
-        case .echo: return "--echo"
-        case .broadcast: return "--broadcast"
-        case .exec: return "--exec/--sh"
-        case .stdio: return "the stdio mode"
-        }
-    }
-
-    /// See `Option.refusedByEcho`.
-    var refusedOptions: [Option] {
-        switch self {
-        case .echo: return Option.refusedByEcho
-        case .broadcast: return Option.refusedByBroadcast
-        case .exec: return Option.refusedByExec
-        case .stdio: return []
-        }
-    }
 }
 
 /// A valid request to try --response-header values against the 101 (`ServerHandshake.accept`
@@ -81,33 +49,20 @@ extension Settings {
             let hint = option == Option.cacert ? " (the CAs of client certificates: --client-ca)" : ""
             throw UsageError("\(option.longName) is a client option; it cannot be used with -l/--listen\(hint)")
         }
-        let exec = try execServing()
-        // A program's output as binary messages: -b means that with --exec.
-        let serving = exec == nil ? Option.notYetServing : Option.notYetServing.filter { $0 != Option.binary }
-        if let option = serving.first(where: { given.contains($0.longName) }) {
+        let modes = try ServerModeDescriptor.given(in: self)
+        if let option = Option.notYetServing.first(where: { given.contains($0.longName) }) {
             throw UsageError("\(option.longName) has no meaning with -l/--listen in this version (see SERVER in the man page)")
         }
-        if exec != nil && self.serveMode != nil {
-            throw UsageError("--exec/--sh, --echo and --broadcast are different modes: choose one")
-        }
-        if given.contains(Option.echo.longName) && given.contains(Option.broadcast.longName) {
-            throw UsageError("--echo cannot be combined with --broadcast: choose one mode")
-        }
         // No mode: stdin and stdout bridged to one client at a time.
-        let serveMode = exec.map { ServeConfiguration.Mode.exec($0) } ?? self.serveMode ?? .stdio
-        if case .echo = serveMode, let option = Option.formats.first(where: { given.contains($0.longName) }) {
-            throw UsageError("\(option.longName) has no meaning with --echo: messages go back with their own type")
-        }
-        if let option = serveMode.refusedOptions.first(where: { given.contains($0.longName) }) {
-            throw UsageError("\(option.longName) has no meaning with -l/--listen \(serveMode.optionName) (see SERVER in the man page)")
-        }
-        if config.requireCount && !oneshot {
+        let (descriptor, serveMode) = try ServerModeDescriptor.single(modes)
+        if let refusal = descriptor.refusal(given: given) { throw refusal }
+        if config.stdio.requireCount && !oneshot {
             // Only --oneshot's one client gives the server its exit status.
             throw UsageError("--require-count with -l needs --oneshot: a server's exit status does not say how each client left")
         }
         try checkCombinations()
-        if config.jsonLines && config.mode == .binary { throw UsageError("--jsonl cannot be combined with --binary: --jsonl carries both message types") }
-        if config.jsonLines && config.separator == 0 { throw UsageError("--jsonl cannot be combined with -0/--null: JSON Lines are newline-separated") }
+        if config.stdio.jsonLines && config.stdio.mode == .binary { throw UsageError("--jsonl cannot be combined with --binary: --jsonl carries both message types") }
+        if config.stdio.jsonLines && config.stdio.separator == 0 { throw UsageError("--jsonl cannot be combined with -0/--null: JSON Lines are newline-separated") }
         if bearerFile != nil && !requireBearer { throw UsageError("--bearer-file with -l needs --require-bearer") }
         if policy.requiresSubprotocol && config.subprotocols.isEmpty {
             throw UsageError("--require-protocol needs the supported subprotocols (--protocol NAME)")
@@ -119,10 +74,10 @@ extension Settings {
         serve.oneshot = oneshot
         if serveMode != .stdio {
             // What the stdio mode's session does itself, the engine does for the others.
-            serve.server.perClient.greeting = config.sendMessages.map { Array($0.utf8) }
-            serve.server.perClient.idleTimeout = config.idleTimeout
-            serve.server.perClient.timeLimit = config.sessionTimeout
-            serve.server.perClient.maximumMessages = config.maxMessages
+            serve.server.perClient.greeting = config.stdio.sendMessages.map { Array($0.utf8) }
+            serve.server.perClient.idleTimeout = config.stdio.idleTimeout
+            serve.server.perClient.timeLimit = config.stdio.sessionTimeout
+            serve.server.perClient.maximumMessages = config.stdio.maxMessages
         }
         serve.server.policy = policy
         serve.server.policy.subprotocols = config.subprotocols
@@ -153,8 +108,8 @@ extension Settings {
             serve.server.policy.bearerToken = token
         }
         var config = self.config
-        config.bearerToken = nil
-        if config.oneMessage { config.maxMessages = 1 }
+        config.client.bearerToken = nil
+        if config.stdio.oneMessage { config.stdio.maxMessages = 1 }
         config.serve = serve
         return config
     }
@@ -175,7 +130,7 @@ extension Settings {
         }
         return TLSServerOptions(certificateFile: certFile, keyFile: keyFile ?? certFile,
                                 keyPassword: try keyPassword(environment: environment, readFile: readFile),
-                                minimumVersion: config.network.minimumTLSVersion, clientCAFile: clientCAFile)
+                                minimumVersion: config.client.network.minimumTLSVersion, clientCAFile: clientCAFile)
     }
 
     /// permessage-deflate as the server answers it: the --deflate-* options' server meanings
@@ -203,17 +158,14 @@ extension Settings {
 }
 
 extension Settings {
-    /// --exec or --sh with their settings; nil without either. Throws `UsageError`.
-    func execServing() throws(UsageError) -> ExecServing? {
+    /// --exec or --sh with their settings (the exec mode's factory: one of them is given).
+    /// Throws `UsageError`.
+    func execServing() throws(UsageError) -> ExecServing {
         let command: ChildCommand
         switch (execProgram, execShell) {
         case (let program?, nil): command = ChildCommand(program: program, arguments: execArguments)
         case (nil, let shell?): command = .shell(shell)
-        case (nil, nil):
-            if let option = Option.execOnly.first(where: { given.contains($0.longName) }) {
-                throw UsageError("\(option.longName) needs --exec or --sh")
-            }
-            return nil
+        case (nil, nil): throw UsageError("--exec or --sh needs a program")
         default: throw UsageError("--exec and --sh cannot be combined: give one program")
         }
         var exec = ExecServing(command: command)

@@ -22,7 +22,6 @@ struct Settings {
     var noDeflate = false
     // Server mode (-l): see ServerSettings.swift.
     var listen: ListenAddress?
-    var serveMode: ServeConfiguration.Mode?
     var policy = HandshakePolicy()
     var requireBearer = false
     var maxClients: Int?
@@ -41,7 +40,7 @@ struct Settings {
     var given: [String] = []
     /// --reconnect, and what the reconnection options set (only with it).
     var reconnect = false
-    var reconnection = BridgeConfiguration.Reconnection()
+    var reconnection = ClientConfiguration.Reconnection()
     var reconnectOptions: [String] = []
     var sendFile: String?
 
@@ -55,9 +54,9 @@ struct Settings {
         if listen != nil || Option.serverOnly.contains(where: { given.contains($0.longName) }) { return try finishServer(environment: environment, readFile: readFile) }
         try checkCombinations()
         var config = self.config
-        config.deflate = noDeflate ? nil : deflateOffer
+        config.client.deflate = noDeflate ? nil : deflateOffer
         if reconnect {
-            config.reconnect = reconnection
+            config.client.reconnect = reconnection
         } else if let first = reconnectOptions.first {
             throw UsageError("\(first) needs --reconnect")
         }
@@ -65,16 +64,16 @@ struct Settings {
             guard let bytes = readFile(sendFile) else {
                 throw UsageError("cannot read --send-file '\(sendFile)': \(whyUnreadable(sendFile))", pointsAtHelp: false)
             }
-            if let problem = sendFileProblem(bytes, path: sendFile, jsonLines: config.jsonLines, separator: config.separator) {
+            if let problem = sendFileProblem(bytes, path: sendFile, jsonLines: config.stdio.jsonLines, separator: config.stdio.separator) {
                 throw UsageError(problem, pointsAtHelp: false)
             }
-            config.sendFile = bytes
+            config.client.sendFile = bytes
         }
-        if config.oneMessage { config.maxMessages = 1 }
+        if config.stdio.oneMessage { config.stdio.maxMessages = 1 }
         try applyNetwork(to: &config, environment: environment, readFile: readFile)
 
         // Bearer token: --bearer, else --bearer-file, else $WSPIPE_BEARER.
-        if config.bearerToken != nil {
+        if config.client.bearerToken != nil {
             return config
         } else if let bearerFile {
             guard let bytes = readFile(bearerFile) else {
@@ -85,11 +84,11 @@ struct Settings {
             }
             let token = HTTPText.trimmed(String(decoding: bytes, as: UTF8.self), also: [0x0A, 0x0D])
             try checkToken(token, source: "--bearer-file '\(bearerFile)'")
-            config.bearerToken = token
-            config.bearerFile = bearerFile  // read again before every reconnection attempt
+            config.client.bearerToken = token
+            config.client.bearerFile = bearerFile  // read again before every reconnection attempt
         } else if let token = environment("WSPIPE_BEARER"), !token.isEmpty {
             try checkToken(token, source: "WSPIPE_BEARER")
-            config.bearerToken = token
+            config.client.bearerToken = token
         }
         return config
     }
@@ -100,53 +99,53 @@ struct Settings {
             throw UsageError("\(a) cannot be combined with \(b): \(why)")
         }
         let c = config
-        let null = c.separator == 0
-        if null && c.mode == .binary && !c.base64 {
+        let null = c.stdio.separator == 0
+        if null && c.stdio.mode == .binary && !c.stdio.base64 {
             try refuse("-0/--null", "--binary", "binary mode has no separator (add --base64 for NUL-separated base64 lines)")
         }
-        if c.jsonLines {
-            if c.mode == .binary { try refuse("--jsonl", "--binary", "--jsonl carries both message types") }
+        if c.stdio.jsonLines {
+            if c.stdio.mode == .binary { try refuse("--jsonl", "--binary", "--jsonl carries both message types") }
             if null { try refuse("--jsonl", "-0/--null", "JSON Lines are newline-separated") }
-            if c.base64 { try refuse("--jsonl", "--base64", "--jsonl already encodes binary messages in base64") }
-            if c.wholeInput { try refuse("--jsonl", "--whole-input", "--jsonl reads one message per line") }
+            if c.stdio.base64 { try refuse("--jsonl", "--base64", "--jsonl already encodes binary messages in base64") }
+            if c.stdio.wholeInput { try refuse("--jsonl", "--whole-input", "--jsonl reads one message per line") }
         }
         if noDeflate, let first = deflateTuning.first {
             try refuse("--no-deflate", first, "with --no-deflate nothing is offered to tune")
         }
-        if c.timestamps && !c.jsonLines { throw UsageError("--timestamps needs --jsonl (it adds \"ts\" to each JSON line)") }
-        if c.wholeInput && c.base64 { try refuse("--whole-input", "--base64", "--base64 reads one message per line") }
-        if c.oneMessage && c.maxMessages != nil { try refuse("-1/--one-message", "-n/--max-messages", "-1 means -n 1") }
-        if c.requireCount && c.maxMessages == nil && !c.oneMessage {
+        if c.stdio.timestamps && !c.stdio.jsonLines { throw UsageError("--timestamps needs --jsonl (it adds \"ts\" to each JSON line)") }
+        if c.stdio.wholeInput && c.stdio.base64 { try refuse("--whole-input", "--base64", "--base64 reads one message per line") }
+        if c.stdio.oneMessage && c.stdio.maxMessages != nil { try refuse("-1/--one-message", "-n/--max-messages", "-1 means -n 1") }
+        if c.stdio.requireCount && c.stdio.maxMessages == nil && !c.stdio.oneMessage {
             throw UsageError("--require-count needs -n N or -1: the count to require")
         }
-        if c.receiveOnly && c.sendOnly { try refuse("--receive-only", "--send-only", "nothing would be bridged") }
-        if c.linger != nil {
-            if !c.closeOnEndOfInput { try refuse("--linger", "--no-close", "--no-close never closes at the end of input") }
-            if c.maxMessages != nil || c.oneMessage {
-                try refuse("--linger", c.oneMessage ? "-1" : "-n", "with a message count, the end of input does not close")
+        if c.stdio.receiveOnly && c.stdio.sendOnly { try refuse("--receive-only", "--send-only", "nothing would be bridged") }
+        if c.stdio.linger != nil {
+            if !c.stdio.closeOnEndOfInput { try refuse("--linger", "--no-close", "--no-close never closes at the end of input") }
+            if c.stdio.maxMessages != nil || c.stdio.oneMessage {
+                try refuse("--linger", c.stdio.oneMessage ? "-1" : "-n", "with a message count, the end of input does not close")
             }
-            if c.receiveOnly { try refuse("--linger", "--receive-only", "stdin is not read") }
+            if c.stdio.receiveOnly { try refuse("--linger", "--receive-only", "stdin is not read") }
         }
-        if c.receiveOnly && c.wholeInput { try refuse("--whole-input", "--receive-only", "stdin is not read") }
+        if c.stdio.receiveOnly && c.stdio.wholeInput { try refuse("--whole-input", "--receive-only", "stdin is not read") }
     }
 
     /// Proxy variables, the Unix socket and --connect-to against the URL, the client certificate.
     private func applyNetwork(to config: inout BridgeConfiguration, environment: (String) -> String?,
                               readFile: (String) -> [UInt8]?) throws(UsageError) {
         for name in ProxySelection.variableNames {
-            if let value = environment(name) { config.network.environment[name] = value }
+            if let value = environment(name) { config.client.network.environment[name] = value }
         }
         if let unixSocket {
-            guard config.url.unixSocketPath == nil else {
+            guard config.client.url.unixSocketPath == nil else {
                 throw UsageError("--unix-socket cannot be combined with a ws+unix:// URL, which names its socket already")
             }
-            config.url.unixSocketPath = unixSocket
+            config.client.url.unixSocketPath = unixSocket
         }
         if let connectTo {
-            guard config.url.unixSocketPath == nil else {
+            guard config.client.url.unixSocketPath == nil else {
                 throw UsageError("--connect-to cannot be combined with a Unix socket")
             }
-            config.network.connectTo = HostPort(parsing: connectTo) ?? HostPort(parsing: connectTo, defaultPort: config.url.port)
+            config.client.network.connectTo = HostPort(parsing: connectTo) ?? HostPort(parsing: connectTo, defaultPort: config.client.url.port)
         }
 
         if keyFile != nil || keyPassEnv != nil || keyPassFile != nil, certFile == nil {
@@ -156,7 +155,7 @@ struct Settings {
             throw UsageError("give the key's passphrase with --key-pass-env or --key-pass-file, not both")
         }
         guard let certFile else { return }
-        config.network.clientCertificate = ClientCertificate(certificateFile: certFile, keyFile: keyFile ?? certFile,
+        config.client.network.clientCertificate = ClientCertificate(certificateFile: certFile, keyFile: keyFile ?? certFile,
                                                              keyPassword: try keyPassword(environment: environment, readFile: readFile))
     }
 

@@ -41,6 +41,20 @@ final class ServerTLSTests: IntegrationTestCase {
         XCTAssertTrue(stderr.contains("to /any over TLSv1.3 "), "-v names the TLS version and cipher: \(stderr)")
     }
 
+    /// The stdio mode (no mode option) serves wss:// as the others do: it printed
+    /// `listening on wss://` and listened without TLS, so a wss:// client failed (exit 4).
+    func testStdioModeOverWSSToOurClient() throws {
+        let tls = try TLSMaterial.shared()
+        let (server, port) = try startTLSServer(["--receive-only", "--oneshot"])
+        let ours = try runWspipe(["--cacert", tls.caCert, "wss://localhost:\(port)/"], stdin: .bytes(Array("over tls\n".utf8)),
+                                 timeout: 10)
+        assertExit(ours, 0)
+        if ours.termination != .exited(0) { server.signal(SIGKILL) }  // no client came: --oneshot would wait
+        let result = finish(server, timeout: 10)
+        assertExit(result, 0)
+        assertStdout(result, "over tls\n")
+    }
+
     func testEchoOverWSSToOurClientWebsocatAndNode() throws {
         let tls = try TLSMaterial.shared()
         let (server, port) = try startTLSServer(["--echo"])

@@ -76,10 +76,10 @@ final class CommandLineHabitsTests: XCTestCase {
 
     func testHostAndPortAreTakenAsWSUnlessCredentialsGoWithThem() throws {
         guard case .run(let config) = try CommandLineParser.parse(["localhost:8080/feed"]) else { return XCTFail("not a run") }
-        XCTAssertEqual(config.url.description, "ws://localhost:8080/feed")
-        XCTAssertEqual(config.schemeTakenFrom, "localhost:8080/feed")
+        XCTAssertEqual(config.client.url.description, "ws://localhost:8080/feed")
+        XCTAssertEqual(config.client.schemeTakenFrom, "localhost:8080/feed")
         guard case .run(let plain) = try CommandLineParser.parse(["ws://localhost:8080/"]) else { return XCTFail("not a run") }
-        XCTAssertNil(plain.schemeTakenFrom)
+        XCTAssertNil(plain.client.schemeTakenFrom)
 
         let refusal = "has no scheme, and %@ would go with it in clear as ws://: write wss://, or ws:// to send it unencrypted on purpose"
         XCTAssertEqual(message(["u:p@h:1"]), "'[redacted]@h:1' " + refusal.replacingOccurrences(of: "%@", with: "user:password@"))

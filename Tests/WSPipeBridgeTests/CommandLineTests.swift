@@ -20,18 +20,18 @@ final class CommandLineTests: XCTestCase {
     }
 
     func testValueSyntaxes() throws {
-        XCTAssertEqual(try config(["--close-code=4000", "ws://h/"]).closeCode, CloseCode(4000))
-        XCTAssertEqual(try config(["--close-code", "4000", "ws://h/"]).closeCode, CloseCode(4000))
-        XCTAssertEqual(try config(["-HX-A: 1", "ws://h/"]).headers.map(\.name), ["X-A"])
-        XCTAssertEqual(try config(["-H", "X-A: 1", "ws://h/"]).headers.map(\.name), ["X-A"])
+        XCTAssertEqual(try config(["--close-code=4000", "ws://h/"]).stdio.closeCode, CloseCode(4000))
+        XCTAssertEqual(try config(["--close-code", "4000", "ws://h/"]).stdio.closeCode, CloseCode(4000))
+        XCTAssertEqual(try config(["-HX-A: 1", "ws://h/"]).client.headers.map(\.name), ["X-A"])
+        XCTAssertEqual(try config(["-H", "X-A: 1", "ws://h/"]).client.headers.map(\.name), ["X-A"])
         let combined = try config(["-vb", "ws://h/"])
         XCTAssertEqual(combined.verbosity, 1)
-        XCTAssertEqual(combined.mode, .binary)
-        XCTAssertEqual(try config(["-kn", "3", "ws://h/"]).maxMessages, 3)
-        XCTAssertEqual(try config(["--", "ws://h/-x"]).url.requestTarget, "/-x")
+        XCTAssertEqual(combined.stdio.mode, .binary)
+        XCTAssertEqual(try config(["-kn", "3", "ws://h/"]).stdio.maxMessages, 3)
+        XCTAssertEqual(try config(["--", "ws://h/-x"]).client.url.requestTarget, "/-x")
         XCTAssertEqual(try config(["ws://h/", "--ping-timeout", "2"]).pingTimeout, 2)
-        XCTAssertEqual(try config(["-1", "ws://h/"]).maxMessages, 1)
-        XCTAssertNil(try config(["--user-agent=", "ws://h/"]).userAgent)
+        XCTAssertEqual(try config(["-1", "ws://h/"]).stdio.maxMessages, 1)
+        XCTAssertNil(try config(["--user-agent=", "ws://h/"]).client.userAgent)
         XCTAssertEqual(try config(["--protocol", "a", "-H", "Sec-WebSocket-Protocol: a, b", "ws://h/"]).subprotocols, ["a", "b"])
     }
 

@@ -34,7 +34,7 @@ final class NetworkOptionTests: XCTestCase {
         let files = ["/s.jsonl": "{\"type\":\"text\",\"data\":\"sub\"}\n{\"type\":\"ping\",\"data\":\"p\"}\n",
                      "/bad.jsonl": "{\"type\":\"text\",\"data\":\"sub\"}\nnot json\n",
                      "/close.jsonl": "{\"type\":\"text\",\"data\":\"sub\"}\n{\"type\":\"close\",\"code\":1000}\n"]
-        XCTAssertNotNil(try config(["--jsonl", "--send-file", "/s.jsonl", "ws://h/"], files: files).sendFile)
+        XCTAssertNotNil(try config(["--jsonl", "--send-file", "/s.jsonl", "ws://h/"], files: files).client.sendFile)
         XCTAssertEqual(usageError(["--jsonl", "--send-file", "/bad.jsonl", "ws://h/"], files: files)?
             .hasPrefix("--send-file '/bad.jsonl': line 2 is not a --jsonl message: "), true)
         XCTAssertEqual(usageError(["--jsonl", "--send-file", "/close.jsonl", "ws://h/"], files: files),
@@ -50,37 +50,37 @@ final class NetworkOptionTests: XCTestCase {
 
     func testDefaults() throws {
         let c = try config(["ws://h/"])
-        XCTAssertEqual(c.network.proxy, .environment)
-        XCTAssertNil(c.network.noProxy)
-        XCTAssertNil(c.network.connectTo)
-        XCTAssertNil(c.network.serverName)
-        XCTAssertEqual(c.network.connect, ConnectOptions())
-        XCTAssertNil(c.network.clientCertificate)
-        XCTAssertEqual(c.network.minimumTLSVersion, .tls12)
-        XCTAssertFalse(c.followRedirects)
-        XCTAssertEqual(c.maxRedirects, 5)
-        XCTAssertNil(c.url.unixSocketPath)
+        XCTAssertEqual(c.client.network.proxy, .environment)
+        XCTAssertNil(c.client.network.noProxy)
+        XCTAssertNil(c.client.network.connectTo)
+        XCTAssertNil(c.client.network.serverName)
+        XCTAssertEqual(c.client.network.connect, ConnectOptions())
+        XCTAssertNil(c.client.network.clientCertificate)
+        XCTAssertEqual(c.client.network.minimumTLSVersion, .tls12)
+        XCTAssertFalse(c.client.followRedirects)
+        XCTAssertEqual(c.client.maxRedirects, 5)
+        XCTAssertNil(c.client.url.unixSocketPath)
     }
 
     func testProxyOptions() throws {
-        XCTAssertEqual(try config(["--proxy", "http://u:p@proxy:3128", "ws://h/"]).network.proxy,
+        XCTAssertEqual(try config(["--proxy", "http://u:p@proxy:3128", "ws://h/"]).client.network.proxy,
                        .url(try ProxyURL(parsing: "http://u:p@proxy:3128")))
-        XCTAssertEqual(try config(["--proxy=", "ws://h/"]).network.proxy, ProxySetting.none)
-        XCTAssertEqual(try config(["--socks5", "127.0.0.1:1080", "ws://h/"]).network.proxy,
+        XCTAssertEqual(try config(["--proxy=", "ws://h/"]).client.network.proxy, ProxySetting.none)
+        XCTAssertEqual(try config(["--socks5", "127.0.0.1:1080", "ws://h/"]).client.network.proxy,
                        .url(ProxyURL(kind: .socks5, host: "127.0.0.1", port: 1080)))
-        XCTAssertEqual(try config(["--socks5", "socks5h://h:9050", "ws://h/"]).network.proxy,
+        XCTAssertEqual(try config(["--socks5", "socks5h://h:9050", "ws://h/"]).client.network.proxy,
                        .url(ProxyURL(kind: .socks5h, host: "h", port: 9050)))
         // the last one given counts
-        XCTAssertEqual(try config(["--socks5", "a:1", "--proxy", "b:2", "ws://h/"]).network.proxy,
+        XCTAssertEqual(try config(["--socks5", "a:1", "--proxy", "b:2", "ws://h/"]).client.network.proxy,
                        .url(ProxyURL(kind: .http, host: "b", port: 2)))
-        XCTAssertEqual(try config(["--noproxy", "*.corp,10.0.0.0/8", "ws://h/"]).network.noProxy, "*.corp,10.0.0.0/8")
-        XCTAssertEqual(try config(["--noproxy", "", "ws://h/"]).network.noProxy, "")
+        XCTAssertEqual(try config(["--noproxy", "*.corp,10.0.0.0/8", "ws://h/"]).client.network.noProxy, "*.corp,10.0.0.0/8")
+        XCTAssertEqual(try config(["--noproxy", "", "ws://h/"]).client.network.noProxy, "")
     }
 
     func testProxyVariablesAreCapturedAndNothingElse() throws {
         let environment = ["https_proxy": "http://p:1", "NO_PROXY": "x", "HOME": "/root", "WSPIPE_BEARER": "t"]
         let c = try config(["wss://h/"], environment: environment)
-        XCTAssertEqual(c.network.environment, ["https_proxy": "http://p:1", "NO_PROXY": "x"])
+        XCTAssertEqual(c.client.network.environment, ["https_proxy": "http://p:1", "NO_PROXY": "x"])
     }
 
     func testProxyErrorsNeverShowThePassword() {
@@ -98,17 +98,17 @@ final class NetworkOptionTests: XCTestCase {
     func testDialOverrides() throws {
         let c = try config(["--connect-to", "[::1]:8443", "--sni", "edge.example", "--resolve", "a.test:443:127.0.0.1",
                             "--resolve", "b.test:80:::1,10.0.0.1", "-6", "wss://h.example/"])
-        XCTAssertEqual(c.network.connectTo, HostPort(host: "::1", port: 8443))
-        XCTAssertEqual(c.network.serverName, "edge.example")
-        XCTAssertEqual(c.network.connect.family, .ipv6)
-        XCTAssertEqual(c.network.connect.overrides.map(\.host), ["a.test", "b.test"])
-        XCTAssertEqual(try config(["-4", "ws://h/"]).network.connect.family, .ipv4)
-        XCTAssertEqual(try config(["-46", "ws://h/"]).network.connect.family, .ipv6)
-        XCTAssertEqual(try config(["--ipv4", "ws://h/"]).network.connect.family, .ipv4)
+        XCTAssertEqual(c.client.network.connectTo, HostPort(host: "::1", port: 8443))
+        XCTAssertEqual(c.client.network.serverName, "edge.example")
+        XCTAssertEqual(c.client.network.connect.family, .ipv6)
+        XCTAssertEqual(c.client.network.connect.overrides.map(\.host), ["a.test", "b.test"])
+        XCTAssertEqual(try config(["-4", "ws://h/"]).client.network.connect.family, .ipv4)
+        XCTAssertEqual(try config(["-46", "ws://h/"]).client.network.connect.family, .ipv6)
+        XCTAssertEqual(try config(["--ipv4", "ws://h/"]).client.network.connect.family, .ipv4)
         // --connect-to HOST keeps the URL's port
-        XCTAssertEqual(try config(["--connect-to", "10.0.0.7", "wss://h.example:9443/"]).network.connectTo,
+        XCTAssertEqual(try config(["--connect-to", "10.0.0.7", "wss://h.example:9443/"]).client.network.connectTo,
                        HostPort(host: "10.0.0.7", port: 9443))
-        XCTAssertEqual(try config(["--connect-to", "10.0.0.7", "wss://h.example/"]).network.connectTo,
+        XCTAssertEqual(try config(["--connect-to", "10.0.0.7", "wss://h.example/"]).client.network.connectTo,
                        HostPort(host: "10.0.0.7", port: 443))
     }
 
@@ -127,9 +127,9 @@ final class NetworkOptionTests: XCTestCase {
 
     func testUnixSocket() throws {
         let c = try config(["--unix-socket", "/run/app.sock", "ws://app/feed"])
-        XCTAssertEqual(c.url.unixSocketPath, "/run/app.sock")
-        XCTAssertEqual(c.url.hostHeader, "app")
-        XCTAssertEqual(try config(["ws+unix:///run/app.sock:/x"]).url.unixSocketPath, "/run/app.sock")
+        XCTAssertEqual(c.client.url.unixSocketPath, "/run/app.sock")
+        XCTAssertEqual(c.client.url.hostHeader, "app")
+        XCTAssertEqual(try config(["ws+unix:///run/app.sock:/x"]).client.url.unixSocketPath, "/run/app.sock")
         XCTAssertEqual(usageError(["--unix-socket", "/a.sock", "ws+unix:///b.sock"]),
                        "--unix-socket cannot be combined with a ws+unix:// URL, which names its socket already")
         XCTAssertEqual(usageError(["--connect-to", "h:1", "ws+unix:///b.sock"]),
@@ -141,12 +141,12 @@ final class NetworkOptionTests: XCTestCase {
     func testTLSOptions() throws {
         let c = try config(["--cert", readable, "--key-pass-env", "KP", "--tls-min", "TLSv1.3", "wss://h/"],
                            environment: ["KP": "s3cret pass"])
-        XCTAssertEqual(c.network.clientCertificate?.certificateFile, readable)
-        XCTAssertEqual(c.network.clientCertificate?.keyFile, readable, "the key defaults to the certificate file")
-        XCTAssertEqual(c.network.clientCertificate?.keyPassword, Array("s3cret pass".utf8))
-        XCTAssertEqual(c.network.minimumTLSVersion, .tls13)
-        XCTAssertFalse("\(c.network.clientCertificate!)".contains("s3cret"))
-        XCTAssertEqual(try config(["--tls-min", "1.2", "wss://h/"]).network.minimumTLSVersion, .tls12)
+        XCTAssertEqual(c.client.network.clientCertificate?.certificateFile, readable)
+        XCTAssertEqual(c.client.network.clientCertificate?.keyFile, readable, "the key defaults to the certificate file")
+        XCTAssertEqual(c.client.network.clientCertificate?.keyPassword, Array("s3cret pass".utf8))
+        XCTAssertEqual(c.client.network.minimumTLSVersion, .tls13)
+        XCTAssertFalse("\(c.client.network.clientCertificate!)".contains("s3cret"))
+        XCTAssertEqual(try config(["--tls-min", "1.2", "wss://h/"]).client.network.minimumTLSVersion, .tls12)
     }
 
     /// With -l, --cert/--key are the server's own (wss://), with the same passphrase options.
@@ -156,7 +156,7 @@ final class NetworkOptionTests: XCTestCase {
         let tls = try XCTUnwrap(c.serve?.tls)
         XCTAssertEqual(tls, TLSServerOptions(certificateFile: readable, keyFile: readable, keyPassword: Array("s3cret pass".utf8),
                                              minimumVersion: .tls13, clientCAFile: readable))
-        XCTAssertNil(c.network.clientCertificate, "not a client certificate")
+        XCTAssertNil(c.client.network.clientCertificate, "not a client certificate")
         XCTAssertFalse("\(tls)".contains("s3cret"))
         XCTAssertNil(try config(["-l", "0", "--echo"]).serve?.tls)
         for option in [["--client-ca", readable], ["--key", readable], ["--tls-min", "1.3"], ["--key-pass-env", "KP"]] {
@@ -173,7 +173,7 @@ final class NetworkOptionTests: XCTestCase {
     func testKeyPassFileDropsOneLineEnd() throws {
         for (content, expected) in [("pw\n", "pw"), ("pw\r\n", "pw"), ("pw", "pw"), (" pw \n\n", " pw \n")] {
             let c = try config(["--cert", readable, "--key-pass-file", readable, "wss://h/"], files: [readable: content])
-            XCTAssertEqual(c.network.clientCertificate?.keyPassword, Array(expected.utf8), String(reflecting: content))
+            XCTAssertEqual(c.client.network.clientCertificate?.keyPassword, Array(expected.utf8), String(reflecting: content))
         }
     }
 
@@ -192,20 +192,20 @@ final class NetworkOptionTests: XCTestCase {
 
     func testRedirectOptions() throws {
         let c = try config(["-L", "--max-redirs", "2", "ws://h/"])
-        XCTAssertTrue(c.followRedirects)
-        XCTAssertEqual(c.maxRedirects, 2)
-        XCTAssertTrue(try config(["--location", "ws://h/"]).followRedirects)
+        XCTAssertTrue(c.client.followRedirects)
+        XCTAssertEqual(c.client.maxRedirects, 2)
+        XCTAssertTrue(try config(["--location", "ws://h/"]).client.followRedirects)
     }
 
     func testRedirectElsewhereDropsSecretsAndHost() throws {
         let c = try config(["-H", "Host: custom", "-H", "Cookie: c=1", "-H", "X-Api-Key: k", "-H", "X-Plain: yes",
                             "-H", "Authorization: Basic abc", "--bearer", "tok", "ws://h/"])
-        let home = c.requestHeaders(credentials: true, userHost: true).map(\.name)
+        let home = c.client.requestHeaders(credentials: true, userHost: true).map(\.name)
         XCTAssertEqual(home, ["Host", "Cookie", "X-Api-Key", "X-Plain", "Authorization", "User-Agent"])
-        let away = c.requestHeaders(credentials: false, userHost: false).map(\.name)
+        let away = c.client.requestHeaders(credentials: false, userHost: false).map(\.name)
         XCTAssertEqual(away, ["X-Plain", "User-Agent"])
         let bearer = try config(["--bearer", "tok", "ws://h/"])
-        XCTAssertEqual(bearer.requestHeaders(credentials: true, userHost: true).map(\.value).last, "Bearer tok")
-        XCTAssertFalse(bearer.requestHeaders(credentials: false, userHost: false).contains { $0.value.contains("tok") })
+        XCTAssertEqual(bearer.client.requestHeaders(credentials: true, userHost: true).map(\.value).last, "Bearer tok")
+        XCTAssertFalse(bearer.client.requestHeaders(credentials: false, userHost: false).contains { $0.value.contains("tok") })
     }
 }

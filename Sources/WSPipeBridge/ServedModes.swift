@@ -1,0 +1,220 @@
+import Glibc
+import WebSocketCore
+import WebSocketEngine
+import WebSocketExec
+import WebSocketTransport
+
+/// One server mode as `runServer` drives it: the engine's `ServerMode`, what the mode
+/// changes in the server's configuration, where --jsonl event lines go, and how a run ends.
+/// Made by `ServeConfiguration.Mode.served` (the CLI's table, ServerModes.swift in
+/// WSPipeCLI, says which options each mode takes).
+protocol ServedMode: AnyObject {
+    var engineMode: ServerMode { get }
+    /// A mistake to report before listening (a program that cannot run), or nil.
+    func checkBeforeListening() -> Failure?
+    func configure(_ configuration: inout ServerConfiguration)
+    /// A --jsonl connected/disconnected object, newline included.
+    func writeEvent(_ json: [UInt8])
+    func clientLeft(_ ending: ConnectionEnding, server: WebSocketServer)
+    /// Listens, prints the `listening on` line, serves until the end and returns the status.
+    func run(_ server: WebSocketServer, on listener: Listener) -> ExitStatus
+}
+
+/// The listening socket made before the mode runs, its TLS context and the URL it serves.
+struct Listener {
+    let socket: any ListeningSocket
+    let tls: TLSServerContext?
+    let url: String
+}
+
+/// What a mode is made from.
+struct ModeContext {
+    let config: BridgeConfiguration
+    let serve: ServeConfiguration
+    let loop: EventLoop
+    let log: Diagnostics
+}
+
+extension ServeConfiguration.Mode {
+    /// The mode's factory.
+    func served(_ context: ModeContext) -> ServedMode {
+        switch self {
+        case .stdio: return StdioServing(context)
+        case .echo: return UntilSignal(context, mode: EchoMode())
+        case .broadcast: return BroadcastServing(context)
+        case .exec(let exec): return ExecServingMode(context, exec)
+        }
+    }
+}
+
+/// The default mode: the session bridges stdin and stdout to one client at a time and
+/// handles its own signals, timers and exit status.
+final class StdioServing: ServedMode {
+    private let session: Session
+    private let mode: StdioMode
+    private let log: Diagnostics
+    private let oneshot: Bool
+
+    init(_ context: ModeContext) {
+        session = Session(config: context.config, log: context.log, loop: context.loop)
+        mode = StdioMode(session: session)
+        log = context.log
+        oneshot = context.serve.oneshot
+    }
+
+    var engineMode: ServerMode { mode }
+    func checkBeforeListening() -> Failure? { nil }
+
+    func configure(_ configuration: inout ServerConfiguration) {
+        configuration.oneClientAtATime = true
+        configuration.connection = session.connectionOptions
+    }
+
+    func writeEvent(_ json: [UInt8]) { session.emitLine(Array(json.dropLast())) }
+    func clientLeft(_ ending: ConnectionEnding, server: WebSocketServer) {}  // the session's own ending
+
+    func run(_ server: WebSocketServer, on listener: Listener) -> ExitStatus {
+        server.listen(on: listener.socket, tls: listener.tls)
+        log.always("wspipe: listening on \(listener.url)")
+        return session.serve(server, oneshot: oneshot)
+    }
+}
+
+/// A mode served until SIGINT/SIGTERM/SIGHUP (then every client gets 1001 within the close
+/// timeout, exit 0), or with --oneshot until its one client has gone (the status its
+/// ending gives). --echo as it is; --broadcast and --exec add to it.
+class UntilSignal: ServedMode {
+    let loop: EventLoop
+    let log: Diagnostics
+    private let mode: ServerMode
+    private let oneshot: Bool
+    private let closeTimeout: Double
+    private var oneshotStatus: ExitStatus?
+    /// Set when the last client has been closed after a shutdown: the loop stops once `busy` is false.
+    private(set) var draining = false
+
+    init(_ context: ModeContext, mode: ServerMode) {
+        loop = context.loop
+        log = context.log
+        self.mode = mode
+        oneshot = context.serve.oneshot
+        closeTimeout = context.config.closeTimeout
+    }
+
+    var engineMode: ServerMode { mode }
+    func checkBeforeListening() -> Failure? { nil }
+    func configure(_ configuration: inout ServerConfiguration) {}
+    func writeEvent(_ json: [UInt8]) { writeAll(1, json) }
+    /// Whether the run must wait for something after the last client (exec: its children).
+    var busy: Bool { false }
+    /// Called once listening (broadcast: stdin starts).
+    func start(_ server: WebSocketServer) {}
+    /// Called after the loop; a failure to report instead of the status.
+    func finish() -> Failure? { nil }
+
+    func clientLeft(_ ending: ConnectionEnding, server: WebSocketServer) {
+        guard oneshot, oneshotStatus == nil else { return }
+        oneshotStatus = Session.status(of: ending, stale: false)
+        server.shutdown(ClosePayload(code: .goingAway), within: closeTimeout)
+    }
+
+    func run(_ server: WebSocketServer, on listener: Listener) -> ExitStatus {
+        server.onDrained = { [unowned self] in
+            draining = true
+            if !busy { loop.stop() }
+        }
+        Signals.install(wakeFD: loop.wakeFD)
+        Signals.exitAtOnce.store(false, ordering: .relaxed)
+        loop.onWake = { [unowned self, unowned server] in
+            guard let number = Signals.take() else { return }
+            log.event("signal \(number): closing \(server.clientCount) client(s) with 1001")
+            server.shutdown(ClosePayload(code: .goingAway), within: closeTimeout)
+        }
+        server.listen(on: listener.socket, tls: listener.tls)
+        log.always("wspipe: listening on \(listener.url)")
+        start(server)
+        loop.run()
+        if let failure = finish() { return log.report(failure) }
+        return oneshotStatus ?? .success
+    }
+}
+
+/// --broadcast: the engine's `BroadcastMode` with stdin and stdout (`BroadcastBridge`).
+final class BroadcastServing: UntilSignal {
+    private let broadcast: BroadcastMode
+    private let config: BridgeConfiguration
+    private var face: BroadcastBridge?
+
+    init(_ context: ModeContext) {
+        broadcast = BroadcastMode(loop: context.loop)
+        if let deflate = context.serve.server.deflate { broadcast.memoryLevel = deflate.memoryLevel }
+        config = context.config
+        super.init(context, mode: broadcast)
+    }
+
+    override func writeEvent(_ json: [UInt8]) { face?.writeLine(json) }  // in order with the clients' messages
+
+    override func run(_ server: WebSocketServer, on listener: Listener) -> ExitStatus {
+        face = BroadcastBridge(loop: loop, server: server, mode: broadcast, config: config, log: log)
+        return super.run(server, on: listener)
+    }
+
+    override func start(_ server: WebSocketServer) { face?.start() }
+
+    override func finish() -> Failure? {
+        face?.finish()
+        if broadcast.droppedSlowClients > 0 { log.warning("closed \(broadcast.droppedSlowClients) slow client(s) with 1013") }
+        if broadcast.compressedOnce > 0 {
+            log.event("permessage-deflate: \(broadcast.compressedOnce) message(s) compressed once for \(broadcast.sharedSends) copies "
+                      + "(clients without server context takeover)")
+        }
+        return face?.failure
+    }
+}
+
+/// --exec/--sh: a child per client; after a shutdown the run lasts until the last child is reaped.
+final class ExecServingMode: UntilSignal {
+    private let exec: ExecServing
+    private let children: ChildPool
+
+    init(_ context: ModeContext, _ exec: ExecServing) {
+        self.exec = exec
+        let mode = makeExecMode(exec, loop: context.loop, binary: context.config.stdio.mode == .binary,
+                                maximumMessageSize: context.config.maxMessageSize, log: context.log)
+        children = mode.pool
+        super.init(context, mode: mode)
+        mode.onOutcome = { [unowned self] _, _ in
+            if draining && children.running == 0 { loop.stop() }
+        }
+    }
+
+    override var busy: Bool { children.running > 0 }
+
+    /// A program that cannot run is a mistake to report now, not at the first client.
+    override func checkBeforeListening() -> Failure? {
+        do throws(ChildError) {
+            _ = try exec.command.executablePath(searchPath: getenv("PATH").map { String(cString: $0) })
+        } catch {
+            if case .missingProgram(let path, let code) = error { return .missingProgram(path: path, errno: code) }
+        }
+        return nil
+    }
+}
+
+/// The child-per-connection mode of `--exec`/`--sh`: this process adopts its children's
+/// orphans (so a killed grandchild is reaped here, not left to an init that may not reap),
+/// and each child's stderr lines come out on ours as `wspipe: client N: LINE`.
+func makeExecMode(_ exec: ExecServing, loop: EventLoop, binary: Bool, maximumMessageSize: UInt64,
+                  log: Diagnostics) -> ExecMode {
+    let mode = ExecMode(loop: loop, command: exec.command, pool: ChildPool(limit: exec.maxChildren, adoptsOrphans: true),
+                        serverSoftware: "wspipe/\(wspipeVersion)")
+    mode.childOptions.closeGrace = exec.closeGrace
+    mode.options.binary = binary
+    mode.options.maximumMessageSize = Int(min(maximumMessageSize, UInt64(Int.max)))
+    mode.passing = exec.passing
+    mode.stderr = { client, line in log.always("wspipe: client \(client): \(String(decoding: line, as: UTF8.self))") }
+    mode.onSpawnFailure = { client, error in
+        log.error("client \(client): \(describe(error))")
+    }
+    return mode
+}

@@ -1,0 +1,94 @@
+import WSPipeBridge
+
+/// One server mode as the command line knows it: the flags that choose it, the options
+/// only it takes, the client options it refuses (with the reason the usage error gives),
+/// and the factory of its `ServeConfiguration.Mode` (whose `served` makes the engine's
+/// mode and its stdio face, ServedModes.swift). The man page's table in SERVER is
+/// hand-written; ManPageTests compares each of its cells with `accepts`.
+struct ServerModeDescriptor: Sendable {
+    /// The mode as usage errors name it ("--echo", "the stdio mode").
+    let name: String
+    /// The options that choose it; none for the default.
+    let flags: [Option]
+    /// Options that mean something only in this mode ("--close-grace needs --exec or --sh").
+    let only: [Option]
+    /// Client options it has no use for, in groups checked in order.
+    let refusals: [Refusal]
+    let make: @Sendable (Settings) throws(UsageError) -> ServeConfiguration.Mode
+
+    /// Options refused together, and how the usage error says why.
+    struct Refusal: Sendable {
+        let options: [Option]
+        /// After "--option has no meaning with "; nil: the general "-l/--listen MODE (see SERVER...)".
+        let reason: String?
+    }
+
+    /// Whether `option` means something in this mode (client-only options aside).
+    func accepts(_ option: Option) -> Bool {
+        !refusals.contains { $0.options.contains(option) }
+            && ServerModeDescriptor.table.allSatisfy { $0.name == name || !$0.only.contains(option) }
+    }
+
+    /// The usage error for the first refused option given, if any.
+    func refusal(given: [String]) -> UsageError? {
+        for refusal in refusals {
+            guard let option = refusal.options.first(where: { given.contains($0.longName) }) else { continue }
+            let why = refusal.reason ?? "-l/--listen \(name) (see SERVER in the man page)"
+            return UsageError("\(option.longName) has no meaning with \(why)")
+        }
+        return nil
+    }
+}
+
+extension ServerModeDescriptor {
+    /// Every server mode, the default first. The stdio mode uses every client option (the
+    /// table in SERVER in the man page); --send, --timeout, --idle-timeout and --oneshot
+    /// mean the same per client in every mode.
+    static let table: [ServerModeDescriptor] = [stdio, echo, broadcast, exec]
+
+    static let stdio = ServerModeDescriptor(name: "the stdio mode", flags: [], only: [], refusals: []) { _ in .stdio }
+
+    static let echo = ServerModeDescriptor(
+        name: "--echo", flags: [Option.echo], only: [],
+        refusals: [Refusal(options: Option.formats, reason: "--echo: messages go back with their own type"),
+                   Refusal(options: [.timestamps, .base64, .wholeInput, .oneMessage, .requireCount, .receiveOnly, .sendOnly,
+                                     .stats, .noClose, .linger, .closeCode, .closeReason], reason: nil)]) { _ in .echo }
+
+    static let broadcast = ServerModeDescriptor(
+        name: "--broadcast", flags: [Option.broadcast], only: [],
+        refusals: [Refusal(options: [.timestamps, .base64, .wholeInput, .oneMessage, .requireCount, .stats, .linger],
+                           reason: nil)]) { _ in .broadcast }
+
+    static let exec = ServerModeDescriptor(
+        name: "--exec/--sh", flags: [Option.exec, .sh], only: [.closeGrace, .maxChildren, .passenv],
+        refusals: [Refusal(options: [.null, .chunkSize, .timestamps, .base64, .wholeInput, .maxMessages, .oneMessage,
+                                     .requireCount, .receiveOnly, .sendOnly, .stats, .noClose, .linger, .closeCode, .closeReason],
+                           reason: nil)]) { settings throws(UsageError) in .exec(try settings.execServing()) }
+
+    /// The modes whose flags are given, each with what it makes, in table order. Throws
+    /// `UsageError` for an option of a mode not given, or a mode's own mistake (--exec
+    /// with --sh).
+    static func given(in settings: Settings) throws(UsageError) -> [(ServerModeDescriptor, ServeConfiguration.Mode)] {
+        let given = settings.given
+        let modes = table.filter { mode in mode.flags.contains { given.contains($0.longName) } }
+        for mode in table where !modes.contains(where: { $0.name == mode.name }) {
+            if let option = mode.only.first(where: { given.contains($0.longName) }) {
+                throw UsageError("\(option.longName) needs \(mode.flags.map(\.longName).joined(separator: " or "))")
+            }
+        }
+        var made: [(ServerModeDescriptor, ServeConfiguration.Mode)] = []
+        for mode in modes { made.append((mode, try mode.make(settings))) }
+        return made
+    }
+
+    /// The one mode of `given` (the default when none). Throws `UsageError` for two.
+    static func single(_ given: [(ServerModeDescriptor, ServeConfiguration.Mode)]) throws(UsageError)
+        -> (ServerModeDescriptor, ServeConfiguration.Mode) {
+        guard given.count <= 1 else {
+            let names = given.map(\.0.name)
+            if names.contains(exec.name) { throw UsageError("--exec/--sh, --echo and --broadcast are different modes: choose one") }
+            throw UsageError("\(names[0]) cannot be combined with \(names[1]): choose one mode")
+        }
+        return given.first ?? (stdio, .stdio)
+    }
+}
