@@ -13,6 +13,7 @@ _wspipe() {
         -1 --one-message --require-count --receive-only --send-only --stats --no-close -k --insecure
         -4 --ipv4 -6 --ipv6 -L --location -v --verbose -q --quiet -h --help -V --version
         --echo --broadcast --require-protocol --require-bearer
+        --reuseport
         --oneshot
         --print-ping-rtt --reconnect --reconnect-on-close
         --no-deflate --deflate-client-no-context-takeover --deflate-server-no-context-takeover"

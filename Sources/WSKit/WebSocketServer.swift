@@ -87,6 +87,8 @@ public final class WebSocketServer: AsyncSequence, Sendable {
     public static func bind(to address: ListenAddress, options: WebSocketServerOptions = .init()) async throws(WebSocketError) -> WebSocketServer {
         let configuration = try options.configuration()
         let tls = try options.tls.map { settings throws(WebSocketError) in try settings.context() }
+        if case .descriptor = address { throw .invalidArgument("listen address: \(address) is wspipe's (-l); WebSocketServer binds its own socket") }
+        if case .systemd = address { throw .invalidArgument("listen address: systemd is wspipe's (-l); WebSocketServer binds its own socket") }
         let socket: any ListeningSocket
         let port: Int?
         do throws(ListenError) {
@@ -98,6 +100,8 @@ public final class WebSocketServer: AsyncSequence, Sendable {
             case .unix(let path):
                 socket = try UnixListener(path: path)
                 port = nil
+            case .descriptor, .systemd:
+                throw .invalidAddress(address.description)  // refused above
             }
         } catch {
             throw .cannotListen("cannot listen on \(address): \(error)")

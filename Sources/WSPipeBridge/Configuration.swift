@@ -201,6 +201,10 @@ public struct ServeConfiguration: Sendable {
     }
 
     public var listen: ListenAddress
+    /// With `listen` `.systemd`: the descriptors the CLI found in LISTEN_FDS for this process.
+    public var activatedDescriptors: [Int32] = []
+    /// --reuseport: SO_REUSEPORT on the TCP listener.
+    public var reusePort = false
     public var mode: Mode = .stdio
     /// --oneshot: serve one client, then exit with the status its ending gives.
     public var oneshot = false

@@ -54,14 +54,37 @@ private func makeListener(_ serve: ServeConfiguration, log: Diagnostics) -> Resu
     do throws(ListenError) {
         switch serve.listen {
         case .tcp(let address, let port):
-            let listener = try TCPListener(address: address, port: port)
-            return .success(Listener(socket: listener, tls: tls, url: "\(scheme)://\(listener.localAddress)/"))
+            let listener = try TCPListener(address: address, port: port, reusePort: serve.reusePort)
+            return .success(Listener(sockets: [listener], tls: tls, urls: ["\(scheme)://\(listener.localAddress)/"]))
         case .unix(let path):
-            return .success(Listener(socket: try UnixListener(path: path), tls: tls, url: "\(scheme)+unix://\(path)"))
+            return .success(Listener(sockets: [try UnixListener(path: path)], tls: tls, urls: ["\(scheme)+unix://\(path)"]))
+        case .descriptor(let fd):
+            return inherited([fd], as: "fd:\(fd)", scheme: scheme, tls: tls)
+        case .systemd:
+            // sd_listen_fds(3): read once, then gone, so that no child takes them for its own.
+            for name in SystemdActivation.variables { unsetenv(name) }
+            return inherited(serve.activatedDescriptors, as: "systemd", scheme: scheme, tls: tls)
         }
     } catch {
         return .failure(listenFailure(error, serve.listen))
     }
+}
+
+/// Listening sockets this process was given (-l fd:N, -l systemd), each checked; the first
+/// that is not one is a usage error naming it.
+private func inherited(_ descriptors: [Int32], as given: String, scheme: String, tls: TLSServerContext?) -> Result<Listener, Failure> {
+    var sockets: [any ListeningSocket] = []
+    var urls: [String] = []
+    for fd in descriptors {
+        do throws(InheritedSocketError) {
+            let socket = try InheritedListener(fd: fd)
+            sockets.append(socket)
+            urls.append(socket.isUnix ? "\(scheme)+unix://\(socket.localAddress)" : "\(scheme)://\(socket.localAddress)/")
+        } catch {
+            return .failure(.usage("-l \(given): \(error)", pointsAtHelp: false))
+        }
+    }
+    return .success(Listener(sockets: sockets, tls: tls, urls: urls))
 }
 
 /// The server's events as -v lines and --jsonl objects (through the mode, in order with

@@ -20,11 +20,19 @@ protocol ServedMode: AnyObject {
     func run(_ server: WebSocketServer, on listener: Listener) -> ExitStatus
 }
 
-/// The listening socket made before the mode runs, its TLS context and the URL it serves.
+/// The listening sockets made (or, -l fd:N and systemd, given) before the mode runs, their
+/// TLS context and the URLs they serve.
 struct Listener {
-    let socket: any ListeningSocket
+    let sockets: [any ListeningSocket]
     let tls: TLSServerContext?
-    let url: String
+    let urls: [String]
+
+    /// Starts accepting on every socket and prints the one `listening on` line, each address
+    /// named (scripts read the port from it).
+    func start(_ server: WebSocketServer, log: Diagnostics) {
+        for socket in sockets { server.listen(on: socket, tls: tls) }
+        log.always("wspipe: listening on \(urls.joined(separator: ", "))")
+    }
 }
 
 /// What a mode is made from.
@@ -74,8 +82,7 @@ final class StdioServing: ServedMode {
     func clientLeft(_ ending: ConnectionEnding, server: WebSocketServer) {}  // the session's own ending
 
     func run(_ server: WebSocketServer, on listener: Listener) -> ExitStatus {
-        server.listen(on: listener.socket, tls: listener.tls)
-        log.always("wspipe: listening on \(listener.url)")
+        listener.start(server, log: log)
         return session.serve(server, oneshot: oneshot)
     }
 }
@@ -130,8 +137,7 @@ class UntilSignal: ServedMode {
             log.event("signal \(number): closing \(server.clientCount) client(s) with 1001")
             server.shutdown(ClosePayload(code: .goingAway), within: closeTimeout)
         }
-        server.listen(on: listener.socket, tls: listener.tls)
-        log.always("wspipe: listening on \(listener.url)")
+        listener.start(server, log: log)
         start(server)
         loop.run()
         if let failure = finish() { return log.report(failure) }

@@ -29,7 +29,7 @@ extension Option {
                     notes: [("URL user:password@", "sends Basic authentication")]),
         HelpSection(title: "Output:", options: [verbose, quiet, help, version]),
         HelpSection(title: "Server (-l; see SERVER in the man page):",
-                    options: [listen, echo, broadcast, path, allowOrigin, requireProtocol, requireBearer, health, responseHeader,
+                    options: [listen, reuseport, echo, broadcast, path, allowOrigin, requireProtocol, requireBearer, health, responseHeader,
                               maxClients, handshakeTimeout, exec, sh, closeGrace, maxChildren, passenv, clientCA,
                               oneshot]),
     ]
@@ -441,6 +441,8 @@ extension Option {
 
     static let listen = Option("--listen", "l", value: "[ADDR:]PORT",
                                help: "serve on PORT (127.0.0.1 unless ADDR; [::1]:PORT; unix:PATH; port 0: any free);",
+                               "fd:N: a listening socket passed by the parent; systemd: socket activation",
+                               "(LISTEN_FDS; see SERVICE in the man page);",
                                "prints 'listening on ws://ADDR:PORT/' on stderr; with no mode option,",
                                "stdin and stdout go to one client at a time") { text, name throws(UsageError) in
         do throws(ListenAddress.ParseError) {
@@ -449,6 +451,10 @@ extension Option {
         } catch {
             throw UsageError("\(name) \(error)")
         }
+    }
+    static let reuseport = Option("--reuseport", help: "SO_REUSEPORT: several wspipe processes serve one TCP port, the kernel",
+                                  "spreads connections (limits and clients are per process)") {
+        $0.reusePort = true
     }
     // The mode flags set nothing: `ServerModeDescriptor.given` chooses the mode from the
     // options given (Settings.given).

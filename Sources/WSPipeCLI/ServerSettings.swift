@@ -1,3 +1,4 @@
+import Glibc
 import WebSocketCore
 import WebSocketEngine
 import WebSocketTransport
@@ -6,7 +7,7 @@ import WebSocketExec
 
 extension Option {
     /// Options that mean something only when serving.
-    static let serverOnly: [Option] = [echo, broadcast, path, allowOrigin, requireProtocol, requireBearer, health, responseHeader,
+    static let serverOnly: [Option] = [reuseport, echo, broadcast, path, allowOrigin, requireProtocol, requireBearer, health, responseHeader,
                                        maxClients, handshakeTimeout, exec, sh, closeGrace, maxChildren, passenv, clientCA,
                                        oneshot]
     /// Options of a client connection, which a server has no use for.
@@ -35,6 +36,17 @@ enum ServerHandshakeProbe {
             fatalError("the probe request is valid (\(error))")
         }
     }()
+}
+
+extension ListenAddress {
+    /// Why SO_REUSEPORT does not apply, for a listener this process does not bind over TCP.
+    var inheritedOrUnix: String? {
+        switch self {
+        case .tcp: return nil
+        case .unix: return "a Unix socket's path has one listener"
+        case .descriptor, .systemd: return "an inherited socket is bound already; its owner sets SO_REUSEPORT (ReusePort=yes in a .socket unit)"
+        }
+    }
 }
 
 extension Settings {
@@ -69,6 +81,18 @@ extension Settings {
         }
 
         var serve = ServeConfiguration(listen: listen)
+        serve.reusePort = reusePort
+        if reusePort, let kind = listen.inheritedOrUnix {
+            throw UsageError("--reuseport is for TCP listeners: \(kind)")
+        }
+        if listen == .systemd {
+            do throws(SystemdActivation.Problem) {
+                serve.activatedDescriptors = try SystemdActivation.descriptors(listenPID: environment("LISTEN_PID"),
+                                                                               listenFDs: environment("LISTEN_FDS"), pid: getpid())
+            } catch {
+                throw UsageError("-l systemd: \(error)", pointsAtHelp: false)
+            }
+        }
         serve.mode = serveMode
         serve.tls = try serverTLS(environment: environment, readFile: readFile)
         serve.oneshot = oneshot

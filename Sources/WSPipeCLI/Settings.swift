@@ -27,6 +27,7 @@ struct Settings {
     var maxClients: Int?
     var handshakeTimeout: Double?
     var oneshot = false
+    var reusePort = false
     // --exec/--sh and their settings.
     var execProgram: String?
     var execArguments: [String] = []

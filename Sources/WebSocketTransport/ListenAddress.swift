@@ -1,27 +1,46 @@
-/// Where a server listens: `[ADDR:]PORT`, `[IPv6]:PORT` or `unix:PATH`.
+/// Where a server listens: `[ADDR:]PORT`, `[IPv6]:PORT`, `unix:PATH`, or a listening socket
+/// it was given: `fd:N` (any parent) or `systemd` (socket activation, `SystemdActivation`).
 public enum ListenAddress: Sendable, Equatable, CustomStringConvertible {
     /// An IP literal (127.0.0.1 when none is given) and a port (0: any free port).
     case tcp(address: String, port: UInt16)
     /// A Unix domain socket at `path`.
     case unix(path: String)
+    /// An inherited listening socket, descriptor N (`InheritedListener`).
+    case descriptor(Int32)
+    /// The sockets systemd passed (LISTEN_FDS, LISTEN_PID).
+    case systemd
 
     /// Why a listen address is not one.
     public enum ParseError: Error, Equatable, Sendable, CustomStringConvertible {
         case badPort(String)
         case badAddress(String)
         case emptyPath
+        case badDescriptor(String)
 
         public var description: String {
             switch self {
             case .badPort(let text): return "'\(text)' is not a port (0-65535)"
             case .badAddress(let text): return "'\(text)' is not an IP address (listeners bind to addresses, not names)"
             case .emptyPath: return "unix: needs a socket path"
+            case .badDescriptor(let text): return "'\(text)' is not a descriptor number (fd:3 and up; 0-2 are stdin, stdout, stderr)"
             }
         }
     }
 
-    /// Parses `8080`, `0.0.0.0:8080`, `[::1]:8080`, `unix:/run/x.sock`.
+    /// Parses `8080`, `0.0.0.0:8080`, `[::1]:8080`, `unix:/run/x.sock`, `fd:3`, `systemd`.
     public init(parsing text: String) throws(ParseError) {
+        if text == "systemd" {
+            self = .systemd
+            return
+        }
+        if text.hasPrefix("fd:") {
+            let number = text.dropFirst(3)
+            guard number.allSatisfy({ $0.isASCII && $0.isNumber }), let fd = Int32(number), fd > 2 else {
+                throw .badDescriptor(String(number))
+            }
+            self = .descriptor(fd)
+            return
+        }
         if text.hasPrefix("unix:") {
             let path = String(text.dropFirst(5))
             guard !path.isEmpty else { throw .emptyPath }
@@ -52,6 +71,8 @@ public enum ListenAddress: Sendable, Equatable, CustomStringConvertible {
         switch self {
         case .tcp(let address, let port): return address.contains(":") ? "[\(address)]:\(port)" : "\(address):\(port)"
         case .unix(let path): return "unix:\(path)"
+        case .descriptor(let fd): return "fd:\(fd)"
+        case .systemd: return "systemd"
         }
     }
 }

@@ -49,14 +49,21 @@ public final class TCPListener {
     public let port: UInt16
     private var closed = false
 
-    /// Binds `address` (an IPv4 or IPv6 literal) on `port` (0: any free port) and listens.
-    public init(address: String, port: UInt16, backlog: Int32 = 1024) throws(ListenError) {
+    /// Binds `address` (an IPv4 or IPv6 literal) on `port` (0: any free port) and listens;
+    /// `reusePort` sets SO_REUSEPORT, so that processes of one user can share the port (the
+    /// kernel spreads new connections among them).
+    public init(address: String, port: UInt16, backlog: Int32 = 1024, reusePort: Bool = false) throws(ListenError) {
         guard let ip = IPAddress(address) else { throw .invalidAddress(address) }
         let target = TCPConnector.Address(ip, port: port)
         let fd = socket(target.family, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { throw .system(call: "socket", address: target.description, errno: errno) }
         var one: Int32 = 1
         _ = setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
+        if reusePort && setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, socklen_t(MemoryLayout<Int32>.size)) != 0 {
+            let code = errno
+            Glibc.close(fd)
+            throw .system(call: "setsockopt(SO_REUSEPORT)", address: target.description, errno: code)
+        }
         if ip.isIPv6 { _ = setsockopt(fd, Int32(IPPROTO_IPV6), IPV6_V6ONLY, &one, socklen_t(MemoryLayout<Int32>.size)) }
         let bound = target.storage.withUnsafeBytes { raw in
             Glibc.bind(fd, raw.baseAddress!.assumingMemoryBound(to: sockaddr.self), socklen_t(raw.count))
@@ -87,32 +94,7 @@ public final class TCPListener {
     deinit { close() }
 
     /// Takes one waiting connection (non-blocking, close-on-exec, TCP_NODELAY).
-    public func accept() -> AcceptResult {
-        var storage = sockaddr_storage()
-        var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
-        while true {
-            let result: (Int32, String) = withUnsafeMutablePointer(to: &storage) { pointer in
-                pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { sa in
-                    let fd = wsp_accept4(fileDescriptor, sa, &length)
-                    guard fd >= 0 else { return (fd, "") }
-                    return (fd, TCPConnector.describe(sa, family: Int32(sa.pointee.sa_family)))
-                }
-            }
-            let (fd, remote) = result
-            if fd >= 0 {
-                var one: Int32 = 1
-                _ = setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
-                return .accepted(TCPStream(fileDescriptor: fd, remoteAddress: remote))
-            }
-            let code = errno
-            switch code {
-            case EINTR, ECONNABORTED: continue
-            case EAGAIN: return .wouldBlock
-            case EMFILE, ENFILE, ENOBUFS, ENOMEM: return .exhausted(errno: code)
-            default: return .failed(errno: code)
-            }
-        }
-    }
+    public func accept() -> AcceptResult { acceptConnection(on: fileDescriptor, unixPath: nil) }
 
     public func close() {
         if !closed {

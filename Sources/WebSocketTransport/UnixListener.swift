@@ -81,19 +81,7 @@ public final class UnixListener: ListeningSocket {
         }
     }
 
-    public func accept() -> AcceptResult {
-        while true {
-            let fd = wsp_accept4(fileDescriptor, nil, nil)
-            if fd >= 0 { return .accepted(TCPStream(fileDescriptor: fd, remoteAddress: localAddress)) }
-            let code = errno
-            switch code {
-            case EINTR, ECONNABORTED: continue
-            case EAGAIN: return .wouldBlock
-            case EMFILE, ENFILE, ENOBUFS, ENOMEM: return .exhausted(errno: code)
-            default: return .failed(errno: code)
-            }
-        }
-    }
+    public func accept() -> AcceptResult { acceptConnection(on: fileDescriptor, unixPath: localAddress) }
 
     public func close() {
         guard !closed else { return }

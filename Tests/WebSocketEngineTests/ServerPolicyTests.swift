@@ -63,9 +63,29 @@ final class ServerPolicyTests: XCTestCase {
         XCTAssertEqual(try ListenAddress(parsing: "[::1]:9"), .tcp(address: "::1", port: 9))
         XCTAssertEqual(try ListenAddress(parsing: "unix:/tmp/x.sock"), .unix(path: "/tmp/x.sock"))
         XCTAssertEqual(ListenAddress.tcp(address: "::1", port: 9).description, "[::1]:9")
-        for bad in ["", "65536", "-1", "x", "localhost:80", "[::1]", "::1:80", "[127.0.0.1]:80", "1.2.3.4:", "unix:", "80 "] {
+        XCTAssertEqual(try ListenAddress(parsing: "fd:3"), .descriptor(3))
+        XCTAssertEqual(try ListenAddress(parsing: "systemd"), .systemd)
+        for bad in ["", "65536", "-1", "x", "localhost:80", "[::1]", "::1:80", "[127.0.0.1]:80", "1.2.3.4:", "unix:", "80 ",
+                    "fd:", "fd:2", "fd:x", "fd:-3", "fd:3 ", "systemd:"] {
             XCTAssertThrowsError(try ListenAddress(parsing: bad), bad)
         }
+    }
+
+    /// sd_listen_fds(3): the variables count only for the process LISTEN_PID names.
+    func testSystemdActivationVariables() throws {
+        XCTAssertEqual(try SystemdActivation.descriptors(listenPID: "42", listenFDs: "2", pid: 42), [3, 4])
+        func problem(_ pid: String?, _ fds: String?) -> SystemdActivation.Problem? {
+            do throws(SystemdActivation.Problem) {
+                _ = try SystemdActivation.descriptors(listenPID: pid, listenFDs: fds, pid: 42)
+                return nil
+            } catch { return error }
+        }
+        XCTAssertEqual(problem(nil, "1"), .missing("LISTEN_PID"))
+        XCTAssertEqual(problem("123", "1")?.description, "LISTEN_PID=123 is not this process (42)")
+        XCTAssertEqual(problem("42", nil), .missing("LISTEN_FDS"))
+        XCTAssertEqual(problem("42", "x"), .notANumber(name: "LISTEN_FDS", value: "x"))
+        XCTAssertEqual(problem("x", "1"), .notANumber(name: "LISTEN_PID", value: "x"))
+        XCTAssertEqual(problem("42", "0"), SystemdActivation.Problem.none)
     }
 
     /// Autobahn 5.6/5.19: a ping between two fragments is answered before the echo of the
