@@ -54,6 +54,25 @@ final class ServiceListenTests: IntegrationTestCase {
         XCTAssertTrue(FileManager.default.fileExists(atPath: socketPath), "the activated socket's path was unlinked")
     }
 
+    /// systemd's own launcher (apt systemd), where installed: it binds, waits for the first
+    /// connection, then execs wspipe with LISTEN_FDS=1, LISTEN_PID and LISTEN_FDNAMES.
+    func testSystemdSocketActivateStartsUsAtTheFirstConnection() throws {
+        let launcher = "/usr/bin/systemd-socket-activate"
+        guard FileManager.default.isExecutableFile(atPath: launcher) else {
+            throw XCTSkip("systemd-socket-activate is not installed (apt systemd)")
+        }
+        let port = try LoopbackSocket(listening: false).port
+        let server = try ChildProcess(executable: launcher, arguments: ["-l", "127.0.0.1:\(port)", Locations.wspipe, "-l", "systemd", "--echo"],
+                                      environment: Locations.baseEnvironment, stdin: .null)
+        addTeardownBlock { server.kill() }
+        XCTAssertNotNil(server.stderr.waitForLine(startingWith: "Listening on 127.0.0.1:\(port)", timeout: 15), server.stderr.text)
+        let result = try runWspipe(["ws://127.0.0.1:\(port)/"], stdin: .bytes(Array("activated\n".utf8)))
+        assertStdout(result, "activated\n")
+        XCTAssertTrue(server.stderr.text.contains("wspipe: listening on ws://127.0.0.1:\(port)/"), server.stderr.text)
+        server.signal(SIGTERM)
+        assertExit(finish(server), 0)
+    }
+
     func testAForeignListenPIDIsAUsageErrorSayingWhatWasFound() throws {
         let result = finish(try activated(["--pid", "parent"], ["-l", "systemd", "--echo"]))
         assertExit(result, 2)
