@@ -14,6 +14,7 @@ _wspipe() {
         -4 --ipv4 -6 --ipv6 -L --location -v --verbose -q --quiet -h --help -V --version
         --echo --broadcast --require-protocol --require-bearer
         --oneshot
+        --metrics-public
         --print-ping-rtt --reconnect --reconnect-on-close
         --no-deflate --deflate-client-no-context-takeover --deflate-server-no-context-takeover"
     local valued="--chunk-size --close-code --close-reason --close-timeout --connect-timeout
@@ -25,6 +26,7 @@ _wspipe() {
         --stale-timeout --retry-delay --retry-max-delay --max-retries --retry-reset
         --queue-size --queue-bytes --queue-policy --send-file
         --exec --sh --close-grace --max-children --passenv --client-ca
+        --metrics
         --deflate-client-window-bits --deflate-server-window-bits --decompress"
 
     # A value given as --OPTION=value: complete the part after "=" as the value.

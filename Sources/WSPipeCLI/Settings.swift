@@ -27,6 +27,8 @@ struct Settings {
     var maxClients: Int?
     var handshakeTimeout: Double?
     var oneshot = false
+    /// --metrics-public: the metrics without a token on a non-loopback listener.
+    var metricsPublic = false
     // --exec/--sh and their settings.
     var execProgram: String?
     var execArguments: [String] = []

@@ -28,6 +28,9 @@ public struct WebSocketConnection: Sendable {
     public private(set) var closeReceived: ClosePayload?
     /// Why we failed the connection, if we did.
     public private(set) var failure: ReceiveError?
+    /// Payload bytes of the data frames made by `makeHeader` (as framed: after compression
+    /// when an extension compressed them); a server's metrics read it.
+    public private(set) var dataPayloadFramed: UInt64 = 0
     /// The peer's Close is echoed at once (§5.5.1). Off: it is answered by the owner's
     /// `close(_:)`, which may first send what it still has (a program's last output: the
     /// RFC asks for the answer "as soon as practical", not at once).
@@ -190,6 +193,7 @@ public struct WebSocketConnection: Sendable {
     /// a negotiated extension.
     public mutating func makeHeader(opcode: Opcode, fin: Bool = true, rsv: RSVBits = [], payloadLength: Int) -> FrameHeader {
         precondition(rsv.isEmpty || reader.extensionRSV.isSuperset(of: rsv), "RSV bits \(rsv) of no negotiated extension")
+        if !opcode.isControl { dataPayloadFramed &+= UInt64(payloadLength) }
         return FrameHeader(fin: fin, rsv: rsv.rawValue, opcode: opcode, maskingKey: outgoingKey(),
                            payloadLength: UInt64(payloadLength))
     }

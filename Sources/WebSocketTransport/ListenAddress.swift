@@ -20,6 +20,13 @@ public enum ListenAddress: Sendable, Equatable, CustomStringConvertible {
         }
     }
 
+    /// Whether only this host can connect: 127.0.0.0/8, ::1, a Unix socket.
+    public var isLoopback: Bool {
+        if case .unix = self { return true }
+        if case .tcp(let address, _) = self { return address == "::1" || address.hasPrefix("127.") }
+        return false
+    }
+
     /// Parses `8080`, `0.0.0.0:8080`, `[::1]:8080`, `unix:/run/x.sock`.
     public init(parsing text: String) throws(ParseError) {
         if text.hasPrefix("unix:") {
