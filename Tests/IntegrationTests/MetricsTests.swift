@@ -60,6 +60,24 @@ final class MetricsTests: IntegrationTestCase {
         assertExit(finish(server), 0)
     }
 
+    func testCompressedMessagesCountTheirPayloadAndTheirWireBytesApart() throws {
+        let (server, port) = try startListening(["--echo", "--metrics", "/m"])
+        let line = String(repeating: "abcd", count: 250)
+        assertStdout(try runWspipe(["ws://127.0.0.1:\(port)/"], stdin: .bytes(Array((line + "\n").utf8))), line + "\n")
+        var seen = ""
+        for _ in 0..<100 {
+            seen = try metrics(["scrape", "http://127.0.0.1:\(port)/m"]).stdoutText
+            if seen.contains("wspipe_clients_connected{} 0\n") { break }
+            usleep(50_000)
+        }
+        XCTAssertTrue(seen.contains("wspipe_bytes_received_total{} 1000\n") && seen.contains("wspipe_bytes_sent_total{} 1000\n"), seen)
+        let wire = seen.split(separator: "\n").filter { $0.hasPrefix("wspipe_deflate_bytes_") }.compactMap { Int($0.split(separator: " ")[1]) }
+        XCTAssertEqual(wire.count, 2, seen)
+        XCTAssertTrue(wire.allSatisfy { $0 > 0 && $0 < 100 }, "both ways compressed: \(wire)")
+        server.signal(SIGTERM)
+        assertExit(finish(server), 0)
+    }
+
     func testChildrenRunningAndTheOtherModes() throws {
         let (exec, port) = try startListening(["--sh", "cat", "--metrics", "/m"])
         let holder = try spawnWspipe(["ws://127.0.0.1:\(port)/"], stdin: .pipe)
