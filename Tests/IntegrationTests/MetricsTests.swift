@@ -13,6 +13,17 @@ final class MetricsTests: IntegrationTestCase {
         return finish(child, timeout: 30)
     }
 
+    /// /m scraped every 50 ms until it shows `line` (5 s at most); the last scrape.
+    private func scrape(_ port: Int, until line: String) throws -> String {
+        var seen = ""
+        for _ in 0..<100 {
+            seen = try metrics(["scrape", "http://127.0.0.1:\(port)/m"]).stdoutText
+            if seen.contains(line) { break }
+            usleep(50_000)
+        }
+        return seen
+    }
+
     private func raw(_ port: Int, _ request: String) throws -> String {
         let file = path("request-\(UUID().uuidString)")
         try Data(request.utf8).write(to: URL(fileURLWithPath: file))
@@ -64,12 +75,7 @@ final class MetricsTests: IntegrationTestCase {
         let (server, port) = try startListening(["--echo", "--metrics", "/m"])
         let line = String(repeating: "abcd", count: 250)
         assertStdout(try runWspipe(["ws://127.0.0.1:\(port)/"], stdin: .bytes(Array((line + "\n").utf8))), line + "\n")
-        var seen = ""
-        for _ in 0..<100 {
-            seen = try metrics(["scrape", "http://127.0.0.1:\(port)/m"]).stdoutText
-            if seen.contains("wspipe_clients_connected{} 0\n") { break }
-            usleep(50_000)
-        }
+        let seen = try scrape(port, until: "wspipe_clients_connected{} 0\n")
         XCTAssertTrue(seen.contains("wspipe_bytes_received_total{} 1000\n") && seen.contains("wspipe_bytes_sent_total{} 1000\n"), seen)
         let wire = seen.split(separator: "\n").filter { $0.hasPrefix("wspipe_deflate_bytes_") }.compactMap { Int($0.split(separator: " ")[1]) }
         XCTAssertEqual(wire.count, 2, seen)
@@ -81,12 +87,7 @@ final class MetricsTests: IntegrationTestCase {
     func testChildrenRunningAndTheOtherModes() throws {
         let (exec, port) = try startListening(["--sh", "cat", "--metrics", "/m"])
         let holder = try spawnWspipe(["ws://127.0.0.1:\(port)/"], stdin: .pipe)
-        var seen = ""
-        for _ in 0..<100 {
-            seen = try metrics(["scrape", "http://127.0.0.1:\(port)/m"]).stdoutText
-            if seen.contains("wspipe_children_running{} 1\n") { break }
-            usleep(50_000)
-        }
+        let seen = try scrape(port, until: "wspipe_children_running{} 1\n")
         XCTAssertTrue(seen.contains("wspipe_children_running{} 1\n") && seen.contains("wspipe_clients_connected{} 1\n"), seen)
         holder.closeStdin()
         _ = finish(holder)
@@ -98,25 +99,16 @@ final class MetricsTests: IntegrationTestCase {
             let server = try spawnWspipe(["-l", "0"] + mode + ["--metrics", "/m"], stdin: .pipe)
             let line = try XCTUnwrap(server.stderr.waitForLine(startingWith: "wspipe: listening on ws://127.0.0.1:", timeout: 15))
             let port = try XCTUnwrap(Int(line.split(separator: ":").last?.split(separator: "/").first ?? ""))
-            let scrape = try metrics(["scrape", "http://127.0.0.1:\(port)/m"]).stdoutText
-            XCTAssertTrue(scrape.contains("wspipe_clients_connected{} 0\n") && scrape.contains("wspipe_messages_sent_total{} 0\n"),
-                          "\(mode): \(scrape)")
+            let idle = try metrics(["scrape", "http://127.0.0.1:\(port)/m"]).stdoutText
+            XCTAssertTrue(idle.contains("wspipe_clients_connected{} 0\n") && idle.contains("wspipe_messages_sent_total{} 0\n"),
+                          "\(mode): \(idle)")
             if mode == ["--broadcast"] {
                 // To a client without deflate a broadcast goes as frames encoded once for all: counted too.
                 let client = try spawnWspipe(["--receive-only", "--no-deflate", "-n", "1", "ws://127.0.0.1:\(port)/"], stdin: .null)
-                var sent = ""
-                for _ in 0..<100 {
-                    sent = try metrics(["scrape", "http://127.0.0.1:\(port)/m"]).stdoutText
-                    if sent.contains("wspipe_clients_connected{} 1\n") { break }
-                    usleep(50_000)
-                }
+                _ = try scrape(port, until: "wspipe_clients_connected{} 1\n")
                 server.writeStdin("hello\n")
                 assertStdout(finish(client), "hello\n")
-                for _ in 0..<100 {
-                    sent = try metrics(["scrape", "http://127.0.0.1:\(port)/m"]).stdoutText
-                    if sent.contains("wspipe_clients_connected{} 0\n") { break }
-                    usleep(50_000)
-                }
+                let sent = try scrape(port, until: "wspipe_clients_connected{} 0\n")
                 XCTAssertTrue(sent.contains("wspipe_messages_sent_total{} 1\n") && sent.contains("wspipe_bytes_sent_total{} 5\n")
                               && sent.contains("wspipe_closes_total{code=1000} 1\n"), sent)
             }
