@@ -15,6 +15,7 @@ _wspipe() {
         --echo --broadcast --require-protocol --require-bearer
         --reuseport
         --oneshot
+        --metrics-public
         --print-ping-rtt --reconnect --reconnect-on-close
         --no-deflate --deflate-client-no-context-takeover --deflate-server-no-context-takeover"
     local valued="--chunk-size --close-code --close-reason --close-timeout --connect-timeout
@@ -26,6 +27,7 @@ _wspipe() {
         --stale-timeout --retry-delay --retry-max-delay --max-retries --retry-reset
         --queue-size --queue-bytes --queue-policy --send-file
         --exec --sh --close-grace --max-children --passenv --client-ca
+        --metrics
         --deflate-client-window-bits --deflate-server-window-bits --decompress"
 
     # A value given as --OPTION=value: complete the part after "=" as the value.

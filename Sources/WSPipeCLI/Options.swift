@@ -29,8 +29,8 @@ extension Option {
                     notes: [("URL user:password@", "sends Basic authentication")]),
         HelpSection(title: "Output:", options: [verbose, quiet, help, version]),
         HelpSection(title: "Server (-l; see SERVER in the man page):",
-                    options: [listen, reuseport, echo, broadcast, path, allowOrigin, requireProtocol, requireBearer, health, responseHeader,
-                              maxClients, handshakeTimeout, exec, sh, closeGrace, maxChildren, passenv, clientCA,
+                    options: [listen, reuseport, echo, broadcast, path, allowOrigin, requireProtocol, requireBearer, health, metrics, metricsPublic,
+                              responseHeader, maxClients, handshakeTimeout, exec, sh, closeGrace, maxChildren, passenv, clientCA,
                               oneshot]),
     ]
 
@@ -489,6 +489,16 @@ extension Option {
             throw UsageError("\(name) '\(text)' is not a path (it starts with /)")
         }
         return { $0.policy.healthPath = text }
+    }
+    static let metrics = Option("--metrics", value: "PATH",
+                                help: "answer a plain GET of PATH with Prometheus metrics (see SERVER in the man page)") { text, name throws(UsageError) in
+        guard text.hasPrefix("/"), text.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) else {
+            throw UsageError("\(name) '\(text)' is not a path (it starts with /)")
+        }
+        return { $0.policy.metricsPath = text }
+    }
+    static let metricsPublic = Option("--metrics-public", help: "serve --metrics without --require-bearer on a non-loopback listener") {
+        $0.metricsPublic = true
     }
     static let responseHeader = Option("--response-header", value: "'Name: value'",
                                        help: "add a header to the 101 answer (repeatable)") { text, name throws(UsageError) in

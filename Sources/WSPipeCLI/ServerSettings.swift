@@ -7,8 +7,8 @@ import WebSocketExec
 
 extension Option {
     /// Options that mean something only when serving.
-    static let serverOnly: [Option] = [reuseport, echo, broadcast, path, allowOrigin, requireProtocol, requireBearer, health, responseHeader,
-                                       maxClients, handshakeTimeout, exec, sh, closeGrace, maxChildren, passenv, clientCA,
+    static let serverOnly: [Option] = [reuseport, echo, broadcast, path, allowOrigin, requireProtocol, requireBearer, health, metrics, metricsPublic,
+                                       responseHeader, maxClients, handshakeTimeout, exec, sh, closeGrace, maxChildren, passenv, clientCA,
                                        oneshot]
     /// Options of a client connection, which a server has no use for.
     static let clientOnly: [Option] = [proxy, socks5, noproxy, unixSocket, connectTo, resolve, ipv4, ipv6, location, maxRedirs,
@@ -75,6 +75,15 @@ extension Settings {
         try checkCombinations()
         if config.stdio.jsonLines && config.stdio.mode == .binary { throw UsageError("--jsonl cannot be combined with --binary: --jsonl carries both message types") }
         if config.stdio.jsonLines && config.stdio.separator == 0 { throw UsageError("--jsonl cannot be combined with -0/--null: JSON Lines are newline-separated") }
+        if let path = policy.metricsPath {
+            if path == policy.healthPath { throw UsageError("--metrics and --health cannot share the path '\(path)'") }
+            // Who can reach a non-loopback listener can read the counts: a token or a decision.
+            if !listen.isLoopback && !requireBearer && !metricsPublic {
+                throw UsageError("--metrics on \(listen), which is not a loopback address, needs --require-bearer (which then covers it) or --metrics-public")
+            }
+        } else if metricsPublic {
+            throw UsageError("--metrics-public needs --metrics PATH")
+        }
         if bearerFile != nil && !requireBearer { throw UsageError("--bearer-file with -l needs --require-bearer") }
         if policy.requiresSubprotocol && config.subprotocols.isEmpty {
             throw UsageError("--require-protocol needs the supported subprotocols (--protocol NAME)")

@@ -28,6 +28,8 @@ struct Settings {
     var handshakeTimeout: Double?
     var oneshot = false
     var reusePort = false
+    /// --metrics-public: the metrics without a token on a non-loopback listener.
+    var metricsPublic = false
     // --exec/--sh and their settings.
     var execProgram: String?
     var execArguments: [String] = []

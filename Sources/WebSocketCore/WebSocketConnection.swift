@@ -28,6 +28,10 @@ public struct WebSocketConnection: Sendable {
     public private(set) var closeReceived: ClosePayload?
     /// Why we failed the connection, if we did.
     public private(set) var failure: ReceiveError?
+    /// Payload bytes of the frames made by `makeHeader`, data frames (control frames come
+    /// from `takeOutboundControl`), as framed: after compression when an extension
+    /// compressed them. A server's metrics read it.
+    public private(set) var dataPayloadFramed: UInt64 = 0
     /// The peer's Close is echoed at once (§5.5.1). Off: it is answered by the owner's
     /// `close(_:)`, which may first send what it still has (a program's last output: the
     /// RFC asks for the answer "as soon as practical", not at once).
@@ -190,6 +194,7 @@ public struct WebSocketConnection: Sendable {
     /// a negotiated extension.
     public mutating func makeHeader(opcode: Opcode, fin: Bool = true, rsv: RSVBits = [], payloadLength: Int) -> FrameHeader {
         precondition(rsv.isEmpty || reader.extensionRSV.isSuperset(of: rsv), "RSV bits \(rsv) of no negotiated extension")
+        dataPayloadFramed &+= UInt64(payloadLength)  // control frames come from takeOutboundControl
         return FrameHeader(fin: fin, rsv: rsv.rawValue, opcode: opcode, maskingKey: outgoingKey(),
                            payloadLength: UInt64(payloadLength))
     }

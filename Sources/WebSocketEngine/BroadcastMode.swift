@@ -114,6 +114,9 @@ public final class BroadcastMode: ServerMode, MessageSink {
     private var arena: ByteBuffer?
     private var batchStart = 0
     private var batchMessages = 0
+    /// Payload bytes of the batch's messages (the metrics' bytes sent).
+    private var batchPayload = 0
+    public private(set) var encodedPayloadSent: UInt64 = 0
     private var flushScheduled = false
 
     /// Encodes one whole message at the end of the batch (a frame of the server role: no
@@ -137,6 +140,7 @@ public final class BroadcastMode: ServerMode, MessageSink {
         if !referenced, count > 0, let payload { (start + header.encodedSize).copyMemory(from: payload, byteCount: count) }
         target.count += size
         batchMessages += 1
+        batchPayload += count
         if referenced, let payload, let owner {
             flush(then: (payload, count, owner))
         } else if target.count - batchStart >= BroadcastMode.batchLimit {
@@ -162,14 +166,17 @@ public final class BroadcastMode: ServerMode, MessageSink {
         let frames = arena.base + batchStart
         let count = arena.count - batchStart
         let messages = batchMessages
+        let payloadBytes = UInt64(batchPayload)
         batchStart = arena.count
         batchMessages = 0
+        batchPayload = 0
         for (id, driver) in clients where driver.canSendData && driver.compression == nil {
             if isBehind(driver) {
                 dropSlow(id, driver)
                 continue
             }
             driver.sendFrames(frames, count: count, in: arena, messages: messages)
+            encodedPayloadSent &+= payloadBytes
             if let payload { driver.sendFrames(payload.start, count: payload.count, in: payload.owner, messages: 0) }
         }
     }

@@ -162,6 +162,11 @@ final class HandshakeExchange {
         do throws(HandshakeRefusal) {
             request = try ServerHandshake.validate(head)
         } catch {
+            switch error {
+            case .notWebSocketUpgrade, .methodNotAllowed:
+                if let answer = server.configuration.policy.metricsAnswer(head, text: { server.exposition.text }) { return refuse(answer) }
+            default: break
+            }
             if case .notWebSocketUpgrade = error, let health = server.configuration.policy.answerPlainGet(method: head.method, target: head.target) {
                 return refuse(health)
             }

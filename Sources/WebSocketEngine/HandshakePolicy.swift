@@ -18,6 +18,9 @@ public struct HandshakePolicy: Sendable {
     public var bearerToken: String?
     /// A path that answers a plain GET with 200 (load balancers' health checks).
     public var healthPath: String?
+    /// A path that answers a plain GET with the metrics (`MetricsExposition`); the bearer
+    /// token, when there is one, covers it.
+    public var metricsPath: String?
     /// Headers added to every 101.
     public var responseHeaders: [HTTPHeader] = []
 
@@ -35,14 +38,7 @@ public struct HandshakePolicy: Sendable {
     /// subprotocol (400 when one is required and none matches).
     public func decide(_ request: HandshakeRequest) -> Decision {
         if let path, request.path != path { return .refuse(status: 404, headers: [], body: "no WebSocket at \(shown(request.path))") }
-        if let bearerToken {
-            let presented = request.head.values("Authorization").first.flatMap(HandshakePolicy.bearerCredential)
-            guard let presented, HandshakePolicy.constantTimeEqual(Array(presented.utf8), Array(bearerToken.utf8)) else {
-                let error = presented == nil ? "" : ", error=\"invalid_token\""
-                return .refuse(status: 401, headers: [HTTPHeader(name: "WWW-Authenticate", value: "Bearer realm=\"wspipe\"\(error)")],
-                               body: presented == nil ? "a bearer token is required" : "the bearer token is not valid")
-            }
-        }
+        if let refusal = bearerRefusal(request.head) { return refusal }
         if !allowedOrigins.isEmpty {
             guard let origin = request.origin, allowedOrigins.contains(where: { $0.lowercased() == origin.lowercased() }) else {
                 return .refuse(status: 403, headers: [], body: request.origin.map { "origin \(shown($0)) is not allowed" } ?? "the request has no Origin header")
@@ -59,11 +55,44 @@ public struct HandshakePolicy: Sendable {
     /// else nil (the handshake's own 426 applies).
     public func answerPlainGet(method: String, target: String) -> [UInt8]? {
         guard method == "GET" || method == "HEAD", let healthPath else { return nil }
-        let path = target.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false).first.map(String.init) ?? target
-        guard path == healthPath else { return nil }
+        guard HandshakePolicy.pathOf(target) == healthPath else { return nil }
         let body = method == "HEAD" ? "" : "ok\n"
         return Array(("HTTP/1.1 200 OK\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: 3\r\n"
                       + "Cache-Control: no-store\r\nConnection: close\r\n\r\n" + body).utf8)
+    }
+
+    /// The 401 for a request without the bearer token (nil: none is required, or it is there).
+    private func bearerRefusal(_ head: HTTPRequestHead) -> Decision? {
+        guard let bearerToken else { return nil }
+        let presented = head.values("Authorization").first.flatMap(HandshakePolicy.bearerCredential)
+        guard let presented, HandshakePolicy.constantTimeEqual(Array(presented.utf8), Array(bearerToken.utf8)) else {
+            let error = presented == nil ? "" : ", error=\"invalid_token\""
+            return .refuse(status: 401, headers: [HTTPHeader(name: "WWW-Authenticate", value: "Bearer realm=\"wspipe\"\(error)")],
+                           body: presented == nil ? "a bearer token is required" : "the bearer token is not valid")
+        }
+        return nil
+    }
+
+    /// What a request that is no WebSocket handshake gets at the metrics path: 200 with
+    /// `text()` (called only then) for GET, the same headers for HEAD, 405 for other
+    /// methods, 401 without the bearer token; nil at another path (or without the path).
+    public func metricsAnswer(_ head: HTTPRequestHead, text: () -> String) -> [UInt8]? {
+        guard let metricsPath, HandshakePolicy.pathOf(head.target) == metricsPath else { return nil }
+        if case .refuse(let status, let headers, let body) = bearerRefusal(head) {
+            return HTTPResponse.refusalBytesOrPlain(status: status, headers: headers, body: body)
+        }
+        guard head.method == "GET" || head.method == "HEAD" else {
+            return HTTPResponse.refusalBytesOrPlain(status: 405, headers: [HTTPHeader(name: "Allow", value: "GET, HEAD")],
+                                                    body: "method \(shown(head.method)) is not allowed at the metrics path; use GET")
+        }
+        let body = Array(text().utf8)
+        return Array(("HTTP/1.1 200 OK\r\nContent-Type: \(MetricsExposition.contentType)\r\nContent-Length: \(body.count)\r\n"
+                      + "Cache-Control: no-store\r\nConnection: close\r\n\r\n").utf8) + (head.method == "HEAD" ? [] : body)
+    }
+
+    /// The target without its query.
+    static func pathOf(_ target: String) -> String {
+        target.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false).first.map(String.init) ?? target
     }
 
     /// The token of `Bearer <token>` (scheme case-insensitive), nil for another scheme.

@@ -58,6 +58,9 @@ public final class ServerConnection: ConnectionDelegate {
     }
 
     private var limits = ClientLimits()
+    /// Data messages and their payload bytes received from the client (the metrics).
+    public private(set) var messagesReceived: UInt64 = 0
+    public private(set) var bytesReceived: UInt64 = 0
     private var received = 0
     private var countsMessages = false
     private var lastActivity = Instant.now()
@@ -116,9 +119,11 @@ public final class ServerConnection: ConnectionDelegate {
         if !pastLimit { handler?.connection(c, didStartMessage: kind) }
     }
     public func connection(_ c: ConnectionDriver, didReceive bytes: UnsafeMutableRawPointer, count: Int, in buffer: ByteBuffer) {
+        bytesReceived &+= UInt64(count)
         if !pastLimit { handler?.connection(c, didReceive: bytes, count: count, in: buffer) }
     }
     public func connectionDidEndMessage(_ c: ConnectionDriver) {
+        messagesReceived &+= 1
         guard !pastLimit else { return }
         handler?.connectionDidEndMessage(c)
         if countsMessages { countMessage(c) }
@@ -139,6 +144,6 @@ public final class ServerConnection: ConnectionDelegate {
         timers = []
         handler = nil
         driver = nil
-        server?.connectionEnded(self, ending)
+        server?.connectionEnded(self, c, ending)
     }
 }

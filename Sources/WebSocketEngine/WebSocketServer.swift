@@ -67,6 +67,11 @@ public protocol ServerMode: AnyObject {
     func review(_ handshake: PendingHandshake)
     /// `shutdown` is about to close every client: what the mode holds back goes first.
     func serverWillShutDown()
+    /// Child processes running, for the metrics (nil: a mode without children).
+    var childrenRunning: Int? { get }
+    /// Payload bytes the mode sent as frames it encoded itself (`sendFrames`), which no
+    /// driver counts as framed (a broadcast's batches), summed over its clients.
+    var encodedPayloadSent: UInt64 { get }
 }
 
 /// A valid WebSocket request that the server's policy accepted, waiting for its mode to
@@ -164,6 +169,8 @@ public extension ServerMode {
     }
     func connectionWillStart(_ connection: ServerConnection, driver: ConnectionDriver) {}
     func serverWillShutDown() {}
+    var childrenRunning: Int? { nil }
+    var encodedPayloadSent: UInt64 { 0 }
 }
 
 /// A WebSocket server on one `EventLoop`: listeners, the opening handshake of each accepted
@@ -191,6 +198,10 @@ public final class WebSocketServer {
     public private(set) var acceptedCount = 0
     /// TLS handshakes that failed (or that the client abandoned).
     public private(set) var tlsFailureCount = 0
+    /// The counts of the clients whose connection has ended (the metrics).
+    public private(set) var endedTotals = ServerTotals()
+    /// The wall clock at `init`, in seconds since the Unix epoch.
+    public let startTime = MetricsExposition.wallClock()
     /// libz is mapped on the first offer we would accept (a server whose clients offer
     /// nothing never maps it); nil until then, false if it cannot be loaded (offers declined).
     private var zlibLoaded: Bool?
@@ -311,12 +322,39 @@ public final class WebSocketServer {
         return connection
     }
 
-    func connectionEnded(_ connection: ServerConnection, _ ending: ConnectionEnding) {
+    func connectionEnded(_ connection: ServerConnection, _ driver: ConnectionDriver, _ ending: ConnectionEnding) {
         connections[connection.info.id] = nil
+        endedTotals.add(connection, driver)
+        if let received = driver.closeReceived { endedTotals.closes[received.code?.rawValue ?? 1005, default: 0] += 1 }
         if connection.info.deflate != nil { noteDeflateEnded() }
         onEvent?(.disconnected(connection, ending))
         updateAccepting()
         if isShuttingDown && connections.isEmpty { drained() }
+    }
+
+    /// Every client's counts so far: the ended ones and those connected (read at a scrape,
+    /// not kept up to date per message).
+    public var totals: ServerTotals {
+        var totals = endedTotals
+        for connection in connections.values {
+            guard let driver = connection.driver else { continue }
+            totals.add(connection, driver)
+        }
+        totals.bytesSent &+= mode?.encodedPayloadSent ?? 0
+        return totals
+    }
+
+    /// The metrics as the endpoint shows them now.
+    public var exposition: MetricsExposition {
+        var metrics = MetricsExposition()
+        metrics.totals = totals
+        metrics.clientsConnected = connections.count
+        var handshakes: [Int: UInt64] = acceptedCount > 0 ? [101: UInt64(acceptedCount)] : [:]
+        for (status, count) in refusals { handshakes[status, default: 0] += UInt64(count) }
+        metrics.handshakes = handshakes
+        metrics.childrenRunning = mode?.childrenRunning
+        metrics.startTime = startTime
+        return metrics
     }
 
     /// Stops accepting, drops handshakes under way, and closes every client with `payload`

@@ -40,6 +40,8 @@ public final class ExecMode: ServerMode {
         self.parent = parent
     }
 
+    public var childrenRunning: Int? { pool.running }
+
     public func refusal(for request: HandshakeRequest) -> ModeRefusal? {
         guard !pool.hasRoom else { return nil }
         return ModeRefusal(status: 503, headers: [HTTPHeader(name: "Retry-After", value: "1")],

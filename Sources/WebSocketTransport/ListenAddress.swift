@@ -27,6 +27,14 @@ public enum ListenAddress: Sendable, Equatable, CustomStringConvertible {
         }
     }
 
+    /// Whether only this host can connect: 127.0.0.0/8, ::1, a Unix socket. A socket we were
+    /// given (`fd:`, `systemd`) is not: its address is known only once it is checked.
+    public var isLoopback: Bool {
+        if case .unix = self { return true }
+        if case .tcp(let address, _) = self { return address == "::1" || address.hasPrefix("127.") }
+        return false
+    }
+
     /// Parses `8080`, `0.0.0.0:8080`, `[::1]:8080`, `unix:/run/x.sock`, `fd:3`, `systemd`.
     public init(parsing text: String) throws(ParseError) {
         if text == "systemd" {
