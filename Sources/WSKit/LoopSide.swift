@@ -98,7 +98,7 @@ final class LoopSide: ConnectionDelegate, @unchecked Sendable {
     }
 
     func resumeReading() {
-        driver?.pausesReading = false
+        driver?.resumeReading()
     }
 
     private func reportRoom() {
@@ -166,7 +166,7 @@ final class LoopSide: ConnectionDelegate, @unchecked Sendable {
             state.inboxBytes += message.byteCount
             if state.inboxBytes >= limit && !state.readingPaused {
                 state.readingPaused = true
-                connection.pausesReading = true
+                connection.pauseReading()
             }
         }
         hasNews = true

@@ -98,23 +98,10 @@ public final class ConnectionDriver: MessageSink {
     @exclusivity(unchecked) private var waiting = MessageQueue()
     @exclusivity(unchecked) private var receiveBuffer: ByteBuffer?
     @exclusivity(unchecked) private var parsed = 0
-    // permessage-deflate (RFC 7692), when agreed: nil otherwise, so a connection that
-    // negotiated nothing pays one nil check per message start and per frame sent.
-    @exclusivity(unchecked) private var inflater: Inflater?
-    @exclusivity(unchecked) private var deflater: Deflater?
-    private var deflateConfiguration: DeflateConfiguration?
+    /// permessage-deflate (RFC 7692), when agreed.
+    @exclusivity(unchecked) private var deflate: MessageDeflate?
     /// The message being received is compressed (RSV1 on its first frame).
     @exclusivity(unchecked) private var inflating = false
-    /// The message being sent (fragmented) is compressed.
-    private var sendingCompressed = false
-    /// Its first frame's opcode while no frame of it is framed yet (zlib kept the bytes).
-    private var unsentOpcode: Opcode?
-    /// Compressed messages received and sent: wire bytes against payload bytes.
-    public private(set) var compressionIn = CompressionCount()
-    public private(set) var compressionOut = CompressionCount()
-    /// Messages below this many bytes go uncompressed: deflate's block header and the
-    /// flush make them no smaller, and the CPU is not worth it.
-    public static let compressionThreshold = 64
 
     private var readInterest = PollInterest.read
     private var readReady = true
@@ -125,20 +112,37 @@ public final class ConnectionDriver: MessageSink {
     private var serviceQueued = false
     /// The peer's shutdown was seen (and reported) while reading was paused.
     private var shutDownWhilePaused = false
-    /// Reading stops while the owner cannot take more (its output is behind).
-    /// The time it lasts counts toward neither the close timeout nor a ping's timeout: the
-    /// peer's answer may be waiting behind what we have not read.
-    public var pausesReading = false {
-        didSet {
-            guard oldValue != pausesReading else { return }
-            readingWaited(at: .now())
-            if !pausesReading { scheduleService() }
-        }
-    }
+    /// Reading is stopped while the owner cannot take more (its output is behind):
+    /// `pauseReading`, `resumeReading`. The time it lasts counts toward neither the close
+    /// timeout nor a ping's timeout: the peer's answer may be waiting behind what we have
+    /// not read.
+    public private(set) var pausesReading = false
     /// Our Close waits while this is true (the owner is still delivering what came before
-    /// it, and may yet replace it with another code through `close`).
-    public var holdsClose = false {
-        didSet { if oldValue && !holdsClose { scheduleService() } }
+    /// it, and may yet replace it with another code through `close`): `holdClose`,
+    /// `releaseClose`.
+    public private(set) var holdsClose = false
+
+    /// Stops reading the socket until `resumeReading`.
+    public func pauseReading() {
+        guard !pausesReading else { return }
+        pausesReading = true
+        readingWaited(at: .now())
+    }
+
+    public func resumeReading() {
+        guard pausesReading else { return }
+        pausesReading = false
+        readingWaited(at: .now())
+        scheduleService()
+    }
+
+    /// Keeps our Close (asked for or to come) from going out until `releaseClose`.
+    public func holdClose() { holdsClose = true }
+
+    public func releaseClose() {
+        guard holdsClose else { return }
+        holdsClose = false
+        scheduleService()
     }
     /// The peer's Close is answered by the owner's `close(_:)`, not echoed at once: until
     /// then the owner may still send (a program's output after its client closed). Time
@@ -202,7 +206,7 @@ public final class ConnectionDriver: MessageSink {
         let bits = random.next()
         let digits = Array("0123456789abcdef".utf8)
         barrierPayload = Array("wspipe:eof:".utf8) + (0..<16).map { digits[Int((bits >> (UInt64($0) * 4)) & 15)] }
-        setUpCompression(core: core)
+        deflate = MessageDeflate(core: core)
     }
 
     /// What the loop's closures hold: the driver from start until it ends, so a started
@@ -272,7 +276,7 @@ public final class ConnectionDriver: MessageSink {
     /// before deflating (for the counts). `owner` keeps the bytes; they are never changed
     /// (a server does not mask). Call only when `compression` is agreed.
     public func sendCompressed(_ opcode: Opcode, _ payload: UnsafeMutableRawPointer, count: Int, in owner: ByteBuffer?, payloadSize: Int) {
-        guard acceptsData, deflateConfiguration != nil else { return }
+        guard acceptsData, deflate != nil else { return }
         if framesNow {
             framePrecompressed(opcode, payload, count: count, in: owner, payloadSize: payloadSize)
         } else {
@@ -353,7 +357,7 @@ public final class ConnectionDriver: MessageSink {
     // MARK: - Framing
 
     private func frame(_ opcode: Opcode, fin: Bool, _ payload: UnsafeMutableRawPointer?, count: Int, in owner: ByteBuffer?) {
-        if deflater != nil, frameCompressed(opcode, fin: fin, payload, count: count) { return }
+        if let deflate, deflate.frame(opcode, fin: fin, payload, count: count, core: &core, into: &outbound) { return }
         let header = core.makeHeader(opcode: opcode, fin: fin, payloadLength: count)
         if count <= ConnectionDriver.copyLimit || owner == nil {
             outbound.appendFrame(header, copying: payload, count: count)
@@ -370,9 +374,7 @@ public final class ConnectionDriver: MessageSink {
         } else if let owner, let payload {
             outbound.appendFrame(header, inPlace: owner, payload, count: count)
         }
-        compressionOut.wire += UInt64(count)
-        compressionOut.payload += UInt64(payloadSize)
-        compressionOut.messages += 1
+        deflate?.countPrecompressed(wire: count, payload: payloadSize)
     }
 
     /// Frames waiting messages while the socket queue has room.
@@ -572,7 +574,7 @@ public final class ConnectionDriver: MessageSink {
             while let event = try core.receive(input, &parsed) {
                 switch event {
                 case .messageStart(let kind):
-                    if inflater != nil { beginInflating(kind) }
+                    if let deflate { inflating = deflate.beginMessage(kind, rsv: core.receivingMessageRSV) }
                     delegate.connection(self, didStartMessage: kind)
                 case .messageData(let range):
                     if inflating {
@@ -758,11 +760,7 @@ public final class ConnectionDriver: MessageSink {
             delegate?.connectionWillReleaseReceiveBuffer(self)
             receiveBuffer = nil
             parsed = 0
-            // The inflater's 64 KiB output buffer too (pieces handed out keep theirs): held
-            // by every idle deflate client, it was most of what 1,000 of them cost once
-            // their traffic had touched it (scripts/bench-server, deflate row).
-            if !inflating { inflater?.releaseBuffer() }
-            if !sendingCompressed { deflater?.releaseScratch() }
+            deflate?.releaseBuffers(receiving: inflating)
         }
         if outbound.isEmpty { outbound.releaseArena() }
     }
@@ -792,8 +790,7 @@ public final class ConnectionDriver: MessageSink {
         waiting.removeAll()
         receiveBuffer = nil
         // zlib's state goes with the connection.
-        inflater = nil
-        deflater = nil
+        deflate?.end()
         let owner = delegate
         delegate = nil
         owner?.connection(self, didEnd: result)
@@ -801,120 +798,28 @@ public final class ConnectionDriver: MessageSink {
     }
 }
 
-/// Messages sent while the socket queue was full, not framed yet (masking happens when
-/// they are framed). Small payloads are copied here; large ones stay in their owner.
-struct MessageQueue {
-    struct Message {
-        let opcode: Opcode
-        let fin: Bool
-        let owner: ByteBuffer?
-        let start: UnsafeMutableRawPointer?
-        var count: Int
-        let copy: [UInt8]?
-        /// Already deflated (`sendCompressed`): the size before.
-        var precompressedSize: Int? = nil
-        /// Whole frames already encoded (`sendFrames`), referenced in `owner`.
-        var encoded = false
-
-        func withPayload(_ body: (UnsafeMutableRawPointer?, Int) -> Void) {
-            if var bytes = copy {
-                bytes.withUnsafeMutableBytes { body($0.baseAddress, $0.count) }
-            } else {
-                body(start, count)
-            }
-        }
-    }
-
-    private var messages: [Message] = []
-    private var head = 0
-    private(set) var byteCount = 0
-
-    var isEmpty: Bool { head == messages.count }
-
-    mutating func append(_ opcode: Opcode, fin: Bool, _ payload: UnsafeMutableRawPointer?, count: Int,
-                         in owner: ByteBuffer?, copyLimit: Int, precompressedSize: Int? = nil) {
-        byteCount += count
-        if count <= copyLimit || owner == nil {
-            let bytes = payload.map { Array(UnsafeRawBufferPointer(start: $0, count: count)) } ?? []
-            messages.append(Message(opcode: opcode, fin: fin, owner: nil, start: nil, count: count, copy: bytes,
-                                    precompressedSize: precompressedSize))
-        } else {
-            messages.append(Message(opcode: opcode, fin: fin, owner: owner, start: payload, count: count, copy: nil,
-                                    precompressedSize: precompressedSize))
-        }
-    }
-
-    /// Frames that continue the last entry's in the same buffer extend it (a broadcast's
-    /// consecutive batches, for a client that is behind).
-    mutating func appendEncoded(_ owner: ByteBuffer, _ start: UnsafeMutableRawPointer, count: Int) {
-        byteCount += count
-        if let last = messages.indices.last, last >= head, messages[last].encoded, messages[last].owner === owner,
-           messages[last].start.map({ $0 + messages[last].count }) == start {
-            messages[last].count += count
-            return
-        }
-        messages.append(Message(opcode: .binary, fin: true, owner: owner, start: start, count: count, copy: nil,
-                                encoded: true))
-    }
-
-    mutating func popFirst() -> Message? {
-        guard head < messages.count else { return nil }
-        let message = messages[head]
-        head += 1
-        byteCount -= message.count
-        if head == messages.count {
-            messages.removeAll(keepingCapacity: true)
-            head = 0
-        }
-        return message
-    }
-
-    mutating func removeAll() {
-        messages.removeAll()
-        head = 0
-        byteCount = 0
-    }
-}
-
 // MARK: - permessage-deflate (RFC 7692 §6, §7.2)
 
 extension ConnectionDriver {
-    /// Makes the inflater (and, lazily on the first compressed send, the deflater) when
-    /// the core's extensions include an agreed `PerMessageDeflate`. zlib must be loaded.
-    private func setUpCompression(core: WebSocketConnection) {
-        guard !core.extensions.isEmpty,
-              let deflate = core.extensions.lazy.compactMap({ $0 as? PerMessageDeflate }).first,
-              let agreed = deflate.configuration else { return }
-        deflateConfiguration = agreed
-        inflater = Inflater(windowBits: max(agreed.incomingWindowBits, 9), limit: core.maximumMessageSize)
-        deflater = Deflater(windowBits: agreed.outgoingWindowBits, memoryLevel: deflate.memoryLevel,
-                            resetsContext: agreed.outgoingNoContextTakeover)
-    }
-
     /// The agreed permessage-deflate configuration, if any.
-    public var compression: DeflateConfiguration? { deflateConfiguration }
+    public var compression: DeflateConfiguration? { deflate?.configuration }
+    /// Compressed messages received and sent: wire bytes against payload bytes.
+    public var compressionIn: CompressionCount { deflate?.received ?? CompressionCount() }
+    public var compressionOut: CompressionCount { deflate?.sent ?? CompressionCount() }
+    /// Messages below this many bytes go uncompressed (`MessageDeflate.threshold`).
+    public static let compressionThreshold = MessageDeflate.threshold
 
-    @inline(never)
-    private func beginInflating(_ kind: MessageKind) {
-        inflating = core.receivingMessageRSV.contains(.rsv1)
-        if inflating, let inflater {
-            inflater.begin(text: kind == .text)
-            compressionIn.messages += 1
-        }
-    }
+    // The inflated pieces go to the delegate through unretained references: the closure
+    // runs before these return, while the caller holds both, and each retain and release
+    // of the driver spared was 20 % of wspipe's CPU on a feed of small compressed messages.
 
     @inline(never)
     private func inflate(_ bytes: UnsafeMutableRawPointer, count: Int, delegate: ConnectionDelegate) throws(ReceiveError) {
-        guard let inflater else { return }
-        compressionIn.wire += UInt64(count)
-        // The closure runs before this returns, while the caller holds both: unretained
-        // captures spare a retain and a release per piece each, slow ones for the driver
-        // (the loop's weak references give it a side table): 20 % of wspipe's CPU on a
-        // feed of small compressed messages.
+        guard let deflate else { return }
         let driver = Unmanaged.passUnretained(self)
         unowned(unsafe) let owner = delegate
         do {
-            try inflater.feed(bytes, count: count) { buffer, start, n in
+            try deflate.inflate(bytes, count: count) { buffer, start, n in
                 driver._withUnsafeGuaranteedRef { owner.connection($0, didReceive: start, count: n, in: buffer) }
             }
         } catch {
@@ -927,49 +832,16 @@ extension ConnectionDriver {
     @inline(never)
     private func finishInflating(delegate: ConnectionDelegate) throws(ReceiveError) {
         inflating = false
-        guard let inflater, let agreed = deflateConfiguration else { return }
-        let before = inflater.messageSize
-        let driver = Unmanaged.passUnretained(self)  // as in inflate(_:count:delegate:)
+        guard let deflate else { return }
+        let driver = Unmanaged.passUnretained(self)
         unowned(unsafe) let owner = delegate
         do {
-            try inflater.finish(resetsContext: agreed.incomingNoContextTakeover) { buffer, start, n in
+            try deflate.finishMessage { buffer, start, n in
                 driver._withUnsafeGuaranteedRef { owner.connection($0, didReceive: start, count: n, in: buffer) }
             }
         } catch {
             core.fail(error)
             throw error
         }
-        _ = before
-        compressionIn.payload += inflater.messageSize
-    }
-
-    /// Frames a data frame compressed, if its message is (or, for a first frame, should
-    /// be): RSV1 on the first frame only. False: frame it as it is. A non-final frame whose
-    /// bytes zlib keeps for now is not framed: the message's next frame takes its place
-    /// (with the first frame's opcode and RSV1 if none went out yet).
-    @inline(never)
-    fileprivate func frameCompressed(_ opcode: Opcode, fin: Bool, _ payload: UnsafeMutableRawPointer?, count: Int) -> Bool {
-        guard let deflater, !opcode.isControl else { return false }
-        if opcode != .continuation {
-            sendingCompressed = count >= ConnectionDriver.compressionThreshold
-            unsentOpcode = sendingCompressed ? opcode : nil
-        }
-        guard sendingCompressed else { return false }
-        if fin { sendingCompressed = false }
-        guard let compressed = deflater.compress(payload.map { UnsafeRawPointer($0) }, count: count, final: fin) else {
-            // zlib could not make its state: this message (a first frame) goes as it is.
-            if opcode != .continuation { sendingCompressed = false; unsentOpcode = nil; return false }
-            return false
-        }
-        compressionOut.payload += UInt64(count)
-        if !fin && compressed.count == 0 { return true }
-        let first = unsentOpcode
-        unsentOpcode = nil
-        let header = core.makeHeader(opcode: first ?? .continuation, fin: fin, rsv: first == nil ? [] : .rsv1,
-                                     payloadLength: compressed.count)
-        outbound.appendFrame(header, copying: compressed.baseAddress, count: compressed.count)
-        compressionOut.wire += UInt64(compressed.count)
-        if first != nil { compressionOut.messages += 1 }
-        return true
     }
 }
