@@ -47,4 +47,13 @@ extension ConnectionDriver {
             throw error
         }
     }
+
+    /// Out of line: inlined, `MessageDeflate.frame` made `frame` too big to inline into
+    /// `send`, 17 instructions per message more on every connection (scripts/profile,
+    /// lines-up 491 -> 508).
+    @inline(never)
+    func frameCompressed(_ opcode: Opcode, fin: Bool, _ payload: UnsafeMutableRawPointer?, count: Int) -> Bool {
+        guard let deflate else { return false }
+        return deflate.frame(opcode, fin: fin, payload, count: count, core: &core, into: &outbound)
+    }
 }

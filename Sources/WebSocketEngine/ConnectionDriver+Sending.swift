@@ -62,7 +62,7 @@ extension ConnectionDriver {
     }
 
     private func frame(_ opcode: Opcode, fin: Bool, _ payload: UnsafeMutableRawPointer?, count: Int, in owner: ByteBuffer?) {
-        if let deflate, deflate.frame(opcode, fin: fin, payload, count: count, core: &core, into: &outbound) { return }
+        if deflate != nil, frameCompressed(opcode, fin: fin, payload, count: count) { return }
         let header = core.makeHeader(opcode: opcode, fin: fin, payloadLength: count)
         if count <= ConnectionDriver.copyLimit || owner == nil {
             outbound.appendFrame(header, copying: payload, count: count)
