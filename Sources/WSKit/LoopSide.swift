@@ -109,7 +109,7 @@ final class LoopSide: ConnectionDelegate, @unchecked Sendable {
     }
 
     func resumeReading() {
-        driver?.pausesReading = false
+        driver?.resumeReading()
     }
 
     private func reportRoom() {
@@ -177,7 +177,7 @@ final class LoopSide: ConnectionDelegate, @unchecked Sendable {
             state.inboxBytes += message.byteCount
             if state.inboxBytes >= limit && !state.readingPaused {
                 state.readingPaused = true
-                connection.pausesReading = true
+                connection.pauseReading()
             }
         }
         boundEndingIfPaused()
@@ -199,7 +199,7 @@ final class LoopSide: ConnectionDelegate, @unchecked Sendable {
         guard let (receiver, message, caughtUp) = handOff else { return }
         // As in `receive`: a message that filled the inbox by itself must not leave reading
         // paused once it is handed over (the Pong a close waits for would never be read).
-        if caughtUp { connection.pausesReading = false }
+        if caughtUp { connection.resumeReading() }
         receiver.resume(returning: .success(message))
     }
 

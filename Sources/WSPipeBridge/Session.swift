@@ -570,8 +570,8 @@ public final class Session: ConnectionDelegate {
     private func refreshStdout() {
         handleWriterFailure()
         if let driver {
-            driver.pausesReading = stdout.pendingBytes + output.batch.byteCount >= Session.stdoutHighWater
-            driver.holdsClose = localEnd == nil && stdout.failure == nil && stdout.pendingBytes > 0
+            if stdout.pendingBytes + output.batch.byteCount >= Session.stdoutHighWater { driver.pauseReading() } else { driver.resumeReading() }
+            if localEnd == nil && stdout.failure == nil && stdout.pendingBytes > 0 { driver.holdClose() } else { driver.releaseClose() }
         }
         if stdoutWatch == nil {
             stdoutWatch = loop.watch(stdout.fd) { [unowned self] events in stdoutEvent(events) }
@@ -638,7 +638,7 @@ public final class Session: ConnectionDelegate {
         log.event("received signal \(number)")
         if localEnd == nil || localEnd == .readerGone { localEnd = .signal(number) }
         stopStdin()
-        driver.holdsClose = false
+        driver.releaseClose()
         driver.close(ClosePayload(code: .goingAway))
     }
 
@@ -716,7 +716,7 @@ public final class Session: ConnectionDelegate {
             stopStdin()
             if let linger = lingerTimer { loop.arm(linger, at: nil) }
         }
-        driver.holdsClose = false
+        driver.releaseClose()
         driver.close(ClosePayload(code: .normalClosure), within: limit)
     }
 

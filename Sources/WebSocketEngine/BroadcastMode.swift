@@ -57,7 +57,7 @@ public final class BroadcastMode: ServerMode, MessageSink {
         flush()  // what was sent before it joined is not for it
         clients[connection.info.id] = driver
         if driver.compression != nil { compressingClients += 1 }
-        if readingPaused { driver.pausesReading = true }
+        if readingPaused { driver.pauseReading() }
     }
 
     /// The batch goes before the Close of the shutdown.
@@ -69,7 +69,7 @@ public final class BroadcastMode: ServerMode, MessageSink {
         didSet {
             guard readingPaused != oldValue else { return }
             flush()
-            for driver in clients.values { driver.pausesReading = readingPaused }
+            for driver in clients.values { if readingPaused { driver.pauseReading() } else { driver.resumeReading() } }
         }
     }
 

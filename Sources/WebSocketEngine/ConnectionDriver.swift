@@ -2,80 +2,6 @@ import Glibc
 import WebSocketCore
 import WebSocketTransport
 
-/// What a connection tells its owner. Called on the loop's thread, in order.
-///
-/// Payload bytes arrive as pieces of the driver's receive buffers (`didReceive`): keep the
-/// `ByteBuffer` to keep the bytes; nothing is copied. Text is valid UTF-8 so far; a message
-/// counts only once `connectionDidEndMessage` comes (an ending before that drops it).
-public protocol ConnectionDelegate: AnyObject {
-    func connection(_ connection: ConnectionDriver, didStartMessage kind: MessageKind)
-    func connection(_ connection: ConnectionDriver, didReceive bytes: UnsafeMutableRawPointer, count: Int, in buffer: ByteBuffer)
-    func connectionDidEndMessage(_ connection: ConnectionDriver)
-    /// A Ping arrived; the pong is already queued while the connection is open.
-    func connection(_ connection: ConnectionDriver, didReceivePing payload: [UInt8])
-    /// A Pong arrived (not the barrier's); `roundTrip` in seconds if it answers our ping.
-    func connection(_ connection: ConnectionDriver, didReceivePong payload: [UInt8], roundTrip: Double?)
-    /// The peer's Close arrived (its echo, if we closed first, is queued).
-    func connection(_ connection: ConnectionDriver, didReceiveClose payload: ClosePayload)
-    /// The peer broke the protocol: we are failing the connection with `error.closeCode`.
-    func connection(_ connection: ConnectionDriver, didFail error: ReceiveError)
-    /// Everything of one socket read has been reported (a good moment to flush output).
-    func connectionDidProcessInput(_ connection: ConnectionDriver)
-    /// The receive buffer is about to be let go (the connection went idle): copy out small
-    /// pieces you hold of it, so that it can be reused (`ByteBuffer` stays valid anyway).
-    func connectionWillReleaseReceiveBuffer(_ connection: ConnectionDriver)
-    func connection(_ connection: ConnectionDriver, note: ConnectionNote)
-    /// The socket took bytes and the queue is below `queueLimit`: there is room to send.
-    func connectionHasRoom(_ connection: ConnectionDriver)
-    /// The connection is over; the stream is closed and the driver does nothing more.
-    func connection(_ connection: ConnectionDriver, didEnd ending: ConnectionEnding)
-    /// While `pausesReading`, the peer shut down its sending side or the socket hung up:
-    /// nothing will come after what is buffered (the ending follows once reading resumes).
-    /// An owner whose output is stuck can give up on it and unpause.
-    func connectionPeerShutDownWhilePaused(_ connection: ConnectionDriver)
-}
-
-public extension ConnectionDelegate {
-    func connection(_ connection: ConnectionDriver, didReceivePing payload: [UInt8]) {}
-    func connection(_ connection: ConnectionDriver, didReceivePong payload: [UInt8], roundTrip: Double?) {}
-    func connection(_ connection: ConnectionDriver, didReceiveClose payload: ClosePayload) {}
-    func connection(_ connection: ConnectionDriver, didFail error: ReceiveError) {}
-    func connectionDidProcessInput(_ connection: ConnectionDriver) {}
-    func connectionWillReleaseReceiveBuffer(_ connection: ConnectionDriver) {}
-    func connection(_ connection: ConnectionDriver, note: ConnectionNote) {}
-    func connectionHasRoom(_ connection: ConnectionDriver) {}
-    func connectionPeerShutDownWhilePaused(_ connection: ConnectionDriver) {}
-}
-
-/// Where outgoing data frames go: a connection, or (later) a queue that holds messages
-/// while there is none. `owner` keeps the payload alive; a large payload may be masked in
-/// place there, so do not change it after.
-public protocol MessageSink: AnyObject {
-    func send(_ opcode: Opcode, fin: Bool, _ payload: UnsafeMutableRawPointer?, count: Int, in owner: ByteBuffer?)
-    func send(_ opcode: Opcode, fin: Bool, bytes: [UInt8])
-}
-
-/// Settings of one connection driver.
-public struct ConnectionOptions: Sendable {
-    /// Seconds the closing handshake may go without progress (RFC 6455 §7.1.1).
-    public var closeTimeout: Double = 5
-    /// Seconds between our keepalive pings; nil: none.
-    public var pingInterval: Double?
-    /// Seconds to wait for a pong once a ping is written; nil: no limit.
-    public var pingTimeout: Double?
-    /// Size of a receive buffer, in bytes (taken from the pool when reading, let go when
-    /// idle).
-    public var receiveBufferSize = 256 * 1024
-    /// Framed bytes waiting for the socket beyond which sends wait as messages (framed only
-    /// when the socket takes the queue below this) and pongs wait in the core.
-    public var queueLimit = 192 * 1024
-    /// Keep the receive buffer and the queue's arena between reads (one busy connection:
-    /// a read continues where the last ended). Off: an idle connection holds no buffer.
-    public var keepsBuffersWhenIdle = false
-
-    public init() {}
-}
-
 /// One WebSocket connection on an `EventLoop`, after its opening handshake, in either role.
 ///
 /// Owns the stream, the protocol state machine (`WebSocketConnection`), the outbound queue
@@ -87,62 +13,68 @@ public struct ConnectionOptions: Sendable {
 public final class ConnectionDriver: MessageSink {
     public let loop: EventLoop
     public let options: ConnectionOptions
-    private var delegate: ConnectionDelegate?
+    private(set) var delegate: ConnectionDelegate?
     private let stream: ByteStream
     private var watch: EventLoop.Watch!
     private var timer: EventLoop.Timer!
 
     // Hot state, mutated per message: exclusivity checks off (single thread).
-    @exclusivity(unchecked) public private(set) var core: WebSocketConnection
-    @exclusivity(unchecked) private var outbound = OutboundQueue()
-    @exclusivity(unchecked) private var waiting = MessageQueue()
+    @exclusivity(unchecked) public internal(set) var core: WebSocketConnection
+    @exclusivity(unchecked) var outbound = OutboundQueue()
+    @exclusivity(unchecked) var waiting = MessageQueue()
     @exclusivity(unchecked) private var receiveBuffer: ByteBuffer?
     @exclusivity(unchecked) private var parsed = 0
-    // permessage-deflate (RFC 7692), when agreed: nil otherwise, so a connection that
-    // negotiated nothing pays one nil check per message start and per frame sent.
-    @exclusivity(unchecked) private var inflater: Inflater?
-    @exclusivity(unchecked) private var deflater: Deflater?
-    private var deflateConfiguration: DeflateConfiguration?
+    /// permessage-deflate (RFC 7692), when agreed.
+    @exclusivity(unchecked) var deflate: MessageDeflate?
     /// The message being received is compressed (RSV1 on its first frame).
-    @exclusivity(unchecked) private var inflating = false
-    /// The message being sent (fragmented) is compressed.
-    private var sendingCompressed = false
-    /// Its first frame's opcode while no frame of it is framed yet (zlib kept the bytes).
-    private var unsentOpcode: Opcode?
-    /// Compressed messages received and sent: wire bytes against payload bytes.
-    public private(set) var compressionIn = CompressionCount()
-    public private(set) var compressionOut = CompressionCount()
-    /// Messages below this many bytes go uncompressed: deflate's block header and the
-    /// flush make them no smaller, and the CPU is not worth it.
-    public static let compressionThreshold = 64
+    @exclusivity(unchecked) var inflating = false
 
     private var readInterest = PollInterest.read
     private var readReady = true
     private var endOfStream = false
-    /// The peer ended its side of TCP (a FIN, not an error) after its Close, which the
-    /// owner answers (`answersCloseItself`): it may still read, so what the owner sends and
-    /// its answer are still written (`writesAfterPeersShutdown`).
-    private var shutDownAfterClose = false
     private var writeBlocked: PollInterest?
     private var outputShutDown = false
     private var discardedAfterClose = 0
-    private var serviceQueued = false
+    var serviceQueued = false
     /// The peer's shutdown was seen (and reported) while reading was paused.
     private var shutDownWhilePaused = false
-    /// Reading stops while the owner cannot take more (its output is behind).
-    /// The time it lasts counts toward neither the close timeout nor a ping's timeout: the
-    /// peer's answer may be waiting behind what we have not read.
-    public var pausesReading = false {
-        didSet {
-            guard oldValue != pausesReading else { return }
-            readingWaited(at: .now())
-            if !pausesReading { scheduleService() }
-        }
-    }
+    /// The socket took bytes while the owner was not to be called (in the middle of a
+    /// read): `connectionHasRoom` is due at the next flush.
+    private var roomUnreported = false
+    /// Data messages given to `send` (counted at their last frame): a server's per-client
+    /// idle check sees traffic toward the client with it.
+    public internal(set) var messagesSent: UInt64 = 0
+    /// Reading is stopped while the owner cannot take more (its output is behind):
+    /// `pauseReading`, `resumeReading`. The time it lasts counts toward neither the close
+    /// timeout nor a ping's timeout: the peer's answer may be waiting behind what we have
+    /// not read.
+    public private(set) var pausesReading = false
     /// Our Close waits while this is true (the owner is still delivering what came before
-    /// it, and may yet replace it with another code through `close`).
-    public var holdsClose = false {
-        didSet { if oldValue && !holdsClose { scheduleService() } }
+    /// it, and may yet replace it with another code through `close`): `holdClose`,
+    /// `releaseClose`.
+    public private(set) var holdsClose = false
+
+    /// Stops reading the socket until `resumeReading`.
+    public func pauseReading() {
+        guard !pausesReading else { return }
+        pausesReading = true
+        readingWaited(at: .now())
+    }
+
+    public func resumeReading() {
+        guard pausesReading else { return }
+        pausesReading = false
+        readingWaited(at: .now())
+        scheduleService()
+    }
+
+    /// Keeps our Close (asked for or to come) from going out until `releaseClose`.
+    public func holdClose() { holdsClose = true }
+
+    public func releaseClose() {
+        guard holdsClose else { return }
+        holdsClose = false
+        scheduleService()
     }
     /// The peer's Close is answered by the owner's `close(_:)`, not echoed at once: until
     /// then the owner may still send (a program's output after its client closed). Time
@@ -152,35 +84,21 @@ public final class ConnectionDriver: MessageSink {
         set { core.echoesClose = !newValue }
     }
 
-    // The ending.
+    /// The ending: which Close waits for what, its deadlines, how it ends.
+    @exclusivity(unchecked) var closing: ConnectionClosing
+    /// How the connection ended, once it has.
     public private(set) var ending: ConnectionEnding?
-    private var loss: ConnectionLoss?
-    private var weStartedClose = false
-    /// When the ending began (barrier ping or Close queued) and how long it may go without
-    /// progress; `endingMark`: bytes queued before it (writing them is progress).
-    private var closingSince: Instant?
-    private var progressDeadline: Instant?
-    private var hardDeadline: Instant?
-    private var endingMark: UInt64 = 0
-    private var closeWrittenMark: UInt64?
-    private var closeAfterQueue: ClosePayload?
-    private var barrier: (payload: [UInt8], close: ClosePayload)?
-    /// Set at the barrier ping: until this instant (and the peer's Close), data from the
-    /// peer counts as progress. A peer that sends is still working through our messages
-    /// (its replies; Python `websockets` reads our Close only once its handler has caught
-    /// up), but one that streams forever must still end.
-    private var incomingCountsUntil: Instant?
     /// How long, in close timeouts from the barrier ping, data from the peer keeps the
     /// ending waiting.
-    public static let barrierIncomingLimit = 10.0
+    public static let barrierIncomingLimit = ConnectionClosing.barrierIncomingLimit
     private var pings: PingTracker
     /// Random payload of the end-of-input ping: a ping the owner sends cannot mimic it.
-    private let barrierPayload: [UInt8]
+    let barrierPayload: [UInt8]
 
     /// Most bytes read (and dropped) after the connection is closed or failed.
     public static let drainLimit = 1 << 20
     /// Longest wait for the peer to close TCP once both Close frames are exchanged.
-    public static let tcpCloseWait = 1.0
+    public static let tcpCloseWait = ConnectionClosing.tcpCloseWait
     /// Read the socket again only after at least this much room is free in the buffer.
     static let minimumRead = 16 * 1024
     /// Payloads up to this size are copied next to their header instead of referenced.
@@ -199,6 +117,7 @@ public final class ConnectionDriver: MessageSink {
         self.delegate = delegate
         receiveBuffer = received
         self.parsed = parsed
+        closing = ConnectionClosing(closeTimeout: options.closeTimeout)
         pings = PingTracker(interval: options.pingInterval ?? options.pingTimeout, timeout: options.pingTimeout)
         // Text, so that a peer logging ping payloads logs something readable; one 64-bit
         // draw gives the 16 hex digits (a draw each was 16 getrandom calls per connection).
@@ -206,7 +125,7 @@ public final class ConnectionDriver: MessageSink {
         let bits = random.next()
         let digits = Array("0123456789abcdef".utf8)
         barrierPayload = Array("wspipe:eof:".utf8) + (0..<16).map { digits[Int((bits >> (UInt64($0) * 4)) & 15)] }
-        setUpCompression(core: core)
+        deflate = MessageDeflate(core: core)
     }
 
     /// What the loop's closures hold: the driver from start until it ends, so a started
@@ -237,10 +156,7 @@ public final class ConnectionDriver: MessageSink {
     /// Our side: the client masks what it sends, the server does not.
     public var role: Role { core.role }
     /// Whether data may still be sent.
-    public var canSendData: Bool { acceptsData && core.canSendData }
-    /// False from the moment a Close is asked for (or arrives, or the connection ends):
-    /// one stored flag, read for every message sent.
-    private var acceptsData = true
+    public var canSendData: Bool { closing.acceptsData && core.canSendData }
     /// Bytes waiting to be written: framed, plus messages not framed yet.
     public var queuedBytes: Int { outbound.byteCount + waiting.byteCount }
     /// The round trip of the last answered keepalive ping, in seconds.
@@ -248,104 +164,24 @@ public final class ConnectionDriver: MessageSink {
     /// The Close we sent and the one we received.
     public var closeSent: ClosePayload? { core.closeSent }
     public var closeReceived: ClosePayload? { core.closeReceived }
-    /// Data messages given to `send` (counted at their last frame): a server's per-client
-    /// idle check sees traffic toward the client with it.
-    public private(set) var messagesSent: UInt64 = 0
-
-    /// Whether a send is framed at once: nothing waits unframed and the socket queue has
-    /// room (else it waits as a message, so control frames need not queue behind it).
-    private var framesNow: Bool { waiting.isEmpty && outbound.byteCount < options.queueLimit }
-
-    /// Sends one data frame (a whole message with `fin`, or a fragment). `owner` keeps the
-    /// payload alive; a large payload is masked in place there, so do not change it after.
-    /// Does nothing once `canSendData` is false.
-    public func send(_ opcode: Opcode, fin: Bool = true, _ payload: UnsafeMutableRawPointer?, count: Int, in owner: ByteBuffer?) {
-        guard acceptsData else { return }
-        if fin { messagesSent &+= 1 }
-        if framesNow {
-            frame(opcode, fin: fin, payload, count: count, in: owner)
-        } else {
-            waiting.append(opcode, fin: fin, payload, count: count, in: owner, copyLimit: ConnectionDriver.copyLimit)
-        }
-        if !serviceQueued { scheduleService() }
-    }
-
-    /// Sends one whole message already deflated for this connection's agreed parameters
-    /// (RFC 7692 §7.2.1, the tail removed), as one frame with RSV1: a broadcast compressed
-    /// once for every client without server context takeover. `payloadSize` is the size
-    /// before deflating (for the counts). `owner` keeps the bytes; they are never changed
-    /// (a server does not mask). Call only when `compression` is agreed.
-    public func sendCompressed(_ opcode: Opcode, _ payload: UnsafeMutableRawPointer, count: Int, in owner: ByteBuffer?, payloadSize: Int) {
-        guard acceptsData, deflateConfiguration != nil else { return }
-        if framesNow {
-            framePrecompressed(opcode, payload, count: count, in: owner, payloadSize: payloadSize)
-        } else {
-            waiting.append(opcode, fin: true, payload, count: count, in: owner, copyLimit: ConnectionDriver.copyLimit,
-                           precompressedSize: payloadSize)
-        }
-        if !serviceQueued { scheduleService() }
-    }
-
-    /// Sends `messages` whole messages already encoded as frames for the server role
-    /// (unmasked, RSV bits clear: valid on any server connection, with extensions or
-    /// without). The bytes stay in `owner` and are referenced, not copied, so one buffer
-    /// goes to every client of a broadcast; they must not change afterwards. Does nothing
-    /// once `canSendData` is false.
-    public func sendFrames(_ frames: UnsafeMutableRawPointer, count: Int, in owner: ByteBuffer, messages: Int) {
-        precondition(!core.role.masksOutgoingFrames, "encoded frames are a server's (unmasked)")
-        guard acceptsData else { return }
-        messagesSent &+= UInt64(messages)
-        if framesNow {
-            outbound.appendEncoded(owner, frames, count: count)
-        } else {
-            waiting.appendEncoded(owner, frames, count: count)
-        }
-        if !serviceQueued { scheduleService() }
-    }
-
-    /// Sends a data frame from bytes (copied).
-    public func send(_ opcode: Opcode, fin: Bool = true, bytes: [UInt8]) {
-        var copy = bytes
-        copy.withUnsafeMutableBytes { send(opcode, fin: fin, $0.baseAddress, count: $0.count, in: nil) }
-    }
-
-    /// Queues a Ping (at most 125 bytes) behind the messages sent before it and ahead of
-    /// those sent after (unless messages wait unframed: control frames go ahead of them).
-    /// False once closing.
-    @discardableResult
-    public func ping(_ payload: [UInt8]) -> Bool {
-        guard ending == nil, core.ping(payload) else { return false }
-        if framesNow { queueControlFrames() }
-        scheduleService()
-        return true
-    }
 
     /// Starts the closing handshake after the messages already sent. A Close not yet
     /// written (waiting for `holdsClose`, or for the barrier ping) is replaced by this one.
     /// `within`: a hard limit in seconds for the whole ending, below the close timeout.
     public func close(_ payload: ClosePayload, within limit: Double? = nil) {
-        if let limit {
-            let cap = Instant.now().adding(seconds: limit)
-            hardDeadline = min(hardDeadline ?? cap, cap)
-        }
-        guard core.closeSent == nil, ending == nil else { scheduleService(); return }
-        acceptsData = false
-        barrier = nil  // a Close asked for now replaces one waiting for the barrier ping
-        incomingCountsUntil = nil
-        if closeAfterQueue == nil { beginEnding() }
-        closeAfterQueue = payload
-        scheduleService()
+        let closeSent = core.closeSent != nil || ending != nil
+        carryOut(closing.close(payload, within: limit, closeSent: closeSent,
+                               now: .now()))
     }
 
     /// Closes once the peer has read everything sent so far: a Ping goes behind the
     /// messages, and the Close follows its Pong (§5.5.2: pongs answer in order). Without a
     /// Pong within the close timeout the Close goes anyway, with a short wait for its echo.
     public func closeAfterDelivery(_ payload: ClosePayload) {
-        guard core.closeSent == nil, closeAfterQueue == nil, barrier == nil, ending == nil else { return }
-        acceptsData = false
-        beginEnding()
-        barrier = (barrierPayload, payload)
-        queueBarrierIfReady()
+        guard ending == nil,
+              let action = closing.closeAfterDelivery(payload, closeSent: core.closeSent != nil, waitingEmpty: waiting.isEmpty,
+                                                      totalQueued: outbound.totalQueued, now: .now()) else { return }
+        carryOut(action)
         scheduleService()
     }
 
@@ -353,125 +189,27 @@ public final class ConnectionDriver: MessageSink {
     /// time reading is paused counts here, unlike for the close timeout): for an owner that
     /// has stopped reading and whose ending must not wait for it.
     public func limitEnding(within seconds: Double) {
-        let cap = Instant.now().adding(seconds: seconds)
-        hardDeadline = min(hardDeadline ?? cap, cap)
+        closing.limit(within: seconds, now: .now())
         scheduleService()
     }
 
     /// Ends the connection at once without a closing handshake.
     public func abandon() {
         guard ending == nil else { return }
-        loss = loss ?? .abandoned
+        closing.lose(.abandoned)
         finish()
-    }
-
-    // MARK: - Framing
-
-    private func frame(_ opcode: Opcode, fin: Bool, _ payload: UnsafeMutableRawPointer?, count: Int, in owner: ByteBuffer?) {
-        if deflater != nil, frameCompressed(opcode, fin: fin, payload, count: count) { return }
-        let header = core.makeHeader(opcode: opcode, fin: fin, payloadLength: count)
-        if count <= ConnectionDriver.copyLimit || owner == nil {
-            outbound.appendFrame(header, copying: payload, count: count)
-        } else if let owner, let payload {
-            outbound.appendFrame(header, inPlace: owner, payload, count: count)
-        }
-    }
-
-    private func framePrecompressed(_ opcode: Opcode, _ payload: UnsafeMutableRawPointer?, count: Int, in owner: ByteBuffer?,
-                                    payloadSize: Int) {
-        let header = core.makeHeader(opcode: opcode, fin: true, rsv: .rsv1, payloadLength: count)
-        if count <= ConnectionDriver.copyLimit || owner == nil {
-            outbound.appendFrame(header, copying: payload, count: count)
-        } else if let owner, let payload {
-            outbound.appendFrame(header, inPlace: owner, payload, count: count)
-        }
-        compressionOut.wire += UInt64(count)
-        compressionOut.payload += UInt64(payloadSize)
-        compressionOut.messages += 1
-    }
-
-    /// Frames waiting messages while the socket queue has room.
-    private func frameWaiting() {
-        while outbound.byteCount < options.queueLimit, let message = waiting.popFirst() {
-            if message.encoded, let owner = message.owner, let start = message.start {
-                outbound.appendEncoded(owner, start, count: message.count)
-            } else if let size = message.precompressedSize {
-                message.withPayload { framePrecompressed(message.opcode, $0, count: $1, in: message.owner, payloadSize: size) }
-            } else {
-                message.withPayload { frame(message.opcode, fin: message.fin, $0, count: $1, in: message.owner) }
-            }
-        }
-        releaseQueuedClose()
-        queueBarrierIfReady()
-    }
-
-    /// The Close goes only after every waiting message is framed (nothing follows a Close).
-    private func releaseQueuedClose() {
-        guard let payload = closeAfterQueue, waiting.isEmpty, !holdsClose else { return }
-        closeAfterQueue = nil
-        endingMark = outbound.totalQueued
-        // Ours only if it goes first: a peer's Close read before this (behind the barrier's
-        // Pong, in the same read) was echoed by the core, and the handshake is the peer's.
-        if core.closeReceived == nil { weStartedClose = true }
-        core.close(payload)
-        delegate?.connection(self, note: .closeQueued(payload))
-        queueControlFrames()
-        closeWrittenMark = outbound.totalQueued
-    }
-
-    private func queueBarrierIfReady() {
-        guard let pending = barrier, waiting.isEmpty, closingSince != nil, progressDeadline != nil,
-              !pingQueuedForBarrier else { return }
-        pingQueuedForBarrier = true
-        endingMark = outbound.totalQueued
-        if core.ping(pending.payload) {
-            incomingCountsUntil = Instant.now().adding(seconds: options.closeTimeout * ConnectionDriver.barrierIncomingLimit)
-            delegate?.connection(self, note: .barrierQueued)
-            queueControlFrames()
-        } else {
-            releaseBarrier()
-        }
-    }
-    private var pingQueuedForBarrier = false
-
-    /// The Close goes out from `service` (after the owner has seen this read's messages).
-    private func releaseBarrier() {
-        guard let pending = barrier else { return }
-        barrier = nil
-        closeAfterQueue = pending.close
-        scheduleService()
-    }
-
-    private func beginEnding() {
-        let now = Instant.now()
-        endingMark = .max  // until the barrier ping or Close is queued, every byte written is progress
-        if closingSince == nil { closingSince = now }
-        progressDeadline = now.adding(seconds: options.closeTimeout)
     }
 
     /// Reading is paused for the owner, or has just resumed: the timeouts that wait for
     /// the peer's answers start over.
     private func readingWaited(at now: Instant) {
-        progressed(at: now)
+        closing.progressed(at: now)
         pings.readingWaited(at: now)
-    }
-
-    private func progressed(at now: Instant) {
-        guard progressDeadline != nil else { return }
-        progressDeadline = now.adding(seconds: options.closeTimeout)
-    }
-
-    /// The peer sent something after the barrier ping: progress, up to `until`.
-    @inline(never)
-    private func receivedAfterBarrier(until: Instant) {
-        let now = Instant.now()
-        guard now < until, let deadline = progressDeadline else { return }
-        progressDeadline = max(deadline, min(now.adding(seconds: options.closeTimeout), until))
     }
 
     // MARK: - The loop's side
 
-    private func scheduleService() {
+    func scheduleService() {
         guard !serviceQueued, ending == nil, watch != nil else { return }
         serviceQueued = true
         let reference = loopReference
@@ -485,10 +223,7 @@ public final class ConnectionDriver: MessageSink {
     }
 
     private func handle(_ events: IOEvents) {
-        if shutDownAfterClose && loss == nil && !events.isDisjoint(with: [.error, .hangUp]) {
-            // Gone both ways now: nothing written would reach it.
-            loss = .peerClosedTCP(afterOurClose: core.closeSent != nil)
-        }
+        if !events.isDisjoint(with: [.error, .hangUp]) { closing.peerReset(closeSent: core.closeSent != nil) }
         if pausesReading && !shutDownWhilePaused && !events.isDisjoint(with: [.readHangUp, .error, .hangUp]) {
             shutDownWhilePaused = true
             delegate?.connectionPeerShutDownWhilePaused(self)
@@ -513,7 +248,7 @@ public final class ConnectionDriver: MessageSink {
             queueControlFrames()
             frameWaiting()
             if writeBlocked == nil { flush() }
-        } while writeBlocked == nil && (!waiting.isEmpty || core.hasOutboundControl) && !outputShutDown && loss == nil
+        } while writeBlocked == nil && (!waiting.isEmpty || core.hasOutboundControl) && !outputShutDown && closing.loss == nil
         if finishedStep() {
             finish()
             return
@@ -561,7 +296,7 @@ public final class ConnectionDriver: MessageSink {
                     if discardedAfterClose > ConnectionDriver.drainLimit { return }
                 }
                 processReceived()
-                if let until = incomingCountsUntil { receivedAfterBarrier(until: until) }
+                if closing.incomingCountsUntil != nil { receivedAfterBarrier() }
                 if n < room && !stream.hasBufferedInput {
                     readReady = false
                     return
@@ -572,14 +307,12 @@ public final class ConnectionDriver: MessageSink {
                 return
             case .endOfStream:
                 endOfStream = true
-                if core.state == .closeReceived && loss == nil { shutDownAfterClose = true }
-                if core.closeReceived == nil && loss == nil {
-                    loss = .peerClosedTCP(afterOurClose: core.closeSent != nil)
-                }
+                closing.peerEndedStream(closeReceived: core.closeReceived != nil, ownerAnswers: core.state == .closeReceived,
+                                        closeSent: core.closeSent != nil)
                 return
             case .failed(let why):
                 endOfStream = true
-                if core.closeReceived == nil && loss == nil { loss = .readFailed(why) }
+                if core.closeReceived == nil { closing.lose(.readFailed(why)) }
                 return
             }
         }
@@ -594,7 +327,7 @@ public final class ConnectionDriver: MessageSink {
             while let event = try core.receive(input, &parsed) {
                 switch event {
                 case .messageStart(let kind):
-                    if inflater != nil { beginInflating(kind) }
+                    if let deflate { inflating = deflate.beginMessage(kind, rsv: core.receivingMessageRSV) }
                     delegate.connection(self, didStartMessage: kind)
                 case .messageData(let range):
                     if inflating {
@@ -611,10 +344,9 @@ public final class ConnectionDriver: MessageSink {
                     queueControlFrames()
                     delegate.connection(self, didReceivePing: payload)
                 case .pong(let payload):
-                    if barrier != nil && payload == barrierPayload {
+                    if closing.awaitsBarrier && payload == barrierPayload {
                         delegate.connection(self, note: .barrierAnswered)
-                        progressed(at: .now())
-                        releaseBarrier()
+                        carryOut(closing.barrierAnswered(now: .now()))
                     } else {
                         let rtt = pings.pongReceived(payload, at: .now())
                         delegate.connection(self, didReceivePong: payload, roundTrip: rtt)
@@ -625,35 +357,10 @@ public final class ConnectionDriver: MessageSink {
             }
         } catch {
             delegate.connection(self, didFail: error)
-            acceptsData = false
             waiting.removeAll()
-            barrier = nil
-            closeAfterQueue = nil
-            let cap = Instant.now().adding(seconds: min(options.closeTimeout, 1))
-            hardDeadline = min(hardDeadline ?? cap, cap)
+            closing.failed(now: .now())
         }
         delegate.connectionDidProcessInput(self)
-    }
-
-    /// The peer's Close arrived. Out of line: once per connection, and its body inlined into
-    /// `processReceived` cost that loop 2 instructions per message (scripts/profile).
-    @inline(never)
-    private func peerClosed(_ payload: ClosePayload, delegate: ConnectionDelegate) {
-        delegate.connection(self, didReceiveClose: payload)
-        if core.state == .closeReceived {
-            // The owner answers (`answersCloseItself`); a barrier's Close need not wait for a
-            // Pong that will not come.
-            if barrier != nil { releaseBarrier() }
-        } else {
-            acceptsData = false
-            barrier = nil
-            closeAfterQueue = nil
-            waiting.removeAll()
-        }
-        if closingSince == nil {
-            beginEnding()
-            endingMark = outbound.totalQueued
-        }
     }
 
     /// Moves the core's control frames to the queue. At most one pong waits unwritten in
@@ -662,7 +369,7 @@ public final class ConnectionDriver: MessageSink {
     /// grows neither our memory nor the queue (which would hold back data: stdin, echoes).
     /// A peer that reads gets every ping answered: the socket is tried first. A Close or
     /// our own ping always goes at once (after the pong waiting, if any).
-    private func queueControlFrames() {
+    func queueControlFrames() {
         guard core.hasOutboundControl else { return }
         if core.hasPendingPong && outbound.holdsUnwrittenPong {
             if writeBlocked == nil { flush(reportsRoom: false) }
@@ -672,10 +379,6 @@ public final class ConnectionDriver: MessageSink {
         let carryingPong = core.hasPendingPong
         outbound.appendControl(core.takeOutboundControl(), carryingPong: carryingPong)
     }
-
-    /// The socket took bytes while the owner was not to be called (in the middle of a
-    /// read): `connectionHasRoom` is due at the next flush.
-    private var roomUnreported = false
 
     private func flush(reportsRoom: Bool = true) {
         defer {
@@ -695,12 +398,12 @@ public final class ConnectionDriver: MessageSink {
             outbound.discard()
             waiting.removeAll()
             outputShutDown = true
-            if core.closeReceived == nil && loss == nil { loss = .writeFailed(why) }
+            if core.closeReceived == nil { closing.lose(.writeFailed(why)) }
         }
         let now = Instant.now()
         if outbound.totalWritten > before {
             pings.written(upTo: outbound.totalWritten, at: now)
-            if before < endingMark { progressed(at: now) }
+            closing.wrote(from: before, now: now)
             roomUnreported = true
         }
     }
@@ -709,7 +412,7 @@ public final class ConnectionDriver: MessageSink {
         // Our Close waits for the owner's output, or reading waits for it (the peer's answer
         // may be behind what we have not read yet): that is progress of ours, not silence
         // of the peer's.
-        if holdsClose && closeAfterQueue != nil || awaitsOwnersAnswer { progressed(at: now) }
+        if holdsClose && closing.closePending || awaitsOwnersAnswer { closing.progressed(at: now) }
         if pausesReading { readingWaited(at: now) }
         if pings.pingDue(at: now), core.state == .open {
             let payload = pings.nextPayload()
@@ -718,24 +421,13 @@ public final class ConnectionDriver: MessageSink {
             pings.queued(payload, endingAt: outbound.totalQueued, at: now)
             delegate?.connection(self, note: .pingQueued(payload.count))
         }
-        if pongTimeoutCounts, let overdue = pings.overdue(at: now), loss == nil {
-            loss = .pingTimeout(seconds: overdue)
-        }
-        if barrier != nil, let deadline = progressDeadline, now >= deadline {
-            // The peer answered nothing in time: Close anyway, with a short wait for its echo.
-            let waited = closingSince.map { now.seconds(since: $0) } ?? options.closeTimeout
-            delegate?.connection(self, note: .barrierUnanswered(waited: waited, messages: messagesSent))
-            let cap = now.adding(seconds: min(options.closeTimeout, ConnectionDriver.tcpCloseWait))
-            hardDeadline = min(hardDeadline ?? cap, cap)
-            progressDeadline = nil
-            incomingCountsUntil = nil
-            releaseBarrier()
-        }
+        if pongTimeoutCounts, let overdue = pings.overdue(at: now) { closing.lose(.pingTimeout(seconds: overdue)) }
+        carryOut(closing.checkBarrier(now: now))
     }
 
     /// True when the connection is over.
     private func finishedStep() -> Bool {
-        if loss != nil || endOfStream && !writesAfterPeersShutdown {
+        if closing.loss != nil || endOfStream && !writesAfterPeersShutdown {
             // Deliver what already arrived and send what is queued, if the socket takes it.
             if !endOfStream { readSocket() }
             if writeBlocked == nil { flush() }
@@ -747,13 +439,9 @@ public final class ConnectionDriver: MessageSink {
             // wait, up to the close deadline, for the peer to close TCP (RFC 6455 §7.1.1).
             stream.shutdownOutput()
             outputShutDown = true
-            let tcp = now.adding(seconds: min(ConnectionDriver.tcpCloseWait, options.closeTimeout))
-            hardDeadline = min(hardDeadline ?? tcp, tcp)
-            progressDeadline = nil
+            closing.outputShutDown(now: now)
         }
-        if let deadline = hardDeadline, now >= deadline { return true }
-        if let deadline = progressDeadline, now >= deadline { return true }
-        return false
+        return closing.isOverdue(at: now)
     }
 
     /// A missing Pong ends the connection only until a Close arrives or we failed it: after
@@ -761,24 +449,20 @@ public final class ConnectionDriver: MessageSink {
     private var pongTimeoutCounts: Bool { core.state == .open || core.state == .closeSent }
 
     /// The peer's Close waits for the owner's answer (`answersCloseItself`).
-    private var awaitsOwnersAnswer: Bool { core.state == .closeReceived && closeAfterQueue == nil }
+    private var awaitsOwnersAnswer: Bool { core.state == .closeReceived && !closing.closePending }
 
-    /// The peer shut its side after its Close (a client that half-closes once it has said
-    /// all): the owner's output and answer still go, until written (then the connection
-    /// ends: no wait for a TCP close that came already) or the write fails.
+    /// The peer half-closed after its Close: the owner's output and answer still go.
     private var writesAfterPeersShutdown: Bool {
-        shutDownAfterClose && !outputShutDown
-            && (core.state == .closeReceived || !waiting.isEmpty || !outbound.isEmpty || stream.hasPendingOutput)
+        closing.writesAfterPeersShutdown(ownerAnswers: core.state == .closeReceived, outputShutDown: outputShutDown,
+                                         unwritten: !waiting.isEmpty || !outbound.isEmpty || stream.hasPendingOutput)
     }
 
     private var nextDeadline: Instant? {
         // Keepalive pings only while open, pong deadlines only while they count: a deadline
         // that passes without being acted on must not keep the timer in the past.
-        var soonest = core.state == .open ? pings.nextDeadline : pongTimeoutCounts ? pings.pongDeadline : nil
-        for deadline in [hardDeadline, progressDeadline].compactMap({ $0 }) {
-            soonest = soonest.map { min($0, deadline) } ?? deadline
-        }
-        return soonest
+        let soonest = core.state == .open ? pings.nextDeadline : pongTimeoutCounts ? pings.pongDeadline : nil
+        guard let deadline = closing.nextDeadline else { return soonest }
+        return soonest.map { min($0, deadline) } ?? deadline
     }
 
     /// Lets go of the receive buffer and the queue's arena while nothing is under way, so an
@@ -788,35 +472,16 @@ public final class ConnectionDriver: MessageSink {
             delegate?.connectionWillReleaseReceiveBuffer(self)
             receiveBuffer = nil
             parsed = 0
-            // The inflater's 64 KiB output buffer too (pieces handed out keep theirs): held
-            // by every idle deflate client, it was most of what 1,000 of them cost once
-            // their traffic had touched it (scripts/bench-server, deflate row).
-            if !inflating { inflater?.releaseBuffer() }
-            if !sendingCompressed { deflater?.releaseScratch() }
+            deflate?.releaseBuffers(receiving: inflating)
         }
         if outbound.isEmpty { outbound.releaseArena() }
     }
 
     private func finish() {
         guard ending == nil else { return }
-        let result: ConnectionEnding
-        if let failure = core.failure {
-            result = .failed(failure)
-        } else if let received = core.closeReceived {
-            result = .closed(ClosingHandshake(initiatedByUs: weStartedClose, sent: core.closeSent, received: received))
-        } else if let loss {
-            result = .lost(loss)
-        } else {
-            let now = Instant.now()
-            let written = closeWrittenMark.map { outbound.totalWritten >= $0 } ?? false
-            // The bound on the peer's data after the barrier ping ended the wait, not silence.
-            let capped = progressDeadline != nil && progressDeadline == incomingCountsUntil
-            result = .timedOut(CloseWait(limit: options.closeTimeout,
-                                         waited: closingSince.map { now.seconds(since: $0) } ?? 0, closeWritten: written,
-                                         peerKeptSending: capped))
-        }
+        let result = closing.end(failure: core.failure, closeSent: core.closeSent, closeReceived: core.closeReceived,
+                                 totalWritten: outbound.totalWritten, now: .now())
         if core.closeReceived == nil && core.failure == nil { core.abandon() }
-        acceptsData = false
         ending = result
         loop.remove(watch)
         loop.arm(timer, at: nil)
@@ -825,184 +490,10 @@ public final class ConnectionDriver: MessageSink {
         waiting.removeAll()
         receiveBuffer = nil
         // zlib's state goes with the connection.
-        inflater = nil
-        deflater = nil
+        deflate?.end()
         let owner = delegate
         delegate = nil
         owner?.connection(self, didEnd: result)
         loopReference.driver = nil
-    }
-}
-
-/// Messages sent while the socket queue was full, not framed yet (masking happens when
-/// they are framed). Small payloads are copied here; large ones stay in their owner.
-struct MessageQueue {
-    struct Message {
-        let opcode: Opcode
-        let fin: Bool
-        let owner: ByteBuffer?
-        let start: UnsafeMutableRawPointer?
-        var count: Int
-        let copy: [UInt8]?
-        /// Already deflated (`sendCompressed`): the size before.
-        var precompressedSize: Int? = nil
-        /// Whole frames already encoded (`sendFrames`), referenced in `owner`.
-        var encoded = false
-
-        func withPayload(_ body: (UnsafeMutableRawPointer?, Int) -> Void) {
-            if var bytes = copy {
-                bytes.withUnsafeMutableBytes { body($0.baseAddress, $0.count) }
-            } else {
-                body(start, count)
-            }
-        }
-    }
-
-    private var messages: [Message] = []
-    private var head = 0
-    private(set) var byteCount = 0
-
-    var isEmpty: Bool { head == messages.count }
-
-    mutating func append(_ opcode: Opcode, fin: Bool, _ payload: UnsafeMutableRawPointer?, count: Int,
-                         in owner: ByteBuffer?, copyLimit: Int, precompressedSize: Int? = nil) {
-        byteCount += count
-        if count <= copyLimit || owner == nil {
-            let bytes = payload.map { Array(UnsafeRawBufferPointer(start: $0, count: count)) } ?? []
-            messages.append(Message(opcode: opcode, fin: fin, owner: nil, start: nil, count: count, copy: bytes,
-                                    precompressedSize: precompressedSize))
-        } else {
-            messages.append(Message(opcode: opcode, fin: fin, owner: owner, start: payload, count: count, copy: nil,
-                                    precompressedSize: precompressedSize))
-        }
-    }
-
-    /// Frames that continue the last entry's in the same buffer extend it (a broadcast's
-    /// consecutive batches, for a client that is behind).
-    mutating func appendEncoded(_ owner: ByteBuffer, _ start: UnsafeMutableRawPointer, count: Int) {
-        byteCount += count
-        if let last = messages.indices.last, last >= head, messages[last].encoded, messages[last].owner === owner,
-           messages[last].start.map({ $0 + messages[last].count }) == start {
-            messages[last].count += count
-            return
-        }
-        messages.append(Message(opcode: .binary, fin: true, owner: owner, start: start, count: count, copy: nil,
-                                encoded: true))
-    }
-
-    mutating func popFirst() -> Message? {
-        guard head < messages.count else { return nil }
-        let message = messages[head]
-        head += 1
-        byteCount -= message.count
-        if head == messages.count {
-            messages.removeAll(keepingCapacity: true)
-            head = 0
-        }
-        return message
-    }
-
-    mutating func removeAll() {
-        messages.removeAll()
-        head = 0
-        byteCount = 0
-    }
-}
-
-// MARK: - permessage-deflate (RFC 7692 §6, §7.2)
-
-extension ConnectionDriver {
-    /// Makes the inflater (and, lazily on the first compressed send, the deflater) when
-    /// the core's extensions include an agreed `PerMessageDeflate`. zlib must be loaded.
-    private func setUpCompression(core: WebSocketConnection) {
-        guard !core.extensions.isEmpty,
-              let deflate = core.extensions.lazy.compactMap({ $0 as? PerMessageDeflate }).first,
-              let agreed = deflate.configuration else { return }
-        deflateConfiguration = agreed
-        inflater = Inflater(windowBits: max(agreed.incomingWindowBits, 9), limit: core.maximumMessageSize)
-        deflater = Deflater(windowBits: agreed.outgoingWindowBits, memoryLevel: deflate.memoryLevel,
-                            resetsContext: agreed.outgoingNoContextTakeover)
-    }
-
-    /// The agreed permessage-deflate configuration, if any.
-    public var compression: DeflateConfiguration? { deflateConfiguration }
-
-    @inline(never)
-    private func beginInflating(_ kind: MessageKind) {
-        inflating = core.receivingMessageRSV.contains(.rsv1)
-        if inflating, let inflater {
-            inflater.begin(text: kind == .text)
-            compressionIn.messages += 1
-        }
-    }
-
-    @inline(never)
-    private func inflate(_ bytes: UnsafeMutableRawPointer, count: Int, delegate: ConnectionDelegate) throws(ReceiveError) {
-        guard let inflater else { return }
-        compressionIn.wire += UInt64(count)
-        // The closure runs before this returns, while the caller holds both: unretained
-        // captures spare a retain and a release per piece each, slow ones for the driver
-        // (the loop's weak references give it a side table): 20 % of wspipe's CPU on a
-        // feed of small compressed messages.
-        let driver = Unmanaged.passUnretained(self)
-        unowned(unsafe) let owner = delegate
-        do {
-            try inflater.feed(bytes, count: count) { buffer, start, n in
-                driver._withUnsafeGuaranteedRef { owner.connection($0, didReceive: start, count: n, in: buffer) }
-            }
-        } catch {
-            inflating = false
-            core.fail(error)
-            throw error
-        }
-    }
-
-    @inline(never)
-    private func finishInflating(delegate: ConnectionDelegate) throws(ReceiveError) {
-        inflating = false
-        guard let inflater, let agreed = deflateConfiguration else { return }
-        let before = inflater.messageSize
-        let driver = Unmanaged.passUnretained(self)  // as in inflate(_:count:delegate:)
-        unowned(unsafe) let owner = delegate
-        do {
-            try inflater.finish(resetsContext: agreed.incomingNoContextTakeover) { buffer, start, n in
-                driver._withUnsafeGuaranteedRef { owner.connection($0, didReceive: start, count: n, in: buffer) }
-            }
-        } catch {
-            core.fail(error)
-            throw error
-        }
-        _ = before
-        compressionIn.payload += inflater.messageSize
-    }
-
-    /// Frames a data frame compressed, if its message is (or, for a first frame, should
-    /// be): RSV1 on the first frame only. False: frame it as it is. A non-final frame whose
-    /// bytes zlib keeps for now is not framed: the message's next frame takes its place
-    /// (with the first frame's opcode and RSV1 if none went out yet).
-    @inline(never)
-    fileprivate func frameCompressed(_ opcode: Opcode, fin: Bool, _ payload: UnsafeMutableRawPointer?, count: Int) -> Bool {
-        guard let deflater, !opcode.isControl else { return false }
-        if opcode != .continuation {
-            sendingCompressed = count >= ConnectionDriver.compressionThreshold
-            unsentOpcode = sendingCompressed ? opcode : nil
-        }
-        guard sendingCompressed else { return false }
-        if fin { sendingCompressed = false }
-        guard let compressed = deflater.compress(payload.map { UnsafeRawPointer($0) }, count: count, final: fin) else {
-            // zlib could not make its state: this message (a first frame) goes as it is.
-            if opcode != .continuation { sendingCompressed = false; unsentOpcode = nil; return false }
-            return false
-        }
-        compressionOut.payload += UInt64(count)
-        if !fin && compressed.count == 0 { return true }
-        let first = unsentOpcode
-        unsentOpcode = nil
-        let header = core.makeHeader(opcode: first ?? .continuation, fin: fin, rsv: first == nil ? [] : .rsv1,
-                                     payloadLength: compressed.count)
-        outbound.appendFrame(header, copying: compressed.baseAddress, count: compressed.count)
-        compressionOut.wire += UInt64(compressed.count)
-        if first != nil { compressionOut.messages += 1 }
-        return true
     }
 }

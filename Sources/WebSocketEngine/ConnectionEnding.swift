@@ -61,7 +61,7 @@ public struct CloseWait: Equatable, Sendable {
     /// Whether our Close reached the socket (else the peer stopped reading before it).
     public let closeWritten: Bool
     /// Whether the peer was still sending when the wait ended: its data counted as progress
-    /// from the end-of-input ping, for at most `ConnectionDriver.barrierIncomingLimit`
+    /// from the end-of-input ping, for at most `ConnectionClosing.barrierIncomingLimit`
     /// close timeouts, and that bound ended the wait (not `limit` without progress).
     public let peerKeptSending: Bool
 
@@ -82,7 +82,7 @@ public enum ConnectionNote: Equatable, Sendable {
     /// The barrier ping was answered: the peer has read everything before it.
     case barrierAnswered
     /// No answer to the barrier ping in time (no progress for the close timeout, or the
-    /// peer kept sending for `ConnectionDriver.barrierIncomingLimit` close timeouts): the
+    /// peer kept sending for `ConnectionClosing.barrierIncomingLimit` close timeouts): the
     /// Close goes anyway. `waited`: seconds since the ending began; `messages`: data
     /// messages sent on the connection, whose reading the peer did not confirm.
     case barrierUnanswered(waited: Double, messages: UInt64)

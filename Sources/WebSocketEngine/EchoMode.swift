@@ -35,11 +35,11 @@ final class EchoHandler: ConnectionDelegate {
     }
 
     public func connectionDidProcessInput(_ connection: ConnectionDriver) {
-        if connection.queuedBytes >= connection.options.queueLimit { connection.pausesReading = true }
+        if connection.queuedBytes >= connection.options.queueLimit { connection.pauseReading() }
     }
 
     public func connectionHasRoom(_ connection: ConnectionDriver) {
-        if connection.pausesReading { connection.pausesReading = false }
+        connection.resumeReading()
     }
 
     public func connection(_ connection: ConnectionDriver, didEnd ending: ConnectionEnding) {}

@@ -37,7 +37,7 @@ public struct ExecOutcome: Equatable, Sendable {
 ///
 /// Backpressure both ways, never an unbounded buffer: at most `stdinQueueLimit` (plus one
 /// socket read) waits for a child that does not read, then the socket is not read
-/// (`pausesReading`); stdout is read only while the connection's queue is below its
+/// (`pauseReading()`); stdout is read only while the connection's queue is below its
 /// `queueLimit`.
 ///
 /// Endings: the child exits and its stdout ends → Close 1000 after everything it wrote
@@ -157,7 +157,7 @@ public final class ExecBridge: ConnectionDelegate {
     }
 
     private func updatePause() {
-        driver?.pausesReading = toChild.byteCount >= options.stdinQueueLimit
+        if toChild.byteCount >= options.stdinQueueLimit { driver?.pauseReading() } else { driver?.resumeReading() }
     }
 
     private var connectionVectors: UnsafeMutableBufferPointer<iovec> {

@@ -100,13 +100,13 @@ final class ConnectionDriverTests: XCTestCase {
 
     func testAPeerThatGoesWhileReadingIsPausedIsNoticed() {
         let (client, _, server, serverLog) = pair()
-        server.pausesReading = true
+        server.pauseReading()
         client.send(.text, bytes: Array("unread".utf8))
         spin(0.1) { false }
         client.abandon()
         XCTAssertTrue(spin { serverLog.shutDownsWhilePaused == 1 }, "a paused driver still sees the hang-up")
         XCTAssertNil(serverLog.ending, "the ending waits for the owner to read again")
-        server.pausesReading = false
+        server.resumeReading()
         XCTAssertTrue(spin { serverLog.ending != nil })
         XCTAssertEqual(serverLog.messages.map(\.text), ["unread"], "what came before the hang-up is still delivered")
         XCTAssertEqual(serverLog.shutDownsWhilePaused, 1)

@@ -108,14 +108,14 @@ final class ChildLifecycleTests: ExecTestCase {
 
     func testSlowClientStopsReadingTheChildsStdout() throws {
         let rig = try rig(ChildCommand(program: "yes", arguments: ["0123456789abcdef"]))
-        rig.client.pausesReading = true
+        rig.client.pauseReading()
         spin(1) { false }
         let queued = rig.server.queuedBytes
         XCTAssertLessThan(queued, ConnectionOptions().queueLimit + 2 * ExecOptions().chunkSize,
                           "stdout is read only while the connection has room")
         spin(0.3) { false }
         XCTAssertLessThan(rig.server.queuedBytes, ConnectionOptions().queueLimit + 2 * ExecOptions().chunkSize)
-        rig.client.pausesReading = false
+        rig.client.resumeReading()
         XCTAssertTrue(spin { rig.log.messages.count > 10_000 }, "and it flows again")
         XCTAssertTrue(rig.log.messages.prefix(10_000).allSatisfy { $0.text == "0123456789abcdef" })
         rig.client.close(ClosePayload(code: .normalClosure))
