@@ -27,6 +27,9 @@ public protocol ConnectionDelegate: AnyObject {
     func connection(_ connection: ConnectionDriver, note: ConnectionNote)
     /// The socket took bytes and the queue is below `queueLimit`: there is room to send.
     func connectionHasRoom(_ connection: ConnectionDriver)
+    /// Everything sent before `reportWhenWritten(token)` was written to the socket, for
+    /// `token` and every token asked for before it.
+    func connection(_ connection: ConnectionDriver, wroteThrough token: UInt64)
     /// The connection is over; the stream is closed and the driver does nothing more.
     func connection(_ connection: ConnectionDriver, didEnd ending: ConnectionEnding)
     /// While `pausesReading`, the peer shut down its sending side or the socket hung up:
@@ -44,6 +47,7 @@ public extension ConnectionDelegate {
     func connectionWillReleaseReceiveBuffer(_ connection: ConnectionDriver) {}
     func connection(_ connection: ConnectionDriver, note: ConnectionNote) {}
     func connectionHasRoom(_ connection: ConnectionDriver) {}
+    func connection(_ connection: ConnectionDriver, wroteThrough token: UInt64) {}
     func connectionPeerShutDownWhilePaused(_ connection: ConnectionDriver) {}
 }
 
@@ -96,6 +100,8 @@ public final class ConnectionDriver: MessageSink {
     @exclusivity(unchecked) public private(set) var core: WebSocketConnection
     @exclusivity(unchecked) private var outbound = OutboundQueue()
     @exclusivity(unchecked) private var waiting = MessageQueue()
+    /// Asked for with `reportWhenWritten`; empty unless an owner waits for its bytes.
+    private var writtenMarks = WrittenMarks()
     @exclusivity(unchecked) private var receiveBuffer: ByteBuffer?
     @exclusivity(unchecked) private var parsed = 0
     // permessage-deflate (RFC 7692), when agreed: nil otherwise, so a connection that
@@ -309,6 +315,21 @@ public final class ConnectionDriver: MessageSink {
         copy.withUnsafeMutableBytes { send(opcode, fin: fin, $0.baseAddress, count: $0.count, in: nil) }
     }
 
+    /// Calls `connection(_:wroteThrough:)` with `token` once every byte of what was sent
+    /// before is written to the socket (tokens ascending; a report may cover several). False,
+    /// and nothing is reported, once data is no longer accepted (what was just sent was
+    /// dropped). Bytes never written (the connection ended first) are never reported.
+    public func reportWhenWritten(_ token: UInt64) -> Bool {
+        guard acceptsData else { return false }
+        if waiting.isEmpty {
+            writtenMarks.add(token: token, end: outbound.totalQueued)
+        } else {
+            writtenMarks.add(token: token, afterWaiting: waiting.count)
+        }
+        if !serviceQueued { scheduleService() }
+        return true
+    }
+
     /// Queues a Ping (at most 125 bytes) behind the messages sent before it and ahead of
     /// those sent after (unless messages wait unframed: control frames go ahead of them).
     /// False once closing.
@@ -400,6 +421,7 @@ public final class ConnectionDriver: MessageSink {
             } else {
                 message.withPayload { frame(message.opcode, fin: message.fin, $0, count: $1, in: message.owner) }
             }
+            if writtenMarks.waitsForFraming { writtenMarks.framedOne(total: outbound.totalQueued) }
         }
         releaseQueuedClose()
         queueBarrierIfReady()
@@ -683,6 +705,10 @@ public final class ConnectionDriver: MessageSink {
                 roomUnreported = false
                 if queuedBytes < options.queueLimit && canSendData { delegate?.connectionHasRoom(self) }
             }
+            if reportsRoom, ending == nil, let end = writtenMarks.firstEnd, end <= outbound.totalWritten,
+               let token = writtenMarks.takeReached(written: outbound.totalWritten) {
+                delegate?.connection(self, wroteThrough: token)
+            }
         }
         guard !outbound.isEmpty || stream.hasPendingOutput, !outputShutDown else { return }
         let before = outbound.totalWritten
@@ -863,6 +889,8 @@ struct MessageQueue {
     private(set) var byteCount = 0
 
     var isEmpty: Bool { head == messages.count }
+    /// Entries waiting (a broadcast's consecutive batches are one).
+    var count: Int { messages.count - head }
 
     mutating func append(_ opcode: Opcode, fin: Bool, _ payload: UnsafeMutableRawPointer?, count: Int,
                          in owner: ByteBuffer?, copyLimit: Int, precompressedSize: Int? = nil) {
