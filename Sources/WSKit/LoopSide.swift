@@ -74,6 +74,11 @@ final class LoopSide: ConnectionDelegate, @unchecked Sendable {
                 bytes.withUnsafeBytes { driver.send(.binary, fin: true, UnsafeMutableRawPointer(mutating: $0.baseAddress), count: $0.count, in: nil) }
             case .ping(let payload):
                 ping(payload)
+            case .written(let token):
+                if !driver.reportWhenWritten(token) {
+                    // The driver dropped that message: a Close was sent or received.
+                    completeWritten(through: token, .failure(.closed(code: socket.closeCode, reason: socket.closeReason ?? "")))
+                }
             }
         }
         reportRoom()
@@ -222,6 +227,24 @@ final class LoopSide: ConnectionDelegate, @unchecked Sendable {
         reportRoom()
     }
 
+    func connection(_ connection: ConnectionDriver, wroteThrough token: UInt64) {
+        completeWritten(through: token, .success(()))
+    }
+
+    /// Calls the write waiters up to `token` (in order) with `result`.
+    private func completeWritten(through token: UInt64, _ result: Result<Void, WebSocketError>) {
+        guard let socket = owner else { return }
+        let done = socket.shared.withLock { state in
+            var done: [@Sendable (Result<Void, WebSocketError>) -> Void] = []
+            while let first = state.writeWaiters.first, first.token <= token {
+                _ = state.writeWaiters.popFirst()
+                done.append(first.onWritten)
+            }
+            return done
+        }
+        for onWritten in done { onWritten(result) }
+    }
+
     func connection(_ connection: ConnectionDriver, note: ConnectionNote) {
         let confirmed: Bool
         switch note {
@@ -252,12 +275,14 @@ final class LoopSide: ConnectionDelegate, @unchecked Sendable {
                 state.closeWaiters.removeAll()
                 state.outbox.removeAll()
             }
-            return (receiver, result, state.senders, Array(state.pings.values), state.closeWaiters)
+            let written = state.writeWaiters.takeAll().map(\.onWritten)
+            return (receiver, result, state.senders, Array(state.pings.values), state.closeWaiters, written)
         }
         let gone = failure ?? .closed(code: socket.closeCode, reason: socket.closeReason ?? "")
         if let receiver = waiting.0, let result = waiting.1 { receiver.resume(returning: result) }
         for sender in waiting.2 { sender.resume(returning: .failure(gone)) }
         for ping in waiting.3 { ping(.failure(gone)) }
+        for onWritten in waiting.5 { onWritten(.failure(gone)) }
         for closer in waiting.4 { closer.resume() }
     }
 }

@@ -271,6 +271,21 @@ public final class WebSocket: Sendable {
         return full
     }
 
+    /// As `sendNow`, and calls `onWritten` exactly once: when the message's last byte was
+    /// written to the socket, or with the failure (the connection ended before). Not called
+    /// when this throws. WSKitFoundation's sends complete with it (URLSession's meaning).
+    package func sendNow(_ message: Message,
+                         onWritten: @escaping @Sendable (Result<Void, WebSocketError>) -> Void) throws(WebSocketError) -> Bool {
+        let outgoing: Outgoing
+        switch message {
+        case .text(let text): outgoing = .text(text)
+        case .binary(let bytes): outgoing = .binary(bytes)
+        }
+        let (wake, full) = try enqueue(outgoing, onWritten: onWritten)
+        if wake { scheduleDrain() }
+        return full
+    }
+
     /// Sends a Ping (RFC 6455 §5.5.2) and returns the time until its Pong arrived (measured
     /// from the call, so it includes the hand-off to the engine thread, a few µs).
     /// - Throws: `.closed`, the connection's failure, `.cancelled` (the connection stays open).
@@ -397,12 +412,20 @@ public final class WebSocket: Sendable {
 
     // MARK: - Hand-offs to the engine
 
-    private func enqueue(_ outgoing: Outgoing) throws(WebSocketError) -> (wake: Bool, full: Bool) {
+    /// `onWritten`: a `.written` mark follows the message in the outbox (WSKit's own sends
+    /// add none: nothing per message for them).
+    private func enqueue(_ outgoing: Outgoing,
+                         onWritten: (@Sendable (Result<Void, WebSocketError>) -> Void)? = nil) throws(WebSocketError) -> (wake: Bool, full: Bool) {
         let result = shared.withLock { state -> Result<(Bool, Bool), WebSocketError> in
             if let ending = state.ending { return .failure(ending) }
             guard state.state == .open else { return .failure(.closed(code: state.closeCode, reason: state.closeReason ?? "")) }
             state.outbox.append(outgoing)
             state.outboxBytes += outgoing.byteCount
+            if let onWritten {
+                state.nextWritten += 1
+                state.outbox.append(.written(state.nextWritten))
+                state.writeWaiters.append((state.nextWritten, onWritten))
+            }
             let wake = !state.drainScheduled
             state.drainScheduled = true
             return .success((wake, state.outboxBytes + state.engineQueued >= sendLimit))
@@ -497,12 +520,14 @@ enum Outgoing {
     case binary([UInt8])
     /// A Ping's payload (its Pong resumes `Shared.pings`).
     case ping([UInt8])
+    /// Report when the message before is written (`Shared.writeWaiters`, by this token).
+    case written(UInt64)
 
     var byteCount: Int {
         switch self {
         case .text(let text): return text.utf8.count
         case .binary(let bytes): return bytes.count
-        case .ping: return 0
+        case .ping, .written: return 0
         }
     }
 }
@@ -522,6 +547,7 @@ struct FIFO<Element> {
     private var head = 0
     var isEmpty: Bool { head == items.count }
     var count: Int { items.count - head }
+    var first: Element? { head < items.count ? items[head] : nil }
     mutating func append(_ item: Element) { items.append(item) }
     mutating func popFirst() -> Element? {
         guard head < items.count else { return nil }
@@ -567,6 +593,9 @@ struct Shared {
     /// The driver's queued bytes, as of its last report.
     var engineQueued = 0
     var senders: [CheckedContinuation<Result<Void, WebSocketError>, Never>] = []
+    /// Waiting for their messages to be written (`sendNow(_:onWritten:)`), tokens ascending.
+    var writeWaiters = FIFO<(token: UInt64, onWritten: @Sendable (Result<Void, WebSocketError>) -> Void)>()
+    var nextWritten: UInt64 = 0
 
     var nextPing: UInt64 = 0
     /// Waiting for their Pongs, by payload: each is called once.

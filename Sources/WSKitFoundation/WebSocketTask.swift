@@ -21,13 +21,13 @@ import WSKit
 /// their form (a `send` with a completion handler, an awaited `send`, `sendPing`); calls
 /// made before `resume()` or before the connection opens wait for it. Completion handlers
 /// and delegate calls run one at a time, in the order their events happened, on the
-/// delegate queue. Every completion handler runs exactly once. A running task is kept alive
-/// (as a session keeps its tasks) until it completes.
+/// delegate queue. Every completion handler runs exactly once; a send's when its bytes were
+/// written to the socket (or it failed). A running task is kept alive (as a session keeps
+/// its tasks) until it completes.
 ///
 /// What differs from Apple's task is listed in the article "Moving from
 /// URLSessionWebSocketTask" (there is no `URLSession`; the delegate is
-/// `WebSocketTaskDelegate`, given here; errors are `WebSocketError`; a send completes when
-/// the engine has it with its queue below 192 KiB, not when the socket took its bytes).
+/// `WebSocketTaskDelegate`, given here; errors are `WebSocketError`).
 public final class WebSocketTask: Sendable {
     /// A message, as `URLSessionWebSocketTask.Message`.
     public enum Message: Sendable, Equatable {
@@ -118,8 +118,6 @@ public final class WebSocketTask: Sendable {
         var callsHead = 0
         /// The socket's queue is full: calls wait in `calls` until it has room.
         var blocked = false
-        /// A send whose completion waits for that room.
-        var waitingForRoom: Completion<Void>?
         /// Receives in call order; the first is being read while `reading`.
         var receives: [Completion<Message>] = []
         var reading = false
@@ -274,8 +272,8 @@ public final class WebSocketTask: Sendable {
 
     // MARK: - Sending
 
-    /// Sends a message; returns once the connection has it, in call order with every
-    /// other send and ping (suspends while its queue is full).
+    /// Sends a message, in call order with every other send and ping; returns once its
+    /// bytes were written to the socket.
     /// - Throws: `WebSocketError` (`.cancelled` after `cancel`; closed, failed).
     nonisolated(nonsending) public func send(_ message: Message) async throws {
         try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
@@ -283,8 +281,9 @@ public final class WebSocketTask: Sendable {
         }
     }
 
-    /// Sends a message and calls `completionHandler` with nil once the connection has it,
-    /// or with the error (`WebSocketError`).
+    /// Sends a message and calls `completionHandler` with nil once its bytes were written to
+    /// the socket, or with the error (`WebSocketError`; also when the connection ended
+    /// before they were written).
     public func send(_ message: Message, completionHandler: @escaping @Sendable ((any Error)?) -> Void) {
         submit(.send(message.wire, Completion { completionHandler($0.error) }))
     }
@@ -319,12 +318,12 @@ public final class WebSocketTask: Sendable {
             switch call {
             case .send(let message, let completion):
                 do throws(WebSocketError) {
-                    if try socket.sendNow(message) {
+                    let written: @Sendable (Result<Void, WebSocketError>) -> Void = { [callbacks] result in
+                        completion.complete(result.mapError { $0 as any Error }, on: callbacks)
+                    }
+                    if try socket.sendNow(message, onWritten: written) {
                         state.blocked = true
-                        state.waitingForRoom = completion
                         Task { [self] in await roomCame(socket) }
-                    } else {
-                        completion.complete(.success(()), on: callbacks)
                     }
                 } catch {
                     completion.complete(.failure(error), on: callbacks)
@@ -343,12 +342,10 @@ public final class WebSocketTask: Sendable {
     }
 
     private func roomCame(_ socket: WebSocket) async {
-        let result: Result<Void, any Error>
-        do throws(WebSocketError) { try await socket.waitForRoom(); result = .success(()) } catch { result = .failure(error) }
+        // A failure here reaches the send's completion from the socket (never written).
+        try? await socket.waitForRoom()
         locked.withLock { state in
             state.blocked = false
-            state.waitingForRoom?.complete(result, on: callbacks)
-            state.waitingForRoom = nil
             if state.phase == .open { flushCalls(&state) }
         }
     }
@@ -464,8 +461,6 @@ public final class WebSocketTask: Sendable {
     /// Every call waiting for the connection or its Pong fails, and every receive.
     private func failWaiting(_ state: inout State, with error: WebSocketError) {
         for call in state.takeCalls() { call.completion.complete(.failure(error), on: callbacks) }
-        state.waitingForRoom?.complete(.success(()), on: callbacks)  // the socket has that message
-        state.waitingForRoom = nil
         let waiting = pings.withLock { pings in
             defer { pings.removeAll() }
             return Array(pings.values)

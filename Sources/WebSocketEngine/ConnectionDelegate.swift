@@ -26,6 +26,9 @@ public protocol ConnectionDelegate: AnyObject {
     func connection(_ connection: ConnectionDriver, note: ConnectionNote)
     /// The socket took bytes and the queue is below `queueLimit`: there is room to send.
     func connectionHasRoom(_ connection: ConnectionDriver)
+    /// Everything sent before `reportWhenWritten(token)` was written to the socket, for
+    /// `token` and every token asked for before it.
+    func connection(_ connection: ConnectionDriver, wroteThrough token: UInt64)
     /// The connection is over; the stream is closed and the driver does nothing more.
     func connection(_ connection: ConnectionDriver, didEnd ending: ConnectionEnding)
     /// While `pausesReading`, the peer shut down its sending side or the socket hung up:
@@ -43,6 +46,7 @@ public extension ConnectionDelegate {
     func connectionWillReleaseReceiveBuffer(_ connection: ConnectionDriver) {}
     func connection(_ connection: ConnectionDriver, note: ConnectionNote) {}
     func connectionHasRoom(_ connection: ConnectionDriver) {}
+    func connection(_ connection: ConnectionDriver, wroteThrough token: UInt64) {}
     func connectionPeerShutDownWhilePaused(_ connection: ConnectionDriver) {}
 }
 

@@ -93,6 +93,21 @@ extension ConnectionDriver {
         deflate?.countPrecompressed(wire: count, payload: payloadSize)
     }
 
+    /// Calls `connection(_:wroteThrough:)` with `token` once every byte of what was sent
+    /// before is written to the socket (tokens ascending; a report may cover several). False,
+    /// and nothing is reported, once data is no longer accepted (what was just sent was
+    /// dropped). Bytes never written (the connection ended first) are never reported.
+    public func reportWhenWritten(_ token: UInt64) -> Bool {
+        guard closing.acceptsData else { return false }
+        if waiting.isEmpty {
+            writtenMarks.add(token: token, end: outbound.totalQueued)
+        } else {
+            writtenMarks.add(token: token, afterWaiting: waiting.count)
+        }
+        if !serviceQueued { scheduleService() }
+        return true
+    }
+
     /// Frames waiting messages while the socket queue has room.
     func frameWaiting() {
         while outbound.byteCount < options.queueLimit, let message = waiting.popFirst() {
@@ -103,6 +118,7 @@ extension ConnectionDriver {
             } else {
                 message.withPayload { frame(message.opcode, fin: message.fin, $0, count: $1, in: message.owner) }
             }
+            if writtenMarks.waitsForFraming { writtenMarks.framedOne(total: outbound.totalQueued) }
         }
         releaseQueuedClose()
         queueBarrierIfReady()

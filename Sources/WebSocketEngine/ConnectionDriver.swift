@@ -22,6 +22,8 @@ public final class ConnectionDriver: MessageSink {
     @exclusivity(unchecked) public internal(set) var core: WebSocketConnection
     @exclusivity(unchecked) var outbound = OutboundQueue()
     @exclusivity(unchecked) var waiting = MessageQueue()
+    /// Asked for with `reportWhenWritten`; empty unless an owner waits for its bytes.
+    var writtenMarks = WrittenMarks()
     @exclusivity(unchecked) private var receiveBuffer: ByteBuffer?
     @exclusivity(unchecked) private var parsed = 0
     /// permessage-deflate (RFC 7692), when agreed.
@@ -385,6 +387,10 @@ public final class ConnectionDriver: MessageSink {
             if reportsRoom && roomUnreported && ending == nil {
                 roomUnreported = false
                 if queuedBytes < options.queueLimit && canSendData { delegate?.connectionHasRoom(self) }
+            }
+            if reportsRoom, ending == nil, let end = writtenMarks.firstEnd, end <= outbound.totalWritten,
+               let token = writtenMarks.takeReached(written: outbound.totalWritten) {
+                delegate?.connection(self, wroteThrough: token)
             }
         }
         guard !outbound.isEmpty || stream.hasPendingOutput, !outputShutDown else { return }

@@ -27,6 +27,8 @@ struct MessageQueue {
     private var messages: [Message] = []
     private var head = 0
     private(set) var byteCount = 0
+    /// Entries waiting (a broadcast's consecutive batches are one).
+    var count: Int { messages.count - head }
 
     var isEmpty: Bool { head == messages.count }
 

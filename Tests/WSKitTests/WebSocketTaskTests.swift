@@ -108,7 +108,7 @@ final class WebSocketTaskTests: XCTestCase {
             // The last Ping is the close's (it follows the messages sent before it).
             XCTAssertEqual(record.pattern, String(repeating: "mmp", count: 333) + "mp", "round \(round)")
             XCTAssertEqual(record.close?.code, 1000)
-            // A send completes when the connection has it, a ping when its Pong came: each
+            // A send completes when its bytes were written, a ping when its Pong came: each
             // kind in call order.
             XCTAssertTrue(handlers.ordered.filter { $0 % 3 == 0 } == (0..<1000).filter { $0 % 3 == 0 }, "send handlers out of order")
             XCTAssertTrue(handlers.ordered.filter { $0 % 3 == 2 } == (0..<1000).filter { $0 % 3 == 2 }, "ping handlers out of order")
