@@ -579,13 +579,13 @@ final class Decision: Sendable {
 
 /// The engine's server and its listener, touched only on the engine thread.
 final class ServerSide: @unchecked Sendable {
-    private var server: WebSocketEngine.WebSocketServer?
+    private var server: WebSocketEngine.ServerDriver?
     private var mode: KitServerMode?
     private var stopping = false
 
     func start(loop: EventLoop, configuration: ServerConfiguration, socket: any ListeningSocket, tls: TLSServerContext?,
                mode: KitServerMode) {
-        let server = WebSocketEngine.WebSocketServer(loop: loop, configuration: configuration, mode: mode)
+        let server = WebSocketEngine.ServerDriver(loop: loop, configuration: configuration, mode: mode)
         self.server = server
         self.mode = mode
         let inbox = mode.inbox

@@ -17,7 +17,7 @@ import WebSocketEngine
 /// cannot be sent in text or --base64 mode) with 1011 "stdin error" (exit 1).
 final class BroadcastBridge {
     private let loop: EventLoop
-    private let server: WebSocketServer
+    private let server: ServerDriver
     private let mode: BroadcastMode
     private let source = StdinSource()
     private var framer: InputFramer
@@ -37,7 +37,7 @@ final class BroadcastBridge {
     private var stdoutWatch: EventLoop.Watch?
     private var stdoutBlocked = false
 
-    init(loop: EventLoop, server: WebSocketServer, mode: BroadcastMode, config: BridgeConfiguration, log: Diagnostics) {
+    init(loop: EventLoop, server: ServerDriver, mode: BroadcastMode, config: BridgeConfiguration, log: Diagnostics) {
         self.loop = loop
         self.server = server
         self.mode = mode

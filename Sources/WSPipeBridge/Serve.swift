@@ -32,7 +32,7 @@ public func runServer(_ config: BridgeConfiguration, _ serve: ServeConfiguration
     // --oneshot: one client, whose ending gives the exit status.
     if serve.oneshot { configuration.oneClientAtATime = true }
     mode.configure(&configuration)
-    let server = WebSocketServer(loop: loop, configuration: configuration, mode: mode.engineMode)
+    let server = ServerDriver(loop: loop, configuration: configuration, mode: mode.engineMode)
     let events = ServerEventLog(log: log, jsonLines: config.stdio.jsonLines, mode: mode)
     server.onEvent = { [unowned server] event in events.show(event, server: server) }
     return mode.run(server, on: listener)
@@ -94,7 +94,7 @@ struct ServerEventLog {
     let jsonLines: Bool
     let mode: ServedMode
 
-    func show(_ event: ServerEvent, server: WebSocketServer) {
+    func show(_ event: ServerEvent, server: ServerDriver) {
         let shown: ClientEvent
         var tlsNote = ""
         switch event {

@@ -15,9 +15,9 @@ protocol ServedMode: AnyObject {
     func configure(_ configuration: inout ServerConfiguration)
     /// A --jsonl connected/disconnected object, newline included.
     func writeEvent(_ json: [UInt8])
-    func clientLeft(_ ending: ConnectionEnding, server: WebSocketServer)
+    func clientLeft(_ ending: ConnectionEnding, server: ServerDriver)
     /// Listens, prints the `listening on` line, serves until the end and returns the status.
-    func run(_ server: WebSocketServer, on listener: Listener) -> ExitStatus
+    func run(_ server: ServerDriver, on listener: Listener) -> ExitStatus
 }
 
 /// The listening sockets made (or, -l fd:N and systemd, given) before the mode runs, their
@@ -29,7 +29,7 @@ struct Listener {
 
     /// Starts accepting on every socket and prints the one `listening on` line, each address
     /// named (scripts read the port from it).
-    func start(_ server: WebSocketServer, log: Diagnostics) {
+    func start(_ server: ServerDriver, log: Diagnostics) {
         for socket in sockets { server.listen(on: socket, tls: tls) }
         log.always("wspipe: listening on \(urls.joined(separator: ", "))")
     }
@@ -79,9 +79,9 @@ final class StdioServing: ServedMode {
     }
 
     func writeEvent(_ json: [UInt8]) { session.emitLine(Array(json.dropLast())) }
-    func clientLeft(_ ending: ConnectionEnding, server: WebSocketServer) {}  // the session's own ending
+    func clientLeft(_ ending: ConnectionEnding, server: ServerDriver) {}  // the session's own ending
 
-    func run(_ server: WebSocketServer, on listener: Listener) -> ExitStatus {
+    func run(_ server: ServerDriver, on listener: Listener) -> ExitStatus {
         listener.start(server, log: log)
         return session.serve(server, oneshot: oneshot)
     }
@@ -115,17 +115,17 @@ class UntilSignal: ServedMode {
     /// Whether the run must wait for something after the last client (exec: its children).
     var busy: Bool { false }
     /// Called once listening (broadcast: stdin starts).
-    func start(_ server: WebSocketServer) {}
+    func start(_ server: ServerDriver) {}
     /// Called after the loop; a failure to report instead of the status.
     func finish() -> Failure? { nil }
 
-    func clientLeft(_ ending: ConnectionEnding, server: WebSocketServer) {
+    func clientLeft(_ ending: ConnectionEnding, server: ServerDriver) {
         guard oneshot, oneshotStatus == nil else { return }
         oneshotStatus = Session.status(of: ending, stale: false)
         server.shutdown(ClosePayload(code: .goingAway), within: closeTimeout)
     }
 
-    func run(_ server: WebSocketServer, on listener: Listener) -> ExitStatus {
+    func run(_ server: ServerDriver, on listener: Listener) -> ExitStatus {
         server.onDrained = { [unowned self] in
             draining = true
             if !busy { loop.stop() }
@@ -160,12 +160,12 @@ final class BroadcastServing: UntilSignal {
 
     override func writeEvent(_ json: [UInt8]) { face?.writeLine(json) }  // in order with the clients' messages
 
-    override func run(_ server: WebSocketServer, on listener: Listener) -> ExitStatus {
+    override func run(_ server: ServerDriver, on listener: Listener) -> ExitStatus {
         face = BroadcastBridge(loop: loop, server: server, mode: broadcast, config: config, log: log)
         return super.run(server, on: listener)
     }
 
-    override func start(_ server: WebSocketServer) { face?.start() }
+    override func start(_ server: ServerDriver) { face?.start() }
 
     override func finish() -> Failure? {
         face?.finish()

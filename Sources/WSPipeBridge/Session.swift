@@ -834,7 +834,7 @@ extension Session {
     /// Exit 0 (also after a signal: a service asked to stop), 1 for a local failure; how
     /// clients left is told by -v and --jsonl. With `oneshot` the first client's end is the
     /// end, with the status the client would have for it.
-    func serve(_ server: WebSocketServer, oneshot: Bool) -> ExitStatus {
+    func serve(_ server: ServerDriver, oneshot: Bool) -> ExitStatus {
         servesOnce = oneshot
         startStandardStreams()
         Signals.exitAtOnce.store(false, ordering: .relaxed)

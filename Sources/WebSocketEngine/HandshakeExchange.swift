@@ -15,7 +15,7 @@ final class HandshakeExchange {
     private let stream: ByteStream
     /// Set on a TLS listener until the TLS handshake is done.
     private var tlsHandshake: TLSStream?
-    private weak var server: WebSocketServer?
+    private weak var server: ServerDriver?
     private var watch: EventLoop.Watch?
     private var timer: EventLoop.Timer?
     private var parser: HTTPRequestHeadParser
@@ -40,7 +40,7 @@ final class HandshakeExchange {
     /// Longest wait, in seconds, for a refused client to close after reading the refusal.
     static let lingerTime = 1.0
 
-    init(loop: EventLoop, connection: TCPStream, stream: ByteStream, server: WebSocketServer, maximumHeadSize: Int) {
+    init(loop: EventLoop, connection: TCPStream, stream: ByteStream, server: ServerDriver, maximumHeadSize: Int) {
         self.loop = loop
         self.connection = connection
         self.stream = stream

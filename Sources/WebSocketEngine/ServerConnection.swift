@@ -50,9 +50,9 @@ public final class ServerConnection: ConnectionDelegate {
     /// The mode's per-connection delegate; may be shared by every connection (it gets the
     /// driver with each event).
     public var handler: ConnectionDelegate?
-    private weak var server: WebSocketServer?
+    private weak var server: ServerDriver?
 
-    init(info: ClientInfo, server: WebSocketServer) {
+    init(info: ClientInfo, server: ServerDriver) {
         self.info = info
         self.server = server
     }

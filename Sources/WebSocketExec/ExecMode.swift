@@ -2,7 +2,7 @@ import Glibc
 import WebSocketCore
 import WebSocketEngine
 
-/// Serves a child process per connection (`WebSocketServer`'s mode for `--exec`/`--sh`):
+/// Serves a child process per connection (`ServerDriver`'s mode for `--exec`/`--sh`):
 /// the child gets the connection's CGI environment, an `ExecBridge` carries the messages.
 ///
 /// A full `ChildPool` refuses the handshake with 503 (`refusal(for:)`); a child that cannot

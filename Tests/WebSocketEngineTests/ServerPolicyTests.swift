@@ -98,7 +98,7 @@ final class ServerPolicyTests: XCTestCase {
         let client = fds[1]
         defer { close(client) }
         let mode = EchoMode()
-        let server = WebSocketServer(loop: loop, configuration: ServerConfiguration(), mode: mode)
+        let server = ServerDriver(loop: loop, configuration: ServerConfiguration(), mode: mode)
         // Client frames, masked with a zero key: "ab" (not fin), ping "p", "cd" (fin).
         let frames: [UInt8] = [0x01, 0x82, 0, 0, 0, 0, 0x61, 0x62, 0x89, 0x81, 0, 0, 0, 0, 0x70, 0x80, 0x82, 0, 0, 0, 0, 0x63, 0x64]
         _ = frames.withUnsafeBytes { write(client, $0.baseAddress, $0.count) }

@@ -3,7 +3,7 @@ import Glibc
 import WebSocketCore
 import WebSocketTransport
 
-/// Settings of a `WebSocketServer`.
+/// Settings of a `ServerDriver`.
 public struct ServerConfiguration: Sendable {
     /// Path, origins, subprotocols, bearer token, health path, 101 headers.
     public var policy = HandshakePolicy()
@@ -178,7 +178,7 @@ public extension ServerMode {
 /// in the server role per client. No stdio: the faces give it a `ServerMode`.
 ///
 /// Many connections share the loop; an idle client costs its driver and a `ServerConnection`.
-public final class WebSocketServer {
+public final class ServerDriver {
     public let loop: EventLoop
     public let configuration: ServerConfiguration
     public weak var mode: ServerMode?
