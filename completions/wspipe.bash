@@ -26,7 +26,7 @@ _wspipe() {
         -l --listen --path --allow-origin --health --response-header --max-clients --handshake-timeout
         --stale-timeout --retry-delay --retry-max-delay --max-retries --retry-reset
         --queue-size --queue-bytes --queue-policy --send-file
-        --exec --sh --close-grace --max-children --passenv --client-ca
+        --exec --sh --dir --close-grace --max-children --passenv --client-ca
         --metrics
         --deflate-client-window-bits --deflate-server-window-bits --decompress"
 
@@ -51,6 +51,10 @@ _wspipe() {
             return ;;
         --key-pass-env|--passenv)
             COMPREPLY=($(compgen -v -- "$cur"))
+            return ;;
+        --dir)
+            compopt -o filenames 2>/dev/null
+            COMPREPLY=($(compgen -d -- "$cur"))
             return ;;
         --exec)
             compopt -o filenames 2>/dev/null

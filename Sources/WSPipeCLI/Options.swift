@@ -30,7 +30,7 @@ extension Option {
         HelpSection(title: "Output:", options: [verbose, quiet, help, version]),
         HelpSection(title: "Server (-l; see SERVER in the man page):",
                     options: [listen, reuseport, echo, broadcast, path, allowOrigin, requireProtocol, requireBearer, health, metrics, metricsPublic,
-                              responseHeader, maxClients, handshakeTimeout, exec, sh, closeGrace, maxChildren, passenv, clientCA,
+                              responseHeader, maxClients, handshakeTimeout, exec, sh, dir, closeGrace, maxChildren, passenv, clientCA,
                               oneshot]),
     ]
 
@@ -530,6 +530,11 @@ extension Option {
     static let sh = Option("--sh", value: "COMMAND", help: "server mode: like --exec with /bin/sh -c COMMAND") { text, name throws(UsageError) in
         guard !text.isEmpty else { throw UsageError("\(name) needs a command") }
         return { $0.execShell = text }
+    }
+    static let dir = Option("--dir", value: "DIR", help: "server mode: ws://HOST/NAME/REST runs the program DIR/NAME for",
+                            "the client (REST in PATH_INFO); other paths, symlinks too, get 404") { text, name throws(UsageError) in
+        guard !text.isEmpty else { throw UsageError("\(name) needs a directory") }
+        return { $0.execDirectory = text }
     }
     static let closeGrace = seconds("--close-grace", help: "after a client closes or leaves, SECS its program may still write and",
                                     "exit in; then its group gets SIGTERM (SIGKILL 0.5 s later; default 1)") {

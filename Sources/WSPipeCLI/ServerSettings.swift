@@ -8,7 +8,7 @@ import WebSocketExec
 extension Option {
     /// Options that mean something only when serving.
     static let serverOnly: [Option] = [reuseport, echo, broadcast, path, allowOrigin, requireProtocol, requireBearer, health, metrics, metricsPublic,
-                                       responseHeader, maxClients, handshakeTimeout, exec, sh, closeGrace, maxChildren, passenv, clientCA,
+                                       responseHeader, maxClients, handshakeTimeout, exec, sh, dir, closeGrace, maxChildren, passenv, clientCA,
                                        oneshot]
     /// Options of a client connection, which a server has no use for.
     static let clientOnly: [Option] = [proxy, socks5, noproxy, unixSocket, connectTo, resolve, ipv4, ipv6, location, maxRedirs,
@@ -191,17 +191,23 @@ extension Settings {
 }
 
 extension Settings {
-    /// --exec or --sh with their settings (the exec mode's factory: one of them is given).
+    /// --exec, --sh or --dir with their settings (the exec mode's factory: one of them is given).
     /// Throws `UsageError`.
     func execServing() throws(UsageError) -> ExecServing {
-        let command: ChildCommand
-        switch (execProgram, execShell) {
-        case (let program?, nil): command = ChildCommand(program: program, arguments: execArguments)
-        case (nil, let shell?): command = .shell(shell)
-        case (nil, nil): throw UsageError("--exec or --sh needs a program")
-        default: throw UsageError("--exec and --sh cannot be combined: give one program")
+        var exec: ExecServing
+        if let execDirectory {
+            if execProgram != nil || execShell != nil {
+                throw UsageError("--dir and \(execProgram != nil ? "--exec" : "--sh") cannot be combined: give one program or a directory of them")
+            }
+            exec = ExecServing(directory: execDirectory)
+        } else {
+            switch (execProgram, execShell) {
+            case (let program?, nil): exec = ExecServing(command: ChildCommand(program: program, arguments: execArguments))
+            case (nil, let shell?): exec = ExecServing(command: .shell(shell))
+            case (nil, nil): throw UsageError("--exec or --sh needs a program")
+            default: throw UsageError("--exec and --sh cannot be combined: give one program")
+            }
         }
-        var exec = ExecServing(command: command)
         if let closeGrace { exec.closeGrace = closeGrace }
         if let maxChildren { exec.maxChildren = maxChildren }
         exec.passing = passing
