@@ -29,7 +29,7 @@ extension Option {
                     notes: [("URL user:password@", "sends Basic authentication")]),
         HelpSection(title: "Output:", options: [verbose, quiet, help, version]),
         HelpSection(title: "Server (-l; see SERVER in the man page):",
-                    options: [listen, reuseport, echo, broadcast, path, allowOrigin, requireProtocol, requireBearer, health, metrics, metricsPublic,
+                    options: [listen, reuseport, echo, broadcast, path, allowOrigin, sameOrigin, requireProtocol, requireBearer, health, metrics, metricsPublic,
                               responseHeader, maxClients, handshakeTimeout, exec, sh, dir, closeGrace, maxChildren, passenv, clientCA,
                               oneshot]),
     ]
@@ -475,6 +475,10 @@ extension Option {
                                     help: "accept only this Origin (repeatable; 403 otherwise)") { text, name throws(UsageError) in
         try checkHeaderValue(text, option: name)
         return { $0.policy.allowedOrigins.append(text) }
+    }
+    static let sameOrigin = Option("--sameorigin", help: "accept an Origin only when it names this server as the Host header does",
+                                   "(a client without Origin is accepted; 403 otherwise)") {
+        $0.policy.requiresSameOrigin = true
     }
     static let requireProtocol = Option("--require-protocol",
                                         help: "refuse (400) a client offering none of the --protocol names") {

@@ -7,7 +7,7 @@ import WebSocketExec
 
 extension Option {
     /// Options that mean something only when serving.
-    static let serverOnly: [Option] = [reuseport, echo, broadcast, path, allowOrigin, requireProtocol, requireBearer, health, metrics, metricsPublic,
+    static let serverOnly: [Option] = [reuseport, echo, broadcast, path, allowOrigin, sameOrigin, requireProtocol, requireBearer, health, metrics, metricsPublic,
                                        responseHeader, maxClients, handshakeTimeout, exec, sh, dir, closeGrace, maxChildren, passenv, clientCA,
                                        oneshot]
     /// Options of a client connection, which a server has no use for.
@@ -113,6 +113,7 @@ extension Settings {
             serve.server.perClient.maximumMessages = config.stdio.maxMessages
         }
         serve.server.policy = policy
+        serve.server.policy.servesTLS = serve.tls != nil
         serve.server.policy.subprotocols = config.subprotocols
         if let maxClients { serve.server.maximumClients = maxClients }
         if let handshakeTimeout { serve.server.handshakeTimeout = handshakeTimeout }

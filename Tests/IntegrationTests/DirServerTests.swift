@@ -39,34 +39,6 @@ final class DirServerTests: IntegrationTestCase {
         chmod(file, mode)
     }
 
-    /// The status line's code of a raw upgrade request for `target` (bytes as given).
-    private func status(_ port: Int, _ target: [UInt8]) throws -> Int? {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        defer { close(fd) }
-        var timeout = timeval(tv_sec: 10, tv_usec: 0)
-        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = in_port_t(UInt16(port).bigEndian)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        let connected = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-        }
-        guard connected == 0 else { throw HarnessError("connect failed: \(errno)") }
-        let request = Array("GET ".utf8) + target + Array((" HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-            + "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n").utf8)
-        _ = request.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
-        var answer: [UInt8] = []
-        var buffer = [UInt8](repeating: 0, count: 4096)
-        while !answer.contains(10) {
-            let count = recv(fd, &buffer, buffer.count, 0)
-            guard count > 0 else { break }
-            answer += buffer[..<count]
-        }
-        let line = String(decoding: answer.prefix { $0 != 13 }, as: UTF8.self)
-        return line.split(separator: " ").dropFirst().first.flatMap { Int($0) }
-    }
-
     /// What our client prints from the program at `url` (stdin closed, --no-close). Ours
     /// closes with 1000 when the program exits; websocketd 0.4.1 closes TCP without a Close
     /// (our client's exit 7), so only the output is compared.
@@ -106,13 +78,13 @@ final class DirServerTests: IntegrationTestCase {
             ("/count%zz", "invalid percent-encoding at byte 6 of the path"),
         ]
         for (target, why) in refused {
-            XCTAssertEqual(try status(port, Array(target.utf8)), 404, target)
+            XCTAssertEqual(try upgradeStatus(port, Array(target.utf8)), 404, target)
             let expected = "wspipe: * 404 for \(target): \(why)\n"
             XCTAssertTrue(server.stderr.wait(timeout: 10) { String(decoding: $0, as: UTF8.self).contains(expected) },
                           "no '\(expected)' in \(server.stderr.text)")
         }
         // A raw control byte never gets past the request line.
-        XCTAssertEqual(try status(port, Array("/count".utf8) + [0] + Array("x".utf8)), 400)
+        XCTAssertEqual(try upgradeStatus(port, Array("/count".utf8) + [0] + Array("x".utf8)), 400)
         server.signal(SIGTERM)
         let ended = finish(server)
         assertExit(ended, 0)
@@ -138,7 +110,7 @@ final class DirServerTests: IntegrationTestCase {
                       "websocketd did not start: \(websocketd.stdout.text)")
         // It says so just before it listens.
         let deadline = monotonicSeconds() + 10
-        while (try? status(theirPort, Array("/count".utf8))) != 101 && monotonicSeconds() < deadline { usleep(20_000) }
+        while (try? upgradeStatus(theirPort, Array("/count".utf8))) != 101 && monotonicSeconds() < deadline { usleep(20_000) }
         let paths = ["/count", "/count/a%20b/c/", "/sub/deep/prog/x?q=1&r=%41", "/sub/deep/prog", "/sub/deep/prog/"]
         for target in paths {
             let ours = try output("ws://127.0.0.1:\(port)\(target)")
@@ -182,7 +154,7 @@ final class DirServerTests: IntegrationTestCase {
         assertExit(second, 5)
         XCTAssertTrue(second.stderr.contains("503"), second.stderr)
         // A path that names no program is 404 even while the pool is full.
-        XCTAssertEqual(try status(port, Array("/missing".utf8)), 404)
+        XCTAssertEqual(try upgradeStatus(port, Array("/missing".utf8)), 404)
         first.kill()
         _ = finish(first)
         server.signal(SIGTERM)
