@@ -72,15 +72,21 @@ final class WSKitServerTests: XCTestCase {
         await server.close()
     }
 
-    func testRequiresSameOriginAdmitsTheServersOwnOriginAndNone() async throws {
-        var options = WebSocketServerOptions()
-        options.requiresSameOrigin = true
+    /// A server on a free port that accepts every client and reads it to its end.
+    private func acceptingAll(_ options: WebSocketServerOptions) async throws -> (WebSocketServer, Int, Task<Void, Never>) {
         let server = try await WebSocketServer.bind(to: "127.0.0.1:0", options: options)
         let port = try XCTUnwrap(server.port)
         let handling = serve(server) { pending in
             guard let ws = try? await pending.accept() else { return }
             for await _ in ws.messages.dropAll() {}
         }
+        return (server, port, handling)
+    }
+
+    func testRequiresSameOriginAdmitsTheServersOwnOriginAndNone() async throws {
+        var options = WebSocketServerOptions()
+        options.requiresSameOrigin = true
+        let (server, port, handling) = try await acceptingAll(options)
         try await withTimeout(30) {
             func status(origin: String?) async -> Int? {
                 var options = WebSocketOptions()
@@ -110,12 +116,7 @@ final class WSKitServerTests: XCTestCase {
     func testPathAndOriginChecksAndTheClientLimitRefuseBeforeTheHandler() async throws {
         var options = WebSocketServerOptions(maximumClients: 1, path: "/ws", allowedOrigins: ["https://app.example"])
         options.maximumRequestHeadSize = 1024
-        let server = try await WebSocketServer.bind(to: "127.0.0.1:0", options: options)
-        let port = try XCTUnwrap(server.port)
-        let handling = serve(server) { pending in
-            guard let ws = try? await pending.accept() else { return }
-            for await _ in ws.messages.dropAll() {}
-        }
+        let (server, port, handling) = try await acceptingAll(options)
         try await withTimeout(30) {
             func refusal(_ path: String, origin: String?, extra: [String: String] = [:]) async -> Int? {
                 var options = WebSocketOptions(headers: extra)
