@@ -4,13 +4,14 @@ import WebSocketEngine
 
 /// The stdio face of --broadcast: stdin messages (lines, or chunks with -b; --jsonl
 /// objects) go to every client through `BroadcastMode`; every client message is written to
-/// stdout (raw with the separator, or with --jsonl as an object naming its "client").
+/// stdout by the client's `StdoutWriter` (raw with the separator, --base64, or with --jsonl
+/// as an object naming its "client", --timestamps adding "ts").
 /// stdin EOF closes every client with 1000 and ends the server; a --jsonl line that is no
 /// message object is reported and skipped (one bad line must not end the service). stdin
 /// is read while the fastest client keeps up (`BroadcastMode.hasRoom`); a client far
 /// behind it gets 1013.
 ///
-/// stdout is written without blocking (`StdoutSink`): while more than 1 MiB waits for a
+/// stdout is written without blocking (`StdoutWriter`): while more than 1 MiB waits for a
 /// slow reader, no client is read (their messages wait in TCP), and the loop goes on
 /// serving pings, closes and stdin. A reader that goes away closes every client with 1001
 /// (exit 0); a failing stdout with 1011 "stdout error", a failing stdin (or a line that
@@ -24,18 +25,13 @@ final class BroadcastBridge {
     private var watch: EventLoop.Watch?
     private var buffer = ByteBuffer(capacity: 64 * 1024)
     private let log: Diagnostics
-    private let jsonLines: Bool
-    private let separator: UInt8?
     /// --close-code/--close-reason (the Close at stdin EOF), --no-close (none: the server
     /// goes on), --receive-only (stdin never read), --send-only (nothing on stdout).
     private let endOfInputClose: ClosePayload?
     private let readsStdin: Bool
-    private let discards: Bool
     /// Set when stdin failed (exit 1) or a line was not valid input.
     private(set) var failure: Failure?
-    private let stdout = StdoutSink()
-    private var stdoutWatch: EventLoop.Watch?
-    private var stdoutBlocked = false
+    private let stdout: StdoutWriter
 
     init(loop: EventLoop, server: ServerDriver, mode: BroadcastMode, config: BridgeConfiguration, log: Diagnostics) {
         self.loop = loop
@@ -44,11 +40,11 @@ final class BroadcastBridge {
         self.log = log
         framer = InputFramer(mode: config.stdio.inputMode)
         framer.skipsBadLine = { [log] error in log.error(error.description) }
-        jsonLines = config.stdio.jsonLines
-        separator = config.stdio.mode == .text ? config.stdio.separator : nil
+        // -n counts per client in the engine (`ClientLimits`), not here.
+        stdout = StdoutWriter(loop: loop, assembler: OutputAssembler(format: config.stdio.outputFormat, discard: config.stdio.sendOnly))
         endOfInputClose = config.stdio.closeOnEndOfInput ? ClosePayload(code: config.stdio.closeCode, reason: Array(config.stdio.closeReason.utf8)) : nil
         readsStdin = !config.stdio.receiveOnly
-        discards = config.stdio.sendOnly
+        stdout.onChange = { [unowned self] in refreshStdout() }
         mode.onMessage = { [unowned self] info, kind, payload in write(info, kind, payload) }
         mode.onRoom = { [weak self] in self?.resumeIfRoom() }
         mode.onSlowClient = { [unowned self] id, waiting in
@@ -148,53 +144,25 @@ final class BroadcastBridge {
     }
 
     private func write(_ info: ClientInfo, _ kind: MessageKind, _ payload: [UInt8]) {
-        var out: [UInt8] = []
-        if jsonLines {
-            out += Array("{\"type\":\"\(kind)\",\"\(kind == .text ? "data" : "base64")\":".utf8)
-            if kind == .text {
-                payload.withUnsafeBytes { JSONWriter.appendString($0, to: &out) }
-            } else {
-                out += Array("\"\(Base64.encode(payload))\"".utf8)
-            }
-            out += Array(",\"client\":\(info.id)}\n".utf8)
-        } else {
-            out = payload
-            if let separator { out.append(separator) }
-        }
-        writeLine(out)
+        stdout.assembler.message(kind, payload, client: info.id)
+        submit()
     }
 
-    /// Queues bytes for stdout (a message, or a connection event with --jsonl) and writes
-    /// what stdout takes now.
+    /// A connection event with --jsonl (newline included), in order with the messages.
     func writeLine(_ bytes: [UInt8]) {
-        guard !bytes.isEmpty, stdout.failure == nil, !discards else { return }
-        let buffer = ByteBuffer(capacity: bytes.count)
-        bytes.withUnsafeBytes { buffer.base.copyMemory(from: $0.baseAddress!, byteCount: bytes.count) }
-        buffer.count = bytes.count
-        var list = SegmentList()
-        list.append(buffer, buffer.base, bytes.count)
-        stdout.submit(list)
-        if !stdoutBlocked { stdoutBlocked = stdout.flush() }
+        stdout.assembler.event(Array(bytes.dropLast()))
+        submit()
+    }
+
+    private func submit() {
+        stdout.flush()
         refreshStdout()
     }
 
     private func refreshStdout() {
-        if let why = stdout.failure { return stdoutFailed(why) }
-        mode.readingPaused = stdout.pendingBytes >= Session.stdoutHighWater
-        if stdoutWatch == nil {
-            stdoutWatch = loop.watch(stdout.fd) { [weak self] _ in
-                guard let self else { return }
-                stdoutBlocked = stdout.flush()
-                refreshStdout()
-            }
-        }
-        if let stdoutWatch, !loop.setInterest(stdoutWatch, stdoutBlocked ? .writable : []), stdoutBlocked {
-            loop.later { [weak self] in  // a descriptor epoll cannot watch: try again soon
-                guard let self else { return }
-                stdoutBlocked = stdout.flush()
-                refreshStdout()
-            }
-        }
+        if let why = stdout.sink.failure { return stdoutFailed(why) }
+        mode.readingPaused = stdout.lagging
+        stdout.refreshWatch()
     }
 
     private var stdoutEnded = false
@@ -203,7 +171,7 @@ final class BroadcastBridge {
         guard !stdoutEnded else { return }
         stdoutEnded = true
         mode.readingPaused = false
-        if let stdoutWatch { loop.setInterest(stdoutWatch, []) }
+        stdout.refreshWatch()  // failed: nothing more to wait for
         switch why {
         case .readerGone:
             log.event("stdout reader went away: closing every client with 1001")

@@ -22,28 +22,21 @@ public final class Session: ConnectionDelegate {
     // Mutated for every message: Swift's run-time exclusivity checks (40% of the
     // instructions per small message, measured with callgrind) are off for these.
     @exclusivity(unchecked) private var framer: InputFramer
-    @exclusivity(unchecked) private var output: OutputAssembler
+    /// stdout: the format, --decompress and backpressure (the same writer as --broadcast's).
+    private let stdout: StdoutWriter
     private var stdin: StdinSource?
-    private let stdout = StdoutSink()
     private var stdinWatch: EventLoop.Watch?
-    private var stdoutWatch: EventLoop.Watch?
     private var stdinReady = false              // a stdin read may find data without waiting
     private var stdinOpen = true
     private var pumpQueued = false
     private var stdinBuffer = ByteBuffer(capacity: 0)
-    private var stdoutBlocked = false           // stdout took no more: wait for it to be writable
 
     private var ending: ConnectionEnding?
-    private var localEnd: LocalEnd?
+    /// Once set, --decompress inflates no more (stdout drops binary messages).
+    private var localEnd: LocalEnd? {
+        didSet { stdout.stopped = localEnd != nil }
+    }
     private var mismatchWarned = false
-    /// --decompress: the inflater of application-compressed binary payloads, whether the
-    /// current message goes through it, and how many messages have been received (to name one).
-    private var decompressor: Inflater?
-    private var decompressing = false
-    /// The current message does not go straight to the output (--decompress): one stored
-    /// flag read per piece, so a session without --decompress pays nothing more.
-    private var diverted = false
-    private let decompresses: Bool
     /// Text mode writes a binary message raw, with a warning the first time.
     private lazy var warnsOnBinary = config.stdio.outputFormat == .raw(separator: config.stdio.separator)
     // Counted and timed sessions.
@@ -89,8 +82,6 @@ public final class Session: ConnectionDelegate {
     /// such read is outstanding.
     private let stdinReadSize: Int
     private let outboundHighWater: Int
-    /// Stop reading the socket while this many bytes wait for stdout.
-    static let stdoutHighWater = 1 << 20
 
     public convenience init(config: BridgeConfiguration, log: Diagnostics) throws(Failure) {
         let loop: EventLoop
@@ -108,12 +99,16 @@ public final class Session: ConnectionDelegate {
         self.config = config
         self.log = log
         self.loop = loop
-        decompresses = config.stdio.decompress != nil
         stdinReadSize = config.stdio.mode == .binary ? max(128 * 1024, config.stdio.chunkSize) : 64 * 1024
         outboundHighWater = stdinReadSize + min(stdinReadSize, 128 * 1024)
         framer = InputFramer(mode: config.stdio.inputMode, messageLimit: config.stdio.oneMessage ? 1 : nil)
-        output = OutputAssembler(format: config.stdio.outputFormat, limit: config.stdio.maxMessages.map { UInt64($0) },
-                                 discard: config.stdio.sendOnly)
+        stdout = StdoutWriter(loop: loop,
+                              assembler: OutputAssembler(format: config.stdio.outputFormat, limit: config.stdio.maxMessages.map { UInt64($0) },
+                                                         discard: config.stdio.sendOnly),
+                              decompress: config.stdio.decompress, maximumMessageSize: config.maxMessageSize)
+        stdout.onChange = { [unowned self] in refreshStdout() }
+        stdout.watchesReader = { [unowned self] in localEnd == nil && driver?.state == .open }
+        stdout.onDecompressFailure = { [unowned self] error in decompressFailed(error) }
         let start = started
         sessionDeadline = config.stdio.sessionTimeout.map { start.adding(seconds: $0) }
     }
@@ -227,8 +222,7 @@ public final class Session: ConnectionDelegate {
     // MARK: - Connection events
 
     public func connection(_ connection: ConnectionDriver, didStartMessage kind: MessageKind) {
-        if decompresses { startDiverted(kind) }
-        output.start(kind)
+        stdout.start(kind)
         if kind == .binary && warnsOnBinary && !mismatchWarned {
             mismatchWarned = true
             log.warning("received a binary message in text mode; writing it raw, followed by a newline (see --binary)")
@@ -236,71 +230,20 @@ public final class Session: ConnectionDelegate {
     }
 
     public func connection(_ connection: ConnectionDriver, didReceive bytes: UnsafeMutableRawPointer, count: Int, in buffer: ByteBuffer) {
-        if diverted { return decompress(bytes, count: count) }
-        output.data(buffer, bytes, count)
+        stdout.data(buffer, bytes, count)
     }
 
     public func connectionDidEndMessage(_ connection: ConnectionDriver) {
-        if diverted && !endDiverted() { return }
-        output.end()
+        stdout.end()
     }
 
     // MARK: - --decompress
 
-    /// A message starts with --decompress: a binary one is inflated; after a failure every
-    /// message is dropped.
-    @inline(never)
-    private func startDiverted(_ kind: MessageKind) {
-        diverted = localEnd == .decompressError || kind == .binary
-        if kind == .binary && localEnd == nil, let format = config.stdio.decompress { startDecompressing(format) }
-    }
-
-    /// The diverted message ended: true when it is to be counted as output.
-    @inline(never)
-    private func endDiverted() -> Bool {
-        diverted = false
-        guard decompressing, let inflater = decompressor else { return false }
-        decompressing = false
-        do throws(ReceiveError) {
-            try inflater.finish(resetsContext: true) { buffer, start, n in self.output.data(buffer, start, n) }
-        } catch {
-            decompressFailed(error)
-            return false
-        }
-        return true
-    }
-
-    @inline(never)
-    private func startDecompressing(_ format: CompressionFormat) {
-        if decompressor == nil {
-            do throws(ZlibLoadError) {
-                try Zlib.load()
-            } catch {
-                return decompressFailed(.invalidCompressedData(error.reason))
-            }
-            decompressor = Inflater(format: format, limit: config.maxMessageSize)
-        }
-        decompressor?.begin(text: false)
-        decompressing = decompressor != nil
-    }
-
-    @inline(never)
-    private func decompress(_ bytes: UnsafeMutableRawPointer, count: Int) {
-        guard decompressing, let inflater = decompressor else { return }
-        do throws(ReceiveError) {
-            try inflater.feed(bytes, count: count) { buffer, start, n in self.output.data(buffer, start, n) }
-        } catch {
-            decompressFailed(error)
-        }
-    }
-
     /// A payload that does not inflate (or inflates past --max-message-size): the message is
     /// dropped, nothing more is written, and the session closes with 1003 and exits 1.
-    @inline(never)
     private func decompressFailed(_ error: ReceiveError) {
-        decompressing = false
-        guard localEnd == nil, let driver else { return }
-        let number = output.messages + 1
+        guard let driver else { return }
+        let number = stdout.assembler.messages + 1
         let format = config.stdio.decompress?.rawValue ?? "deflate"
         switch error {
         case .messageTooBig(_, let limit):
@@ -308,7 +251,6 @@ public final class Session: ConnectionDelegate {
         default:
             log.error("message \(number) does not inflate as \(format) (--decompress): \(error.description)")
         }
-        output.discardPending()
         localEnd = .decompressError
         stopStdin()
         driver.close(ClosePayload(code: .unsupportedData, reason: Array("cannot inflate".utf8)))
@@ -330,23 +272,23 @@ public final class Session: ConnectionDelegate {
 
     public func connection(_ connection: ConnectionDriver, didReceiveClose payload: ClosePayload) {
         log.event("received Close \(describe(payload))")
-        output.close(payload)
+        stdout.assembler.close(payload)
         pauseStdin()
     }
 
     public func connection(_ connection: ConnectionDriver, didFail error: ReceiveError) {
-        output.discardPending()
+        stdout.assembler.discardPending()
         say(.protocolFailure(error))  // said now; the exit status comes at the end
         pauseStdin()
     }
 
     public func connectionDidProcessInput(_ connection: ConnectionDriver) {
-        if output.messages != messagesSeen {
-            messagesSeen = output.messages
+        if stdout.assembler.messages != messagesSeen {
+            messagesSeen = stdout.assembler.messages
             lastActivity = .now()  // once per read, not per message
             lastReceived = lastActivity
         }
-        if output.limitReached && !limitClosing && !awaitsOneMessage {
+        if stdout.assembler.limitReached && !limitClosing && !awaitsOneMessage {
             // -n: enough messages; the ones that still arrive before the server's Close
             // are not written. The Close waits until they are on stdout (1011 if that fails).
             limitClosing = true
@@ -370,7 +312,7 @@ public final class Session: ConnectionDelegate {
     }
 
     public func connectionWillReleaseReceiveBuffer(_ connection: ConnectionDriver) {
-        output.detachSmallMessage()
+        stdout.assembler.detachSmallMessage()
     }
 
     public func connection(_ connection: ConnectionDriver, note: ConnectionNote) {
@@ -391,7 +333,7 @@ public final class Session: ConnectionDelegate {
         self.ending = ending
         switch ending {
         case .closed, .failed: break
-        case .lost, .timedOut: output.discardPending()  // a partial message is dropped
+        case .lost, .timedOut: stdout.assembler.discardPending()  // a partial message is dropped
         }
         if continuesAfter?(ending) != true { loop.stop() }
     }
@@ -535,7 +477,7 @@ public final class Session: ConnectionDelegate {
             case .limitReached:
                 log.event("sent stdin's first message (-1); no more stdin")
                 stopStdin()
-                if servesOnce != nil && output.limitReached { connectionDidProcessInput(driver) }
+                if servesOnce != nil && stdout.assembler.limitReached { connectionDidProcessInput(driver) }
             }
         }
     }
@@ -556,12 +498,7 @@ public final class Session: ConnectionDelegate {
     // MARK: - stdout
 
     private func submitOutput() {
-        let batch = output.takeBatch()
-        if !batch.isEmpty {
-            stdout.submit(batch)
-            // Written at once when stdout takes it; what it does not take waits for POLLOUT.
-            if !stdoutBlocked { stdoutBlocked = stdout.flush() }
-        }
+        stdout.flush()
         refreshStdout()
     }
 
@@ -570,47 +507,14 @@ public final class Session: ConnectionDelegate {
     private func refreshStdout() {
         handleWriterFailure()
         if let driver {
-            if stdout.pendingBytes + output.batch.byteCount >= Session.stdoutHighWater { driver.pauseReading() } else { driver.resumeReading() }
-            if localEnd == nil && stdout.failure == nil && stdout.pendingBytes > 0 { driver.holdClose() } else { driver.releaseClose() }
+            if stdout.lagging { driver.pauseReading() } else { driver.resumeReading() }
+            if localEnd == nil && stdout.sink.failure == nil && stdout.sink.pendingBytes > 0 { driver.holdClose() } else { driver.releaseClose() }
         }
-        if stdoutWatch == nil {
-            stdoutWatch = loop.watch(stdout.fd) { [unowned self] events in stdoutEvent(events) }
-        }
-        guard let watch = stdoutWatch else { return }
-        if stdoutBlocked {
-            loop.setInterest(watch, .writable)
-        } else if watchesStdoutReader {
-            // A pipe's write end reports an error once its last reader is gone: watching for
-            // that ends `wspipe ... | head -n1` when head exits, even if no further message
-            // ever comes to provoke EPIPE.
-            loop.setInterest(watch, .error)
-        } else {
-            loop.setInterest(watch, [])
-        }
-    }
-
-    private func stdoutEvent(_ events: IOEvents) {
-        if stdoutBlocked {
-            stdoutBlocked = stdout.flush()
-        } else if events.contains(.error) {
-            stdout.readerWentAway()
-        } else {
-            stdout.stopWatchingReader()
-        }
-        refreshStdout()
-    }
-
-    /// Whether to watch an idle stdout pipe for its reader going away: while the connection
-    /// is open (once a Close was sent or received, the session ends anyway, with the status
-    /// the close decides; a write that meets EPIPE still counts), and not with --send-only
-    /// (nothing is ever written there).
-    private var watchesStdoutReader: Bool {
-        stdout.readerLossIsVisible && stdout.failure == nil && !config.stdio.sendOnly && localEnd == nil
-            && driver?.state == .open
+        stdout.refreshWatch()
     }
 
     private func handleWriterFailure() {
-        guard localEnd == nil, let failure = stdout.failure, let driver else { return }
+        guard localEnd == nil, let failure = stdout.sink.failure, let driver else { return }
         switch failure {
         case .readerGone:
             log.event("stdout reader went away; closing")
@@ -738,7 +642,7 @@ public final class Session: ConnectionDelegate {
         outcome.openError = lastOpenError
         outcome.stale = staleDetected ? config.client.staleTimeout ?? 0 : nil
         outcome.queueBounds = config.client.reconnect.map { (messages: $0.queueSize, bytes: $0.queueBytes) }
-        if case .failed(let why) = stdout.failure { outcome.stdoutFailure = why }
+        if case .failed(let why) = stdout.sink.failure { outcome.stdoutFailure = why }
         outcome.shortfall = countShortfall
         outcome.deliveryConfirmed = deliveryConfirmed
         return outcome
@@ -754,9 +658,9 @@ public final class Session: ConnectionDelegate {
     /// --require-count: a clean end before the count came (-n N or -1; per client when
     /// serving, the one client with --oneshot; across connections with --reconnect).
     private var countShortfall: Outcome.Shortfall? {
-        guard config.stdio.requireCount, let limit = output.limit, output.messages < limit else { return nil }
+        guard config.stdio.requireCount, let limit = stdout.assembler.limit, stdout.assembler.messages < limit else { return nil }
         let required = config.stdio.maxMessages ?? 1
-        return Outcome.Shortfall(received: output.messages + UInt64(required) - limit, required: required)
+        return Outcome.Shortfall(received: stdout.assembler.messages + UInt64(required) - limit, required: required)
     }
 
     /// The extensions the server agreed to, configured (zlib loaded only now).
@@ -779,7 +683,7 @@ public final class Session: ConnectionDelegate {
             return "\(messages) (\(count.messages) compressed: \(ByteCount.text(count.wire)) on the wire "
                 + "for \(ByteCount.text(count.payload)), \(times)x)"
         }
-        return "permessage-deflate: received \(side(output.messages, driver.compressionIn)); "
+        return "permessage-deflate: received \(side(stdout.assembler.messages, driver.compressionIn)); "
             + "sent \(side(driver.messagesSent, driver.compressionOut))"
     }
 
@@ -797,7 +701,7 @@ public final class Session: ConnectionDelegate {
         let driver = self.driver ?? endedDriver
         let rtt = driver?.lastRoundTrip.map { String((($0 * 1e6).rounded()) / 1000) } ?? "null"
         line += Array(("{\"sent\":{\"messages\":\(framer.messages + sent.messages),\"bytes\":\(framer.bytes + sent.bytes)},"
-            + "\"received\":{\"messages\":\(output.messages),\"bytes\":\(output.bytes)},"
+            + "\"received\":{\"messages\":\(stdout.assembler.messages),\"bytes\":\(stdout.assembler.bytes)},"
             + "\"duration_s\":\(duration),"
             + "\"close_sent\":\(closeObject(driver?.closeSent)),"
             + "\"close_received\":\(closeObject(driver?.closeReceived)),"
@@ -858,7 +762,7 @@ extension Session {
     func clientArrives() {
         submitOutput()
         clientsServed += 1
-        if let limit = config.stdio.maxMessages { output.limit = output.messages + UInt64(limit) }
+        if let limit = config.stdio.maxMessages { stdout.assembler.limit = stdout.assembler.messages + UInt64(limit) }
         limitClosing = false
         timedOut = false
     }
@@ -893,7 +797,7 @@ extension Session {
 
     /// --jsonl: a client's connected/disconnected object, in order with its messages.
     func emitLine(_ line: [UInt8]) {
-        output.event(line)
+        stdout.assembler.event(line)
         submitOutput()
     }
 
@@ -1047,7 +951,7 @@ extension Session {
     /// Says an event: -v on stderr, --jsonl on stdout in order with the messages.
     private func emit(_ event: ConnectionEvent) {
         log.event(event.text)
-        if config.stdio.jsonLines { output.event(event.json) }
+        if config.stdio.jsonLines { stdout.assembler.event(event.json) }
     }
 
     /// --bearer-file again (tokens rotate); the last good token when it cannot be read.
