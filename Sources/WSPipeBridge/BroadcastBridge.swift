@@ -16,14 +16,13 @@ import WebSocketEngine
 /// serving pings, closes and stdin. A reader that goes away closes every client with 1001
 /// (exit 0); a failing stdout with 1011 "stdout error", a failing stdin (or a line that
 /// cannot be sent in text or --base64 mode) with 1011 "stdin error" (exit 1).
-final class BroadcastBridge {
+final class BroadcastBridge: StdinReaderOwner {
     private let loop: EventLoop
     private let server: ServerDriver
     private let mode: BroadcastMode
-    private let source = StdinSource()
     private var framer: InputFramer
-    private var watch: EventLoop.Watch?
-    private var buffer = ByteBuffer(capacity: 64 * 1024)
+    /// stdin: the same reader as the client's, 16 reads a turn (a file never waits).
+    private var stdin: StdinReader?
     private let log: Diagnostics
     /// --close-code/--close-reason (the Close at stdin EOF), --no-close (none: the server
     /// goes on), --receive-only (stdin never read), --send-only (nothing on stdout).
@@ -46,77 +45,65 @@ final class BroadcastBridge {
         readsStdin = !config.stdio.receiveOnly
         stdout.onChange = { [unowned self] in refreshStdout() }
         mode.onMessage = { [unowned self] info, kind, payload in write(info, kind, payload) }
-        mode.onRoom = { [weak self] in self?.resumeIfRoom() }
+        mode.onRoom = { [weak self] in self?.stdin?.refresh() }
         mode.onSlowClient = { [unowned self] id, waiting in
             self.log.event("client \(id) is more than \(ByteCount.text(UInt64(self.mode.queueLimit))) behind "
                       + "(\(ByteCount.text(UInt64(waiting))) waiting): closing it with 1013")
         }
     }
 
-    private var paused = false
-
-    private func resumeIfRoom() {
-        guard paused, mode.hasRoom, let watch else { return }
-        paused = false
-        if !loop.setInterest(watch, .readable) { loop.later { [weak self] in self?.pump() } }
-    }
-
+    /// Listening: stdin starts (--receive-only: never read).
     func start() {
         guard readsStdin else { return }
-        let watch = loop.watch(source.fd) { [weak self] _ in self?.pump() }
-        self.watch = watch
-        if !loop.setInterest(watch, .readable) { loop.later { [weak self] in self?.pump() } }
+        let reader = StdinReader(owner: self, loop: loop, readSize: 64 * 1024, turn: 16)
+        stdin = reader
+        reader.refresh()
     }
 
-    private func pump() {
-        for _ in 0..<16 {
-            if !mode.hasRoom {
-                paused = true
-                if let watch { loop.setInterest(watch, []) }
-                return
+    var wantsStdin: Bool { mode.hasRoom }
+    func stdinTurnEnded() {}
+
+    /// One read of stdin: its messages to every client. False: stdin is done or failed.
+    func stdinRead(_ read: StdinReader.Read) -> Bool {
+        switch read {
+        case .data(let chunk):
+            do throws(InputError) {
+                perform(try handToFanOut(chunk))
+                return stdin?.open ?? false  // not after a close object: stdin is done
+            } catch {
+                end(.localInput(error))
+                return false
             }
-            ByteBuffer.reuse(&buffer, orMake: 64 * 1024)
-            let chunk = buffer
-            switch source.read(into: chunk.base, count: chunk.capacity) {
-            case .data(let n):
-                chunk.count = n
-                do throws(InputError) {
-                    let actions = try framer.consume(chunk, into: mode)
-                    mode.flush()  // this chunk's messages go out now, and count for `hasRoom`
-                    perform(actions)
-                    if watch == nil { return }  // a close object: stdin is done
-                } catch {
-                    return end(.localInput(error))
-                }
-                // Read again only where that cannot block (a pipe without RWF_NOWAIT, a
-                // terminal: plain reads, after poll said readable); a short read of a pipe
-                // emptied it.
-                if !source.readsUntilWouldBlock || (n < chunk.capacity && source.kind == .pipe) { return }
-            case .wouldBlock:
-                return
-            case .end:
-                do throws(InputError) {
-                    let actions = try framer.finish(into: mode)
-                    mode.flush()  // the last message, before the Close (or, with --no-close, at once)
-                    perform(actions)
-                    if watch == nil { return }  // a close object: that was the Close
-                } catch {
-                    return end(.localInput(error))
-                }
-                guard let close = endOfInputClose else {
-                    log.event("end of stdin after \(framer.messages) message\(framer.messages == 1 ? "" : "s") (--no-close: the clients stay)")
-                    if let watch { loop.remove(watch) }
-                    watch = nil
-                    return
-                }
-                log.event("end of stdin after \(framer.messages) message\(framer.messages == 1 ? "" : "s"): closing every client with \(close.code?.rawValue ?? 1000)")
-                return end(nil, close: close)
-            case .failed(let why):
-                return end(.localOutput(why: why))
+        case .end:
+            do throws(InputError) {
+                perform(try handToFanOut(nil))  // the last message, before the Close (or, with --no-close, at once)
+                guard stdin?.open ?? false else { return false }  // a close object: that was the Close
+            } catch {
+                end(.localInput(error))
+                return false
             }
+            guard let close = endOfInputClose else {
+                log.event("end of stdin after \(framer.messages) message\(framer.messages == 1 ? "" : "s") (--no-close: the clients stay)")
+                stdin?.stop()
+                return false
+            }
+            log.event("end of stdin after \(framer.messages) message\(framer.messages == 1 ? "" : "s"): closing every client with \(close.code?.rawValue ?? 1000)")
+            end(nil, close: close)
+            return false
+        case .failed(let why):
+            end(.localOutput(why: why))
+            return false
         }
-        if let watch, !watch.isAlwaysReady { return }
-        loop.later { [weak self] in self?.pump() }  // a file or device: never waits, but take turns
+    }
+
+    /// Where stdin's messages leave the endpoint: a read's messages (nil: what stdin's end
+    /// completes) go to every client through the fan-out, at once, so that they count for
+    /// `BroadcastMode.hasRoom` before the next read.
+    private func handToFanOut(_ chunk: ByteBuffer?) throws(InputError) -> [InputAction] {
+        let actions: [InputAction]
+        if let chunk { actions = try framer.consume(chunk, into: mode) } else { actions = try framer.finish(into: mode) }
+        mode.flush()
+        return actions
     }
 
     private func perform(_ actions: [InputAction]) {
@@ -126,8 +113,7 @@ final class BroadcastBridge {
             case .close(let payload):
                 // The rest of stdin is ignored: its end must not speak of another Close.
                 log.event("close object on stdin: closing every client \(payload.code.map { "with \($0.rawValue)" } ?? "without a code")")
-                if let watch { loop.remove(watch) }
-                watch = nil
+                stdin?.stop()
                 server.shutdown(payload, within: server.configuration.connection.closeTimeout)
                 return
             case .limitReached: break
@@ -138,8 +124,7 @@ final class BroadcastBridge {
     private func end(_ failure: Failure?,
                      close: ClosePayload = ClosePayload(code: .internalError, reason: Array("stdin error".utf8))) {
         self.failure = failure
-        if let watch { loop.remove(watch) }
-        watch = nil
+        stdin?.stop()
         server.shutdown(close, within: server.configuration.connection.closeTimeout)
     }
 
@@ -181,8 +166,7 @@ final class BroadcastBridge {
             server.shutdown(ClosePayload(code: .internalError, reason: Array("stdout error".utf8)),
                             within: server.configuration.connection.closeTimeout)
         }
-        if let watch { loop.remove(watch) }
-        watch = nil
+        stdin?.stop()
     }
 
     /// The server's end: what stdout still has to take, waiting for it.

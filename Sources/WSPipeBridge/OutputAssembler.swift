@@ -64,6 +64,7 @@ struct OutputAssembler {
     /// True once `limit` messages have been received.
     var limitReached: Bool { limit.map { messages >= $0 } ?? false }
 
+    @inline(__always)
     mutating func start(_ kind: MessageKind) {
         currentKind = kind
         clearPending()

@@ -25,10 +25,12 @@ final class StdoutWriter {
     /// rule: while its connection is open); `watchesReaderNow` adds stdout's half.
     var watchesReader: () -> Bool = { false }
 
-    /// --decompress: nil without it. One stored flag (`diverted`) is read per piece, so a run
-    /// without --decompress pays nothing more.
-    private var decompression: Decompression?
-    private var diverted = false
+    /// --decompress: nil without it. A constant and one flag are read per message, so a run
+    /// without --decompress pays nothing more (both without run-time exclusivity checks,
+    /// which would cost more than the rest of a small message's path).
+    private let decompression: Decompression?
+    private let decompresses: Bool
+    @exclusivity(unchecked) private var diverted = false
     /// Set by the owner once it has ended locally: a binary message is then dropped, not inflated.
     var stopped = false
     /// A payload did not inflate: the owner reports it and closes (nothing more is written).
@@ -38,13 +40,14 @@ final class StdoutWriter {
         self.loop = loop
         self.assembler = assembler
         decompression = decompress.map { Decompression(format: $0, limit: maximumMessageSize) }
+        decompresses = decompress != nil
     }
 
     // MARK: - Messages in pieces (the client and the stdio server)
 
     @inline(__always)
     func start(_ kind: MessageKind) {
-        if decompression != nil { startDiverted(kind) }
+        if decompresses { startDiverted(kind) }
         assembler.start(kind)
     }
 

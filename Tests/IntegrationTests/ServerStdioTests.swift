@@ -309,6 +309,27 @@ final class ServerStdioTests: IntegrationTestCase {
         assertStdout(ended, "AP8=\n")
     }
 
+    /// A socket on stdin of --broadcast and of the stdio server: each line reaches the client
+    /// as it is written (the same reader and short-read rule as the client's), its end
+    /// closes with 1000 and the server exits 0.
+    func testBroadcastAndTheStdioServerReadASocketOnStdin() throws {
+        for mode in [["--broadcast"], ["--oneshot"]] {
+            let server = try spawnWspipe(["-l", "0", "-v"] + mode, stdin: .socket)
+            guard let port = listeningPort(server) else { return XCTFail("no listening line: \(server.stderr.text)") }
+            let client = try spawnWspipe(["--no-deflate", "--receive-only", "ws://127.0.0.1:\(port)/"], stdin: .null)
+            waitForClient(server, 1)
+            server.writeStdin("a\n")
+            XCTAssertTrue(client.stdout.wait(timeout: 15) { String(decoding: $0, as: UTF8.self) == "a\n" }, "\(mode): \(client.stdout.text)")
+            server.writeStdin("b\n")
+            XCTAssertTrue(client.stdout.wait(timeout: 15) { String(decoding: $0, as: UTF8.self) == "a\nb\n" }, "\(mode): \(client.stdout.text)")
+            server.closeStdin()
+            assertExit(finish(server, timeout: 20), 0)
+            let heard = finish(client, timeout: 20)
+            assertExit(heard, 0)
+            assertStdout(heard, "a\nb\n")
+        }
+    }
+
     /// --broadcast --jsonl: a stdin line that is no message object is said with its number
     /// and skipped; the clients stay and get the lines after it (it ended the server, exit
     /// 1, and every client got 1011 without a reason).
