@@ -55,7 +55,8 @@ final class BroadcastBridge: StdinReaderOwner {
     /// Listening: stdin starts (--receive-only: never read).
     func start() {
         guard readsStdin else { return }
-        let reader = StdinReader(owner: self, loop: loop, readSize: 64 * 1024, turn: 16)
+        let reader = StdinReader(loop: loop, readSize: 64 * 1024, turn: 16)
+        reader.owner = self
         stdin = reader
         reader.refresh()
     }
@@ -64,7 +65,7 @@ final class BroadcastBridge: StdinReaderOwner {
     func stdinTurnEnded() {}
 
     /// One read of stdin: its messages to every client. False: stdin is done or failed.
-    func stdinRead(_ read: StdinReader.Read) -> Bool {
+    func stdinRead(_ read: StdinRead) -> Bool {
         switch read {
         case .data(let chunk):
             do throws(InputError) {

@@ -56,7 +56,7 @@ extension Session {
     func clientBegins(_ driver: ConnectionDriver) {
         begin(driver)
         guard !config.stdio.receiveOnly, endOfInputAt == nil, localEnd == nil else { return }
-        stdin?.open = true
+        stdin.open = true
         guard framer.isDone else { return }
         do throws(InputError) {
             try perform(framer.resume(limit: config.stdio.oneMessage ? 1 : nil, into: driver))

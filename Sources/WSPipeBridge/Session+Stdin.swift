@@ -19,7 +19,7 @@ extension Session {
         if driver == nil, let queue = reconnection.offlineQueue { queueChanged(queue) }
     }
 
-    func stdinRead(_ read: StdinReader.Read) -> Bool {
+    func stdinRead(_ read: StdinRead) -> Bool {
         do throws(InputError) {
             let before = framer.messages
             defer {
@@ -39,7 +39,7 @@ extension Session {
                 } else if let queue = reconnection.offlineQueue {
                     try perform(framer.finish(into: queue))
                 }
-                stdin?.open = false
+                stdin.open = false
                 endOfInputAt = .now()
                 log.event("end of stdin after \(framer.messages) messages")
                 endOfInput()
@@ -110,10 +110,10 @@ extension Session {
     }
 
     /// No more stdin for this session (its end, an error, a close of ours).
-    func stopStdin() { stdin?.stop() }
+    func stopStdin() { stdin.stop() }
 
     /// No more stdin for this connection (the server closed it or broke the protocol):
     /// stdin stays open for the next one, if a retry or the next client follows (with
     /// `stopStdin` here, --reconnect after a server's 1001 never read stdin again).
-    func pauseStdin() { stdin?.pause() }
+    func pauseStdin() { stdin.pause() }
 }

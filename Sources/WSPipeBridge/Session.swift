@@ -7,12 +7,15 @@ import WebSocketTransport
 /// bridges stdin and stdout to a `ConnectionDriver` on an `EventLoop` until the connection
 /// ends, and reports how it ended as an `ExitStatus`.
 ///
-/// The socket, the protocol and the closing handshake belong to the driver; this type owns
-/// what is about stdio: reading stdin into messages (`InputFramer`), writing messages to
-/// stdout (`OutputAssembler`, `StdoutSink`), signals, the session's timers (--timeout,
-/// --linger, --idle-timeout), -n, --stats and the exit status. stdin and stdout are read
-/// and written without ever blocking and without setting O_NONBLOCK on them (see
-/// `StreamKind`), so a slow reader or an idle terminal never stalls pongs, pings or timers.
+/// The socket, the protocol and the closing handshake belong to the driver; stdin and
+/// stdout to the stdio endpoint, shared with --broadcast (`StdinReader` and `InputFramer`,
+/// `StdoutWriter`), which reads and writes them without ever blocking and without setting
+/// O_NONBLOCK (`StreamKind`), so a slow reader or an idle terminal never stalls pongs,
+/// pings or timers. This type runs them over one connection at a time: what stdin's reads
+/// and end mean for it (Session+Stdin.swift), signals and the session's timers (--timeout,
+/// --linger, --idle-timeout, Session+Timers.swift), -n, the outcome and --stats
+/// (Session+Statistics.swift); the reconnecting client (Session+Reconnecting.swift) and the
+/// stdio server (Session+Serving.swift) are its other runners.
 public final class Session: ConnectionDelegate, StdinReaderOwner {
     let config: BridgeConfiguration
     let log: Diagnostics
@@ -24,8 +27,8 @@ public final class Session: ConnectionDelegate, StdinReaderOwner {
     @exclusivity(unchecked) var framer: InputFramer
     /// stdout: the format, --decompress and backpressure (the same writer as --broadcast's).
     let stdout: StdoutWriter
-    /// stdin: nil with --receive-only (the same reader as --broadcast's).
-    var stdin: StdinReader?
+    /// stdin (the same reader as --broadcast's); never read with --receive-only.
+    let stdin: StdinReader
 
     var ending: ConnectionEnding?
     /// Once set, --decompress inflates no more (stdout drops binary messages).
@@ -86,10 +89,13 @@ public final class Session: ConnectionDelegate, StdinReaderOwner {
         stdinReadSize = config.stdio.mode == .binary ? max(128 * 1024, config.stdio.chunkSize) : 64 * 1024
         outboundHighWater = stdinReadSize + min(stdinReadSize, 128 * 1024)
         framer = InputFramer(mode: config.stdio.inputMode, messageLimit: config.stdio.oneMessage ? 1 : nil)
+        stdin = StdinReader(loop: loop, readSize: stdinReadSize)
+        stdin.open = !config.stdio.receiveOnly
         stdout = StdoutWriter(loop: loop,
                               assembler: OutputAssembler(format: config.stdio.outputFormat, limit: config.stdio.maxMessages.map { UInt64($0) },
                                                          discard: config.stdio.sendOnly),
                               decompress: config.stdio.decompress, maximumMessageSize: config.maxMessageSize)
+        stdin.owner = self
         stdout.onChange = { [unowned self] in refreshStdout() }
         stdout.watchesReader = { [unowned self] in localEnd == nil && driver?.state == .open }
         stdout.onDecompressFailure = { [unowned self] error in decompressFailed(error) }
@@ -104,13 +110,10 @@ public final class Session: ConnectionDelegate, StdinReaderOwner {
         return status
     }
 
-    /// Signals wake the loop; stdin is opened unless --receive-only.
+    /// Signals wake the loop.
     func startStandardStreams() {
         Signals.install(wakeFD: loop.wakeFD)
         loop.onWake = { [unowned self] in handleSignal() }
-        guard !config.stdio.receiveOnly else { return }
-        let reader = StdinReader(owner: self, loop: loop, readSize: stdinReadSize)
-        stdin = reader
     }
 
     func runSession() -> ExitStatus {
@@ -287,12 +290,12 @@ public final class Session: ConnectionDelegate, StdinReaderOwner {
         serving.servesOnce != nil && config.stdio.oneMessage && stdinOpen && !framer.isDone
     }
 
-    var stdinOpen: Bool { stdin?.open ?? false }
+    var stdinOpen: Bool { stdin.open }
 
-    func refreshStdin() { stdin?.refresh() }
+    func refreshStdin() { stdin.refresh() }
 
     public func connectionHasRoom(_ connection: ConnectionDriver) {
-        if let stdin, stdin.open && !stdin.pumpQueued { stdin.refresh() }
+        if stdin.open && !stdin.pumpQueued { stdin.refresh() }
     }
 
     public func connectionWillReleaseReceiveBuffer(_ connection: ConnectionDriver) {

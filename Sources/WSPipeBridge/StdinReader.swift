@@ -1,5 +1,12 @@
 import WebSocketEngine
 
+/// One read of stdin, as the reader hands it to its owner.
+enum StdinRead {
+    case data(ByteBuffer)
+    case end
+    case failed(String)
+}
+
 /// What a `StdinReader` asks of its owner (the client's `Session`, `BroadcastBridge`).
 protocol StdinReaderOwner: AnyObject {
     /// Whether the owner takes input now (room in its connection or queue).
@@ -7,7 +14,7 @@ protocol StdinReaderOwner: AnyObject {
     /// One read; false: read no more this turn (the owner stopped, or must act first).
     /// At the end or a failure the reader's `open` is still true during the call (the
     /// owner's rules may look at it) and false after.
-    func stdinRead(_ read: StdinReader.Read) -> Bool
+    func stdinRead(_ read: StdinRead) -> Bool
     /// After each turn of reads (the offline queue tells its drops once per turn).
     func stdinTurnEnded()
 }
@@ -18,12 +25,6 @@ protocol StdinReaderOwner: AnyObject {
 /// to the owner (`stdinRead`), which frames it (`InputFramer`) and sends what it made. It
 /// never blocks and never sets O_NONBLOCK (`StdinSource`).
 final class StdinReader {
-    enum Read {
-        case data(ByteBuffer)
-        case end
-        case failed(String)
-    }
-
     let source: StdinSource
     private let loop: EventLoop
     private let readSize: Int
@@ -41,11 +42,11 @@ final class StdinReader {
 
     /// Asked on every read and whenever the socket takes data: unowned(unsafe) (the owner
     /// owns the reader and outlives it) spares the reference counting a stored closure or
-    /// an unowned reference costs per call (callgrind: 0.7 % of the upload workload).
-    unowned(unsafe) let owner: StdinReaderOwner
+    /// an unowned reference costs per call (callgrind: 0.7 % of the upload workload). Set
+    /// once by the owner that made the reader (it cannot pass itself before its init ends).
+    unowned(unsafe) var owner: StdinReaderOwner?
 
-    init(owner: StdinReaderOwner, loop: EventLoop, readSize: Int, turn: Int? = nil, source: StdinSource = StdinSource()) {
-        self.owner = owner
+    init(loop: EventLoop, readSize: Int, turn: Int? = nil, source: StdinSource = StdinSource()) {
         self.loop = loop
         self.readSize = readSize
         self.turn = turn
@@ -53,10 +54,12 @@ final class StdinReader {
         ready = !source.needsPoll
     }
 
-    private var wants: Bool { open && owner.wantsStdin }
+    private var wants: Bool { open && owner?.wantsStdin == true }
 
     /// Watches stdin while it is wanted and not known to be ready; reads it soon when it is.
     func refresh() {
+        // Never read (--receive-only), or over: no watch on a descriptor that may be reused.
+        guard open || watch != nil else { return }
         if watch == nil {
             watch = loop.watch(source.fd) { [unowned self] _ in
                 ready = true
@@ -64,14 +67,15 @@ final class StdinReader {
             }
         }
         guard let watch else { return }
-        if wants && !ready {
+        let wanted = wants  // asked once: the owner's answer costs a call through its protocol
+        if wanted && !ready {
             if !loop.setInterest(watch, .readable) {
                 ready = true  // epoll cannot watch it (a device like /dev/null): never blocks
                 pumpSoon()
             }
         } else {
             loop.setInterest(watch, [])
-            if wants && ready { pumpSoon() }
+            if wanted && ready { pumpSoon() }
         }
     }
 
@@ -92,14 +96,14 @@ final class StdinReader {
         loop.later { [unowned self] in
             pumpQueued = false
             pump()
-            owner.stdinTurnEnded()
+            owner?.stdinTurnEnded()
             refresh()
         }
     }
 
     private func pump() {
         var reads = 0
-        while wants && ready {
+        while ready && wants {
             if let turn, reads == turn { return pumpSoon() }
             reads += 1
             // The last read's buffer is reused unless frames still reference it.
@@ -109,16 +113,16 @@ final class StdinReader {
             case .data(let n):
                 chunk.count = n
                 if source.waitsAfter(reading: n, of: chunk.capacity) { ready = false }
-                if !owner.stdinRead(.data(chunk)) { return }
+                if owner?.stdinRead(.data(chunk)) != true { return }
             case .wouldBlock:
                 ready = false
                 return
             case .end:
-                _ = owner.stdinRead(.end)
+                _ = owner?.stdinRead(.end)
                 open = false
                 return
             case .failed(let why):
-                _ = owner.stdinRead(.failed(why))
+                _ = owner?.stdinRead(.failed(why))
                 open = false
                 return
             }
