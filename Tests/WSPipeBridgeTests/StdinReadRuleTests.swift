@@ -4,6 +4,8 @@
 // The client and --broadcast disagreed before for a socket (the broadcast read it again).
 import Glibc
 import XCTest
+import WebSocketEngine
+import WebSocketTransport
 @testable import WSPipeBridge
 
 final class StdinReadRuleTests: XCTestCase {
@@ -80,5 +82,55 @@ final class StdinReadRuleTests: XCTestCase {
             XCTAssertTrue(short, "a plain read of a terminal blocks when it holds nothing")
             XCTAssertTrue(full)
         }
+    }
+}
+
+/// The reader on a real loop: a regular file is read to its end in one turn (treated as
+/// emptied by its short read, it would take a second turn, via the always-ready watch).
+final class StdinReaderTests: XCTestCase {
+    private final class Owner: StdinReaderOwner {
+        var reads: [String] = []
+        var stopsAt: Int
+        let loop: EventLoop
+        init(loop: EventLoop, stopsAt: Int) {
+            self.loop = loop
+            self.stopsAt = stopsAt
+        }
+        var wantsStdin: Bool { true }
+        func stdinRead(_ read: StdinRead) -> Bool {
+            switch read {
+            case .data(let chunk): reads.append("data \(chunk.count)")
+            case .end: reads.append("end")
+            case .failed(let why): reads.append("failed \(why)")
+            }
+            if reads.count == stopsAt { loop.stop() }
+            return true
+        }
+        func stdinTurnEnded() { reads.append("turn") }
+    }
+
+    /// Runs the loop until the owner has seen `reads` reads, at most 5 s.
+    private func run(fd: Int32, readSize: Int, reads: Int) throws -> (StdinReader, Owner) {
+        let loop = try EventLoop()
+        let owner = Owner(loop: loop, stopsAt: reads)
+        let reader = StdinReader(loop: loop, readSize: readSize, source: StdinSource(fd: fd))
+        reader.owner = owner
+        let bound = loop.timer { loop.stop() }
+        loop.arm(bound, at: Instant.now().adding(seconds: 5))
+        reader.refresh()
+        loop.run()
+        return (reader, owner)
+    }
+
+    func testARegularFileIsReadToItsEndInOneTurn() throws {
+        let path = NSTemporaryDirectory() + "stdin-reader-\(getpid())"
+        XCTAssertTrue(FileManager.default.createFile(atPath: path, contents: Data(repeating: 0x61, count: 100)))
+        defer { unlink(path) }
+        let fd = open(path, O_RDONLY)
+        XCTAssertGreaterThanOrEqual(fd, 0)
+        defer { close(fd) }
+        let (reader, owner) = try run(fd: fd, readSize: 64, reads: 3)
+        XCTAssertEqual(owner.reads, ["data 64", "data 36", "end", "turn"], "a file's short read is followed at once by its end")
+        XCTAssertFalse(reader.open)
     }
 }
