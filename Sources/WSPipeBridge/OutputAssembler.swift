@@ -64,6 +64,7 @@ struct OutputAssembler {
     /// True once `limit` messages have been received.
     var limitReached: Bool { limit.map { messages >= $0 } ?? false }
 
+    @inline(__always)
     mutating func start(_ kind: MessageKind) {
         currentKind = kind
         clearPending()
@@ -108,24 +109,46 @@ struct OutputAssembler {
                 appendRaw()
             }
         case .jsonLines(let timestamps):
-            var line: [UInt8] = []
-            line.reserveCapacity(size + size / 3 + 48)
-            line += Array("{\"type\":".utf8)
-            let payload = contiguousPending()
-            if kind == .text {
-                line += Array("\"text\",\"data\":".utf8)
-                payload.withUnsafeBytes { JSONWriter.appendString($0, to: &line) }
-            } else {
-                line += Array("\"binary\",\"base64\":\"".utf8)
-                line += Array(Base64.encode(payload).utf8)
-                line.append(UInt8(ascii: "\""))
-            }
-            if timestamps { appendTimestamp(to: &line) }
-            line.append(UInt8(ascii: "}"))
-            appendCopy(line, separator: true)
+            appendCopy(Self.jsonLine(kind, contiguousPending(), client: nil, timestamps: timestamps, reserve: size), separator: true)
         }
         clearPending()
         messages += 1
+    }
+
+    /// A whole message from a client of --broadcast, in the same format as the pieces above;
+    /// with --jsonl its object names the client (`"client"`, before `"ts"`).
+    mutating func message(_ kind: MessageKind, _ payload: [UInt8], client: Int) {
+        bytes += UInt64(payload.count)
+        messages += 1
+        guard !discard && !limitReached else { return }
+        switch format {
+        case .raw:
+            appendCopy(payload, separator: true)
+        case .base64:
+            appendCopy(kind == .binary ? Array(Base64.encode(payload).utf8) : payload, separator: true)
+        case .jsonLines(let timestamps):
+            appendCopy(Self.jsonLine(kind, payload, client: client, timestamps: timestamps, reserve: payload.count), separator: true)
+        }
+    }
+
+    /// `{"type":"text","data":...}` or `{"type":"binary","base64":...}`, then `"client"` and
+    /// `"ts"` when given; without its newline.
+    private static func jsonLine(_ kind: MessageKind, _ payload: [UInt8], client: Int?, timestamps: Bool, reserve size: Int) -> [UInt8] {
+        var line: [UInt8] = []
+        line.reserveCapacity(size + size / 3 + 64)
+        line += Array("{\"type\":".utf8)
+        if kind == .text {
+            line += Array("\"text\",\"data\":".utf8)
+            payload.withUnsafeBytes { JSONWriter.appendString($0, to: &line) }
+        } else {
+            line += Array("\"binary\",\"base64\":\"".utf8)
+            line += Array(Base64.encode(payload).utf8)
+            line.append(UInt8(ascii: "\""))
+        }
+        if let client { line += Array(",\"client\":\(client)".utf8) }
+        if timestamps { appendTimestamp(to: &line) }
+        line.append(UInt8(ascii: "}"))
+        return line
     }
 
     /// --jsonl: the server's Close as an event line (not after -n's count: a `head -n`-style
@@ -136,7 +159,7 @@ struct OutputAssembler {
         line += Array((payload.code.map { String($0.rawValue) } ?? "null").utf8)
         line += Array(",\"reason\":".utf8)
         payload.reason.withUnsafeBytes { JSONWriter.appendString($0, to: &line) }
-        if timestamps { appendTimestamp(to: &line) }
+        if timestamps { Self.appendTimestamp(to: &line) }
         line.append(UInt8(ascii: "}"))
         appendCopy(line, separator: true)
     }
@@ -191,6 +214,7 @@ struct OutputAssembler {
     /// when it is large.
     private mutating func appendCopy(_ bytes: [UInt8], separator: Bool) {
         let total = bytes.count + (separator && separatorBuffer != nil ? 1 : 0)
+        guard total > 0 else { return }  // an empty binary message of --broadcast -b
         let owner: ByteBuffer
         let start: UnsafeMutableRawPointer
         if total <= OutputAssembler.arenaSize {
@@ -201,7 +225,7 @@ struct OutputAssembler {
             start = owner.base
             owner.count = total
         }
-        bytes.withUnsafeBytes { start.copyMemory(from: $0.baseAddress!, byteCount: bytes.count) }
+        bytes.withUnsafeBytes { if let base = $0.baseAddress { start.copyMemory(from: base, byteCount: bytes.count) } }
         if total > bytes.count, let separatorBuffer { (start + bytes.count).copyMemory(from: separatorBuffer.base, byteCount: 1) }
         batch.append(owner, start, total)
     }
@@ -235,7 +259,7 @@ struct OutputAssembler {
     }
 
     /// `,"ts":<seconds since the Unix epoch, microseconds>` (wall clock).
-    private func appendTimestamp(to line: inout [UInt8]) {
+    private static func appendTimestamp(to line: inout [UInt8]) {
         var now = timespec()
         clock_gettime(CLOCK_REALTIME, &now)
         let micros = String(now.tv_nsec / 1000)

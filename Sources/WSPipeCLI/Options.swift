@@ -357,21 +357,21 @@ extension Option {
     static let cert = Option("--cert", value: "FILE", help: "client certificate (PEM; the file may hold the key too);",
                              "with -l the server's own: serve wss://") { text, name throws(UsageError) in
         let path = try readableFile(text, option: name)
-        return { $0.certFile = path }
+        return { $0.tls.certificate = path }
     }
     static let key = Option("--key", value: "FILE",
                             help: "the --cert certificate's private key (PEM; default: the --cert file)") { text, name throws(UsageError) in
         let path = try readableFile(text, option: name)
-        return { $0.keyFile = path }
+        return { $0.tls.key = path }
     }
     static let keyPassEnv = Option("--key-pass-env", value: "VAR",
                                    help: "the key's passphrase is in environment variable VAR") { text, name throws(UsageError) in
         guard !text.isEmpty else { throw UsageError("\(name) needs the name of an environment variable") }
-        return { $0.keyPassEnv = text }
+        return { $0.tls.keyPassEnv = text }
     }
     static let keyPassFile = Option("--key-pass-file", value: "FILE", help: "the key's passphrase is in FILE (one line)") { text, name throws(UsageError) in
         let path = try readableFile(text, option: name)
-        return { $0.keyPassFile = path }
+        return { $0.tls.keyPassFile = path }
     }
     static let tlsMin = Option("--tls-min", value: "VERSION", help: "lowest TLS version accepted: 1.2 (default) or 1.3") { text, name throws(UsageError) in
         let normalized = text.lowercased().replacingPrefix("tlsv", "").replacingPrefix("tls", "")
@@ -560,7 +560,7 @@ extension Option {
     static let clientCA = Option("--client-ca", value: "FILE", help: "with -l and --cert: require a client certificate signed by a CA",
                                  "in FILE (PEM; mutual TLS); without one the TLS handshake fails") { text, name throws(UsageError) in
         let path = try readableFile(text, option: name)
-        return { $0.clientCAFile = path }
+        return { $0.tls.clientCA = path }
     }
 
     /// A --reconnect option whose value is a count of at least `minimum`.

@@ -56,7 +56,7 @@ extension ServerModeDescriptor {
 
     static let broadcast = ServerModeDescriptor(
         name: "--broadcast", flags: [Option.broadcast], only: [],
-        refusals: [Refusal(options: [.timestamps, .base64, .wholeInput, .oneMessage, .requireCount, .stats, .linger],
+        refusals: [Refusal(options: [.wholeInput, .oneMessage, .requireCount, .stats, .linger],
                            reason: nil)]) { _ in .broadcast }
 
     /// A child per connection: one program for all (--exec, --sh) or one per path (--dir).

@@ -153,18 +153,18 @@ extension Settings {
     /// --cert/--key (the server's own), the passphrase, --tls-min and --client-ca; nil
     /// without --cert (plain ws://). The files are loaded before listening (Serve.swift).
     func serverTLS(environment: (String) -> String?, readFile: (String) -> [UInt8]?) throws(UsageError) -> TLSServerOptions? {
-        guard let certFile else {
+        guard let certFile = tls.certificate else {
             if let option = [Option.key, .keyPassEnv, .keyPassFile, .tlsMin, .clientCA].first(where: { given.contains($0.longName) }) {
                 throw UsageError("\(option.longName) with -l needs --cert (the server's certificate) to serve wss://")
             }
             return nil
         }
-        if keyPassEnv != nil && keyPassFile != nil {
+        if tls.keyPassEnv != nil && tls.keyPassFile != nil {
             throw UsageError("give the key's passphrase with --key-pass-env or --key-pass-file, not both")
         }
-        return TLSServerOptions(certificateFile: certFile, keyFile: keyFile ?? certFile,
+        return TLSServerOptions(certificateFile: certFile, keyFile: tls.key ?? certFile,
                                 keyPassword: try keyPassword(environment: environment, readFile: readFile),
-                                minimumVersion: config.client.network.minimumTLSVersion, clientCAFile: clientCAFile)
+                                minimumVersion: config.client.network.minimumTLSVersion, clientCAFile: tls.clientCA)
     }
 
     /// permessage-deflate as the server answers it: the --deflate-* options' server meanings

@@ -8,12 +8,8 @@ import WSPipeBridge
 struct Settings {
     var config: BridgeConfiguration
     var bearerFile: String?
-    var certFile: String?
-    var keyFile: String?
-    var keyPassEnv: String?
-    var keyPassFile: String?
-    /// --client-ca (server mode only).
-    var clientCAFile: String?
+    /// --cert, --key, --key-pass-env, --key-pass-file, --client-ca.
+    var tls = TLSFiles()
     var connectTo: String?
     var unixSocket: String?
     /// The --deflate-* tuning options given (refused with --no-deflate), and the offer they make.
@@ -153,14 +149,14 @@ struct Settings {
             config.client.network.connectTo = HostPort(parsing: connectTo) ?? HostPort(parsing: connectTo, defaultPort: config.client.url.port)
         }
 
-        if keyFile != nil || keyPassEnv != nil || keyPassFile != nil, certFile == nil {
+        if tls.key != nil || tls.keyPassEnv != nil || tls.keyPassFile != nil, tls.certificate == nil {
             throw UsageError("--key, --key-pass-env and --key-pass-file need --cert")
         }
-        if keyPassEnv != nil && keyPassFile != nil {
+        if tls.keyPassEnv != nil && tls.keyPassFile != nil {
             throw UsageError("give the key's passphrase with --key-pass-env or --key-pass-file, not both")
         }
-        guard let certFile else { return }
-        config.client.network.clientCertificate = ClientCertificate(certificateFile: certFile, keyFile: keyFile ?? certFile,
+        guard let certFile = tls.certificate else { return }
+        config.client.network.clientCertificate = ClientCertificate(certificateFile: certFile, keyFile: tls.key ?? certFile,
                                                              keyPassword: try keyPassword(environment: environment, readFile: readFile))
     }
 
@@ -169,12 +165,12 @@ struct Settings {
     /// an unreadable or empty file.
     func keyPassword(environment: (String) -> String?, readFile: (String) -> [UInt8]?) throws(UsageError) -> [UInt8]? {
         var password: [UInt8]?
-        if let keyPassEnv {
+        if let keyPassEnv = tls.keyPassEnv {
             guard let value = environment(keyPassEnv), !value.isEmpty else {
                 throw UsageError("--key-pass-env: the environment variable \(keyPassEnv) is not set or empty", pointsAtHelp: false)
             }
             password = Array(value.utf8)
-        } else if let keyPassFile {
+        } else if let keyPassFile = tls.keyPassFile {
             guard var bytes = readFile(keyPassFile) else {
                 throw UsageError("cannot read --key-pass-file '\(keyPassFile)': \(whyUnreadable(keyPassFile))", pointsAtHelp: false)
             }
@@ -186,4 +182,14 @@ struct Settings {
         }
         return password
     }
+}
+
+/// The certificate files and the key's passphrase source, as given (read once every option is in).
+struct TLSFiles {
+    var certificate: String?
+    var key: String?
+    var keyPassEnv: String?
+    var keyPassFile: String?
+    /// --client-ca (server mode only).
+    var clientCA: String?
 }

@@ -218,6 +218,18 @@ final class LocalInputTests: HostileTestCase {
         XCTAssertEqual(record.close?.code, 1000, "Ctrl-D is the end of input: a clean close")
     }
 
+    /// A socket on stdin (the stdio endpoint's short-read rule: a short read emptied it, so
+    /// wait for readiness): each line goes as it is written, its end closes with 1000.
+    func testStdinASocketLinesAreSentAsWrittenAndItsEndCloses() throws {
+        let echo = try startEcho()
+        let typed = try spawnHelper(Locations.python, ["\(Locations.peers)/ttyrun.py", "--socket", "--wait-echo", "--line", "one",
+                                                       "--line", "two ✓", "--eof", "--", Locations.wspipe, url(echo)])
+        let result = finish(typed, timeout: 30)
+        assertExit(result, 0)
+        assertStdout(result, "one\ntwo ✓\n")
+        XCTAssertEqual(result.stderr, "")
+    }
+
     // MARK: 10. A FIFO
 
     func testStdinFIFOEndsWhenItsWriterCloses() throws {

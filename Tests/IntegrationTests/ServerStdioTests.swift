@@ -269,6 +269,67 @@ final class ServerStdioTests: IntegrationTestCase {
         }
     }
 
+    /// --broadcast writes the clients' messages as the client writes its own (the one
+    /// endpoint): --jsonl --timestamps gives each object its "client" and then its "ts" (the
+    /// events none); -b --base64 reads stdin lines as base64 and writes binary messages as
+    /// base64 lines. Both were usage errors before (the broadcast wrote stdout by hand).
+    func testBroadcastTakesTimestampsAndBase64AsTheClientDoes() throws {
+        let (stamped, port) = try startStdioServer(["--broadcast", "--jsonl", "--timestamps"])
+        let sent = #"{"type":"text","data":"hi"}"# + "\n" + #"{"type":"binary","base64":"AP8="}"# + "\n"
+        assertExit(try runWspipe(["--no-deflate", "--jsonl", "ws://127.0.0.1:\(port)/"], stdin: .bytes(Array(sent.utf8))), 0)
+        XCTAssertTrue(stamped.stdout.wait(timeout: 15) { String(decoding: $0, as: UTF8.self).contains("disconnected") },
+                      stamped.stdout.text)
+        stamped.closeStdin()
+        let result = finish(stamped, timeout: 20)
+        assertExit(result, 0)
+        let lines = result.stdoutText.split(separator: "\n").map(String.init)
+        XCTAssertEqual(lines.count, 4, result.stdoutText)
+        guard lines.count == 4 else { return }
+        XCTAssertTrue(lines[0].hasPrefix(#"{"type":"connected","client":1,"#) && !lines[0].contains(#""ts""#), lines[0])
+        for (line, start) in zip(lines[1...2], [#"{"type":"text","data":"hi","client":1,"ts":"#,
+                                                #"{"type":"binary","base64":"AP8=","client":1,"ts":"#]) {
+            XCTAssertTrue(line.hasPrefix(start) && line.hasSuffix("}"), line)
+            let seconds = Double(line.dropFirst(start.count).dropLast()) ?? 0
+            XCTAssertLessThan(abs(seconds - Date().timeIntervalSince1970), 60, line)
+        }
+        XCTAssertTrue(lines[3].hasPrefix(#"{"type":"disconnected","client":1,"#), lines[3])
+
+        let (server, base64Port) = try startStdioServer(["--broadcast", "--binary", "--base64"])
+        let client = try spawnWspipe(["--no-deflate", "--binary", "--base64", "ws://127.0.0.1:\(base64Port)/"], stdin: .pipe)
+        waitForClient(server, 1)
+        client.writeStdin("AP8=\n")
+        XCTAssertTrue(server.stdout.wait(timeout: 15) { String(decoding: $0, as: UTF8.self) == "AP8=\n" }, server.stdout.text)
+        server.writeStdin("aGk=\n")
+        XCTAssertTrue(client.stdout.wait(timeout: 15) { String(decoding: $0, as: UTF8.self) == "aGk=\n" }, client.stdout.text)
+        client.closeStdin()
+        assertExit(finish(client, timeout: 20), 0)
+        server.closeStdin()
+        let ended = finish(server, timeout: 20)
+        assertExit(ended, 0)
+        assertStdout(ended, "AP8=\n")
+    }
+
+    /// A socket on stdin of --broadcast and of the stdio server: each line reaches the client
+    /// as it is written (the same reader and short-read rule as the client's), its end
+    /// closes with 1000 and the server exits 0.
+    func testBroadcastAndTheStdioServerReadASocketOnStdin() throws {
+        for mode in [["--broadcast"], ["--oneshot"]] {
+            let server = try spawnWspipe(["-l", "0", "-v"] + mode, stdin: .socket)
+            guard let port = listeningPort(server) else { return XCTFail("no listening line: \(server.stderr.text)") }
+            let client = try spawnWspipe(["--no-deflate", "--receive-only", "ws://127.0.0.1:\(port)/"], stdin: .null)
+            waitForClient(server, 1)
+            server.writeStdin("a\n")
+            XCTAssertTrue(client.stdout.wait(timeout: 15) { String(decoding: $0, as: UTF8.self) == "a\n" }, "\(mode): \(client.stdout.text)")
+            server.writeStdin("b\n")
+            XCTAssertTrue(client.stdout.wait(timeout: 15) { String(decoding: $0, as: UTF8.self) == "a\nb\n" }, "\(mode): \(client.stdout.text)")
+            server.closeStdin()
+            assertExit(finish(server, timeout: 20), 0)
+            let heard = finish(client, timeout: 20)
+            assertExit(heard, 0)
+            assertStdout(heard, "a\nb\n")
+        }
+    }
+
     /// --broadcast --jsonl: a stdin line that is no message object is said with its number
     /// and skipped; the clients stay and get the lines after it (it ended the server, exit
     /// 1, and every client got 1011 without a reason).

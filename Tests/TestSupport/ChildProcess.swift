@@ -19,6 +19,9 @@ package enum StandardInput {
     case pipe
     /// This file (or directory), opened read-only.
     case file(String)
+    /// One end of a Unix stream socketpair, the other kept as `.pipe`'s write end is
+    /// (`writeStdin`; `closeStdin` closes it: the child reads its end).
+    case socket
 }
 
 /// How a child ended.
@@ -179,12 +182,21 @@ package final class ChildProcess: @unchecked Sendable {
             for fd in fds { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
             return (fds[0], fds[1])
         }
+        func makeSocketPair() throws -> (read: Int32, write: Int32) {
+            var fds: [Int32] = [-1, -1]
+            guard socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0, &fds) == 0 else {
+                throw SpawnError(description: "socketpair: \(String(cString: strerror(errno)))")
+            }
+            for fd in fds { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
+            return (fds[0], fds[1])
+        }
         let out = try makePipe()
         let err = try makePipe()
         var input: (read: Int32, write: Int32)?
         switch stdin {
         case .null, .file: break
         case .bytes, .pipe: input = try makePipe()
+        case .socket: input = try makeSocketPair()
         }
 
         var actions = posix_spawn_file_actions_t()

@@ -68,4 +68,37 @@ final class OutputAssemblerTests: XCTestCase {
         assembler.end()
         XCTAssertEqual(output(assembler.takeBatch()), "\n", "an empty message is a bare newline")
     }
+
+    /// --broadcast's whole messages: the bytes BroadcastBridge wrote by hand before (--jsonl
+    /// with "client"; raw with the separator or none), now also --base64 and "ts" after "client".
+    func testWholeMessagesOfABroadcastClient() {
+        var jsonl = OutputAssembler(format: .jsonLines(timestamps: false))
+        jsonl.message(.text, Array("a\"b\n".utf8), client: 7)
+        jsonl.message(.binary, [0x00, 0xFF], client: 12)
+        jsonl.message(.binary, [], client: 1)
+        XCTAssertEqual(output(jsonl.takeBatch()), #"{"type":"text","data":"a\"b\n","client":7}"# + "\n"
+            + #"{"type":"binary","base64":"AP8=","client":12}"# + "\n" + #"{"type":"binary","base64":"","client":1}"# + "\n")
+        XCTAssertEqual(jsonl.messages, 3)
+
+        var stamped = OutputAssembler(format: .jsonLines(timestamps: true))
+        stamped.message(.text, Array("x".utf8), client: 3)
+        let line = output(stamped.takeBatch())
+        XCTAssertTrue(line.hasPrefix(#"{"type":"text","data":"x","client":3,"ts":"#) && line.hasSuffix("}\n"), line)
+
+        var raw = OutputAssembler(format: .raw(separator: 0x0A))
+        raw.message(.text, Array("one".utf8), client: 1)
+        raw.message(.binary, [], client: 1)
+        XCTAssertEqual(output(raw.takeBatch()), "one\n\n")
+        var binary = OutputAssembler(format: .raw(separator: nil))
+        binary.message(.binary, [], client: 1)
+        binary.message(.binary, Array("ab".utf8), client: 1)
+        XCTAssertEqual(output(binary.takeBatch()), "ab")
+        var base64 = OutputAssembler(format: .base64(separator: 0x0A))
+        base64.message(.binary, Array("hi".utf8), client: 1)
+        base64.message(.text, Array("t".utf8), client: 1)
+        XCTAssertEqual(output(base64.takeBatch()), "aGk=\nt\n")
+        var discarding = OutputAssembler(format: .raw(separator: 0x0A), discard: true)
+        discarding.message(.text, Array("gone".utf8), client: 1)
+        XCTAssertTrue(discarding.takeBatch().isEmpty)
+    }
 }

@@ -1,20 +1,22 @@
 """Runs a command with a pseudo-terminal as its stdin and "types" lines into it, like a
 person at a terminal (not a peer: a helper of LocalInputTests).
 
-    ttyrun.py [--wait-echo] [--line TEXT]... [--eof] -- COMMAND ARGS...
+    ttyrun.py [--socket] [--wait-echo] [--line TEXT]... [--eof] -- COMMAND ARGS...
 
 Each --line TEXT is typed followed by Enter (the terminal is in its default canonical
 mode, so the command reads one line per read). With --wait-echo the next line is typed
 only after the previous one came back on the command's stdout (an echo server), which
 shows the command sends a line as soon as it is typed. --eof types Ctrl-D at the start of
 a line (end of input) at the end. The command's stdout is copied to ours; its stderr is
-ours. Exits with the command's status (128 + N if killed by signal N); 99 if an echo did
+ours. With --socket, stdin is one end of a Unix stream socketpair instead (each line one
+write; --eof shuts down our end for writing). Exits with the command's status (128 + N if killed by signal N); 99 if an echo did
 not come within 10 s (the command is then killed).
 """
 import argparse
 import os
 import pty
 import select
+import socket
 import subprocess
 import sys
 import termios
@@ -26,15 +28,20 @@ def main():
     parser.add_argument("--line", action="append", default=[])
     parser.add_argument("--wait-echo", action="store_true")
     parser.add_argument("--eof", action="store_true")
+    parser.add_argument("--socket", action="store_true")
     parser.add_argument("command", nargs=argparse.REMAINDER)
     args = parser.parse_args()
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
 
-    master, slave = pty.openpty()
-    # No echo of typed characters back to the master: we do not read the master side.
-    attributes = termios.tcgetattr(slave)
-    attributes[3] &= ~termios.ECHO
-    termios.tcsetattr(slave, termios.TCSANOW, attributes)
+    if args.socket:
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        master, slave = ours.detach(), theirs.detach()
+    else:
+        master, slave = pty.openpty()
+        # No echo of typed characters back to the master: we do not read the master side.
+        attributes = termios.tcgetattr(slave)
+        attributes[3] &= ~termios.ECHO
+        termios.tcsetattr(slave, termios.TCSANOW, attributes)
     child = subprocess.Popen(command, stdin=slave, stdout=subprocess.PIPE, close_fds=True)
     os.close(slave)
     output = bytearray()
@@ -64,7 +71,9 @@ def main():
                 child.kill()
                 status = 99
                 break
-    if status is None and args.eof:
+    if status is None and args.eof and args.socket:
+        socket.socket(fileno=os.dup(master)).shutdown(socket.SHUT_WR)
+    elif status is None and args.eof:
         os.write(master, b"\x04")  # VEOF (Ctrl-D)
     while status is None:
         result = read_output(10)

@@ -1,0 +1,208 @@
+import WebSocketCore
+import WebSocketEngine
+
+/// The stdout half of the stdio endpoint, the same for the client, the stdio server and
+/// --broadcast: messages become stdout bytes in the output format (`OutputAssembler`: raw,
+/// --base64, --jsonl with --timestamps), --decompress inflates binary payloads on the way,
+/// and `StdoutSink` writes them without blocking. The owner decides what a lagging or
+/// failing stdout does to its connections (`lagging`, `sink.failure`) and is told through
+/// `onChange` when stdout moved on its own (written on POLLOUT, its reader gone).
+final class StdoutWriter {
+    // Mutated for every message: run-time exclusivity checks cost more than the rest of a
+    // small message's path (callgrind), so they are off for it.
+    @exclusivity(unchecked) var assembler: OutputAssembler
+    let sink = StdoutSink()
+    private let loop: EventLoop
+    private var watch: EventLoop.Watch?
+    /// stdout took no more: wait for POLLOUT.
+    private(set) var blocked = false
+    /// Stop reading the peers while this many bytes wait for stdout.
+    static let highWater = 1 << 20
+
+    /// stdout was written or failed outside a call of the owner's: its backpressure follows.
+    var onChange: () -> Void = {}
+    /// Whether an idle pipe is watched for its reader going away (the owner's half of the
+    /// rule: while its connection is open); `watchesReaderNow` adds stdout's half.
+    var watchesReader: () -> Bool = { false }
+
+    /// --decompress: nil without it. A constant and one flag are read per message, so a run
+    /// without --decompress pays nothing more (both without run-time exclusivity checks,
+    /// which would cost more than the rest of a small message's path).
+    private let decompression: Decompression?
+    private let decompresses: Bool
+    @exclusivity(unchecked) private var diverted = false
+    /// Set by the owner once it has ended locally: a binary message is then dropped, not inflated.
+    var stopped = false
+    /// A payload did not inflate: the owner reports it and closes (nothing more is written).
+    var onDecompressFailure: (ReceiveError) -> Void = { _ in }
+
+    init(loop: EventLoop, assembler: OutputAssembler, decompress: CompressionFormat? = nil, maximumMessageSize: UInt64 = 0) {
+        self.loop = loop
+        self.assembler = assembler
+        decompression = decompress.map { Decompression(format: $0, limit: maximumMessageSize) }
+        decompresses = decompress != nil
+    }
+
+    // MARK: - Messages in pieces (the client and the stdio server)
+
+    @inline(__always)
+    func start(_ kind: MessageKind) {
+        if decompresses { startDiverted(kind) }
+        assembler.start(kind)
+    }
+
+    @inline(__always)
+    func data(_ buffer: ByteBuffer, _ bytes: UnsafeMutableRawPointer, _ count: Int) {
+        if diverted { return decompress(bytes, count: count) }
+        assembler.data(buffer, bytes, count)
+    }
+
+    @inline(__always)
+    func end() {
+        if diverted && !endDiverted() { return }
+        assembler.end()
+    }
+
+    // MARK: - Writing
+
+    /// Bytes waiting for stdout, written or about to be: at `highWater` the owner stops reading.
+    var lagging: Bool { sink.pendingBytes + assembler.batch.byteCount >= StdoutWriter.highWater }
+
+    /// Hands what the assembler completed to stdout and writes what stdout takes now; what
+    /// it does not take waits for POLLOUT (`refreshWatch`).
+    func flush() {
+        let batch = assembler.takeBatch()
+        guard !batch.isEmpty else { return }
+        sink.submit(batch)
+        if !blocked { blocked = sink.flush() }
+    }
+
+    /// Watches stdout while it is blocked, or (an idle anonymous pipe) for its reader leaving:
+    /// that ends `wspipe ... | head -n1` when head exits, even if no message comes to meet EPIPE.
+    func refreshWatch() {
+        if watch == nil { watch = loop.watch(sink.fd) { [unowned self] events in event(events) } }
+        guard let watch else { return }
+        if blocked {
+            if !loop.setInterest(watch, .writable) {
+                loop.later { [weak self] in self?.event(.writable) }  // epoll cannot watch it: try again soon
+            }
+        } else if watchesReaderNow {
+            loop.setInterest(watch, .error)
+        } else {
+            loop.setInterest(watch, [])
+        }
+    }
+
+    private var watchesReaderNow: Bool {
+        sink.readerLossIsVisible && sink.failure == nil && !assembler.discard && watchesReader()
+    }
+
+    private func event(_ events: IOEvents) {
+        if blocked {
+            blocked = sink.flush()
+        } else if events.contains(.error) {
+            sink.readerWentAway()
+        } else {
+            sink.stopWatchingReader()
+        }
+        onChange()
+    }
+
+    /// The end: what stdout still has to take, waiting for it.
+    func drain() { sink.drain() }
+
+    // MARK: - --decompress
+
+    /// A message starts with --decompress: a binary one is inflated; after a failure (or once
+    /// the owner stopped) it is dropped, and after a failure every message is.
+    @inline(never)
+    private func startDiverted(_ kind: MessageKind) {
+        guard let decompression else { return }
+        diverted = decompression.failed || kind == .binary
+        guard kind == .binary && !stopped else { return }
+        do throws(ReceiveError) {
+            try decompression.begin()
+        } catch {
+            decompressFailed(error)
+        }
+    }
+
+    /// The diverted message ended: true when it is to be counted as output.
+    @inline(never)
+    private func endDiverted() -> Bool {
+        diverted = false
+        guard let decompression else { return false }
+        do throws(ReceiveError) {
+            return try decompression.finish { buffer, start, n in self.assembler.data(buffer, start, n) }
+        } catch {
+            decompressFailed(error)
+            return false
+        }
+    }
+
+    @inline(never)
+    private func decompress(_ bytes: UnsafeMutableRawPointer, count: Int) {
+        guard let decompression else { return }
+        do throws(ReceiveError) {
+            try decompression.feed(bytes, count: count) { buffer, start, n in self.assembler.data(buffer, start, n) }
+        } catch {
+            decompressFailed(error)
+        }
+    }
+
+    /// The message is dropped and nothing more is written; the owner says why and closes.
+    @inline(never)
+    private func decompressFailed(_ error: ReceiveError) {
+        decompression?.stop()
+        guard !stopped else { return }
+        decompression?.failed = true
+        assembler.discardPending()
+        onDecompressFailure(error)
+    }
+}
+
+/// --decompress's inflater (zlib loaded at the first binary message), whether the current
+/// message goes through it, and whether one failed.
+private final class Decompression {
+    let format: CompressionFormat
+    let limit: UInt64
+    private var inflater: Inflater?
+    private var active = false
+    var failed = false
+
+    init(format: CompressionFormat, limit: UInt64) {
+        self.format = format
+        self.limit = limit
+    }
+
+    /// A binary message starts; throws when zlib cannot be loaded.
+    func begin() throws(ReceiveError) {
+        if inflater == nil {
+            do throws(ZlibLoadError) {
+                try Zlib.load()
+            } catch {
+                active = false
+                throw .invalidCompressedData(error.reason)
+            }
+            inflater = Inflater(format: format, limit: limit)
+        }
+        inflater?.begin(text: false)
+        active = inflater != nil
+    }
+
+    func stop() { active = false }
+
+    func feed(_ bytes: UnsafeMutableRawPointer, count: Int,
+              _ out: (ByteBuffer, UnsafeMutableRawPointer, Int) -> Void) throws(ReceiveError) {
+        guard active, let inflater else { return }
+        try inflater.feed(bytes, count: count, emit: out)
+    }
+
+    /// True when a message was inflated (false: it was dropped).
+    func finish(_ out: (ByteBuffer, UnsafeMutableRawPointer, Int) -> Void) throws(ReceiveError) -> Bool {
+        guard active, let inflater else { return false }
+        active = false
+        try inflater.finish(resetsContext: true, emit: out)
+        return true
+    }
+}
