@@ -2,7 +2,6 @@ import Synchronization
 import WebSocketCore
 import WebSocketEngine
 import WebSocketTransport
-@_exported import struct WebSocketCore.WebSocketURL
 
 /// A client WebSocket connection (RFC 6455) on the process's shared engine thread.
 ///
