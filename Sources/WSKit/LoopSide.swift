@@ -274,6 +274,8 @@ final class LoopSide: ConnectionDelegate, @unchecked Sendable {
             let written = state.writeWaiters.takeAll().map(\.onWritten)
             return (receivers, state.senders, Array(state.pings.values), state.closeWaiters, written)
         }
+        // Logged before anyone waiting is resumed: the last line is there once they return.
+        socket.log?(ConnectionLog.ending(failure: failure, code: socket.closeCode, reason: socket.closeReason))
         let gone = failure ?? .closed(code: socket.closeCode, reason: socket.closeReason ?? "")
         for (receiver, result) in waiting.0 { receiver.resume(returning: result) }
         for sender in waiting.1 { sender.resume(returning: .failure(gone)) }

@@ -87,6 +87,8 @@ public final class WebSocket: Sendable {
     static let sendLimit = 192 * 1024
     var sendLimit: Int { WebSocket.sendLimit }
     let receiveLimit: Int
+    /// `WebSocketOptions.log` (nil on a server's connection).
+    let log: (@Sendable (String) -> Void)?
 
     /// The connection's state.
     public enum State: Sendable, Equatable {
@@ -127,6 +129,7 @@ public final class WebSocket: Sendable {
         self.engine = engine
         shared = Mutex(initial)
         receiveLimit = max(options.receiveBufferLimit, 1)
+        log = options.log
     }
 
     /// A server's client (the server role).
@@ -137,6 +140,7 @@ public final class WebSocket: Sendable {
         self.engine = engine
         shared = Mutex(Shared())
         receiveLimit = max(options.receiveBufferLimit, 1)
+        log = options.log
     }
 
     /// A server's client: what its 101 agreed (set on the engine thread before `accept`
@@ -183,6 +187,12 @@ public final class WebSocket: Sendable {
     }
 
     static func open(_ url: WebSocketURL, options: WebSocketOptions) async -> Result<WebSocket, OpenFailure> {
+        let result = await attemptOpen(url, options: options)
+        if case .failure(let failure) = result, let log = options.log { log("failed: \(failure.error.description)") }
+        return result
+    }
+
+    private static func attemptOpen(_ url: WebSocketURL, options: WebSocketOptions) async -> Result<WebSocket, OpenFailure> {
         let opener: ClientOpener
         do throws(WebSocketError) { opener = try options.opener(for: url) } catch { return .failure(OpenFailure(error: error, attempt: nil)) }
         let engine = EngineThread.shared
