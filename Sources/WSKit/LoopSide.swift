@@ -195,17 +195,13 @@ final class LoopSide: ConnectionDelegate, @unchecked Sendable {
     func connectionDidProcessInput(_ connection: ConnectionDriver) {
         guard hasNews, let socket = owner else { return }
         hasNews = false
-        let handOff = socket.shared.withLock { state -> (CheckedContinuation<Result<Message?, WebSocketError>, Never>, Message, Bool)? in
-            guard let receiver = state.receiver, let message = state.inbox.popFirst() else { return nil }
-            state.receiver = nil
-            state.inboxBytes -= message.byteCount
-            return (receiver, message, state.unpauseIfCaughtUp(limit: socket.receiveLimit))
+        let (handOffs, caughtUp) = socket.shared.withLock { state in
+            (state.takeHandOffs(), state.unpauseIfCaughtUp(limit: socket.receiveLimit))
         }
-        guard let (receiver, message, caughtUp) = handOff else { return }
         // As in `receive`: a message that filled the inbox by itself must not leave reading
         // paused once it is handed over (the Pong a close waits for would never be read).
         if caughtUp { connection.resumeReading() }
-        receiver.resume(returning: .success(message))
+        for (receiver, message) in handOffs { receiver.resume(returning: .success(message)) }
     }
 
     func connection(_ connection: ConnectionDriver, didReceivePong payload: [UInt8], roundTrip: Double?) {
@@ -264,11 +260,11 @@ final class LoopSide: ConnectionDelegate, @unchecked Sendable {
             state.ending = failure
             state.connectionEnding = ending
             state.side = nil
-            let receiver = state.receiver
-            state.receiver = nil
-            // A consumer waiting while messages are in the inbox gets the first of them.
-            let result: Result<Message?, WebSocketError>? = receiver == nil ? nil
-                : state.inbox.popFirst().map { .success($0) } ?? state.takeEndResult()
+            // Consumers waiting while messages are in the inbox get them, in order; the rest
+            // get the end (the failure goes to the first of them).
+            var receivers = state.takeHandOffs().map { ($0.0, Result<Message?, WebSocketError>.success($0.1)) }
+            for waiting in state.receivers { receivers.append((waiting.continuation, state.takeEndResult())) }
+            state.receivers.removeAll()
             defer {
                 state.senders.removeAll()
                 state.pings.removeAll()
@@ -276,13 +272,15 @@ final class LoopSide: ConnectionDelegate, @unchecked Sendable {
                 state.outbox.removeAll()
             }
             let written = state.writeWaiters.takeAll().map(\.onWritten)
-            return (receiver, result, state.senders, Array(state.pings.values), state.closeWaiters, written)
+            return (receivers, state.senders, Array(state.pings.values), state.closeWaiters, written)
         }
+        // Logged before anyone waiting is resumed: the last line is there once they return.
+        socket.log?(ConnectionLog.ending(failure: failure, code: socket.closeCode, reason: socket.closeReason))
         let gone = failure ?? .closed(code: socket.closeCode, reason: socket.closeReason ?? "")
-        if let receiver = waiting.0, let result = waiting.1 { receiver.resume(returning: result) }
-        for sender in waiting.2 { sender.resume(returning: .failure(gone)) }
-        for ping in waiting.3 { ping(.failure(gone)) }
-        for onWritten in waiting.5 { onWritten(.failure(gone)) }
-        for closer in waiting.4 { closer.resume() }
+        for (receiver, result) in waiting.0 { receiver.resume(returning: result) }
+        for sender in waiting.1 { sender.resume(returning: .failure(gone)) }
+        for ping in waiting.2 { ping(.failure(gone)) }
+        for onWritten in waiting.4 { onWritten(.failure(gone)) }
+        for closer in waiting.3 { closer.resume() }
     }
 }

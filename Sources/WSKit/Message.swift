@@ -6,11 +6,17 @@ public enum Message: Sendable, Equatable {
     case binary([UInt8])
 }
 
-/// The messages of a connection, in order, as they arrive: a single-consumer
-/// `AsyncSequence`. It ends (returns nil) after the peer's Close, including a Close with a
-/// code other than 1000 (read `WebSocket.closeCode`), and throws `WebSocketError` when the
-/// connection fails. Cancelling the iterating task closes the connection with 1001 and
-/// throws `.cancelled`.
+/// The messages of a connection, in order, as they arrive: an `AsyncSequence` whose
+/// iterators all take from the same queue. It ends (returns nil) after the peer's Close,
+/// including a Close with a code other than 1000 (read `WebSocket.closeCode`), and throws
+/// `WebSocketError` when the connection fails. Cancelling the iterating task closes the
+/// connection with 1001 and throws `.cancelled`.
+///
+/// Several tasks may await `next()` at once (on one iterator or several): each message
+/// goes to one of them, in the order they started waiting, so none waits for a message
+/// another took. A waiting task that is cancelled is resumed at once with `.cancelled`
+/// (the others are then resumed by the connection's end); when the connection ends, the
+/// first waiter still waiting gets its failure and the rest the end (nil).
 ///
 /// Backpressure: at most `WebSocketOptions.receiveBufferLimit` bytes of whole messages
 /// wait for the consumer; beyond that the socket is not read until it catches up.
@@ -21,10 +27,11 @@ public struct Messages: AsyncSequence, Sendable {
     public typealias Failure = WebSocketError
     let socket: WebSocket
 
-    /// The iterator. The sequence has one consumer: call `next()` from one task at a time.
+    /// An iterator; every iterator of a connection takes from the same messages.
     public func makeAsyncIterator() -> Iterator { Iterator(socket: socket) }
 
-    /// The iterator of `Messages`: one per sequence, used by one task at a time.
+    /// The iterator of `Messages`. Tasks awaiting `next()` at once get one message each, in
+    /// the order they started waiting.
     public struct Iterator: AsyncIteratorProtocol, Sendable {
         /// A whole message.
         public typealias Element = Message
@@ -32,7 +39,8 @@ public struct Messages: AsyncSequence, Sendable {
         public typealias Failure = WebSocketError
         let socket: WebSocket
 
-        /// The next message; nil after the peer's Close. Throws `WebSocketError`.
+        /// The next message; nil after the peer's Close. Throws `WebSocketError`:
+        /// `.cancelled` when the waiting task is cancelled (also before it waits).
         // Runs on the caller's executor: a message already buffered costs no executor hop.
         nonisolated(nonsending) public mutating func next() async throws(WebSocketError) -> Message? {
             try await socket.receive()

@@ -2,7 +2,6 @@ import Synchronization
 import WebSocketCore
 import WebSocketEngine
 import WebSocketTransport
-@_exported import struct WebSocketCore.WebSocketURL
 
 /// A client WebSocket connection (RFC 6455) on the process's shared engine thread.
 ///
@@ -88,6 +87,8 @@ public final class WebSocket: Sendable {
     static let sendLimit = 192 * 1024
     var sendLimit: Int { WebSocket.sendLimit }
     let receiveLimit: Int
+    /// `WebSocketOptions.log` (nil on a server's connection).
+    let log: (@Sendable (String) -> Void)?
 
     /// The connection's state.
     public enum State: Sendable, Equatable {
@@ -113,7 +114,8 @@ public final class WebSocket: Sendable {
     /// the connection ended otherwise (the peer closed first, cancellation).
     public var deliveryConfirmed: Bool? { shared.withLock { $0.deliveryConfirmed } }
 
-    /// The received messages (see `Messages`). Single consumer: iterate it from one task.
+    /// The received messages (see `Messages`). Tasks awaiting it at once get one message
+    /// each, in the order they started waiting.
     public var messages: Messages { Messages(socket: self) }
 
     init(url: WebSocketURL, negotiated: ClientHandshake.Negotiated, deflate: DeflateConfiguration?, engine: EngineThread,
@@ -127,6 +129,7 @@ public final class WebSocket: Sendable {
         self.engine = engine
         shared = Mutex(initial)
         receiveLimit = max(options.receiveBufferLimit, 1)
+        log = options.log
     }
 
     /// A server's client (the server role).
@@ -137,6 +140,7 @@ public final class WebSocket: Sendable {
         self.engine = engine
         shared = Mutex(Shared())
         receiveLimit = max(options.receiveBufferLimit, 1)
+        log = options.log
     }
 
     /// A server's client: what its 101 agreed (set on the engine thread before `accept`
@@ -183,6 +187,12 @@ public final class WebSocket: Sendable {
     }
 
     static func open(_ url: WebSocketURL, options: WebSocketOptions) async -> Result<WebSocket, OpenFailure> {
+        let result = await attemptOpen(url, options: options)
+        if case .failure(let failure) = result, let log = options.log { log("failed: \(failure.error.description)") }
+        return result
+    }
+
+    private static func attemptOpen(_ url: WebSocketURL, options: WebSocketOptions) async -> Result<WebSocket, OpenFailure> {
         let opener: ClientOpener
         do throws(WebSocketError) { opener = try options.opener(for: url) } catch { return .failure(OpenFailure(error: error, attempt: nil)) }
         let engine = EngineThread.shared
@@ -374,7 +384,8 @@ public final class WebSocket: Sendable {
     /// handlers take buffered messages without a task).
     package func receiveNow() -> Message? {
         let taken = shared.withLock { state -> (Message?, Bool) in
-            guard let message = state.inbox.popFirst() else { return (nil, false) }
+            // Callers already waiting come first: each takes the messages in turn.
+            guard state.receivers.isEmpty, let message = state.inbox.popFirst() else { return (nil, false) }
             state.inboxBytes -= message.byteCount
             return (message, state.unpauseIfCaughtUp(limit: receiveLimit))
         }
@@ -382,18 +393,25 @@ public final class WebSocket: Sendable {
         return taken.0
     }
 
-    /// The next message; nil after the peer's Close (what `messages` yields).
+    /// The next message; nil after the peer's Close (what `messages` yields). Callers
+    /// waiting at once are answered in the order they started waiting, one message each;
+    /// a cancelled one is resumed at once with `.cancelled` (even one cancelled before it
+    /// started waiting), and closes the connection with 1001.
     nonisolated(nonsending) package func receive() async throws(WebSocketError) -> Message? {
         if let message = receiveNow() { return message }
+        let id = shared.withLock { state -> UInt64 in state.nextReceiver += 1; return state.nextReceiver }
         let result: Result<Message?, WebSocketError> = await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<Result<Message?, WebSocketError>, Never>) in
                 let ready = shared.withLock { state -> (Result<Message?, WebSocketError>?, Bool) in
-                    if let message = state.inbox.popFirst() {
+                    // Under the lock: a cancellation either came first (seen here) or finds
+                    // this waiter registered (the flag is set before the handler runs).
+                    if Task.isCancelled { return (.failure(.cancelled), false) }
+                    if state.receivers.isEmpty, let message = state.inbox.popFirst() {
                         state.inboxBytes -= message.byteCount
                         return (.success(message), state.unpauseIfCaughtUp(limit: receiveLimit))
                     }
-                    if state.state == .closed { return (state.takeEndResult(), false) }
-                    state.receiver = continuation
+                    if state.state == .closed && state.inbox.isEmpty { return (state.takeEndResult(), false) }
+                    state.receivers.append((id, continuation))
                     return (nil, state.unpauseIfCaughtUp(limit: receiveLimit))
                 }
                 if ready.1 { resumeReading() }
@@ -401,8 +419,8 @@ public final class WebSocket: Sendable {
             }
         } onCancel: {
             let waiting = shared.withLock { state -> CheckedContinuation<Result<Message?, WebSocketError>, Never>? in
-                defer { state.receiver = nil }
-                return state.receiver
+                guard let index = state.receivers.firstIndex(where: { $0.id == id }) else { return nil }
+                return state.receivers.remove(at: index).continuation
             }
             waiting?.resume(returning: .failure(.cancelled))
             cancelClose()
@@ -585,7 +603,9 @@ struct Shared {
     var inbox = FIFO<Message>()
     var inboxBytes = 0
     var readingPaused = false
-    var receiver: CheckedContinuation<Result<Message?, WebSocketError>, Never>?
+    /// Callers of `receive` waiting, in the order they started (usually none or one).
+    var receivers: [(id: UInt64, continuation: CheckedContinuation<Result<Message?, WebSocketError>, Never>)] = []
+    var nextReceiver: UInt64 = 0
 
     var outbox: [Outgoing] = []
     var outboxBytes = 0
@@ -611,6 +631,16 @@ struct Shared {
         guard readingPaused, inboxBytes <= limit / 2 else { return false }
         readingPaused = false
         return true
+    }
+
+    /// Pairs waiting receivers with buffered messages, in order (the caller resumes them).
+    mutating func takeHandOffs() -> [(CheckedContinuation<Result<Message?, WebSocketError>, Never>, Message)] {
+        var handOffs: [(CheckedContinuation<Result<Message?, WebSocketError>, Never>, Message)] = []
+        while !receivers.isEmpty, let message = inbox.popFirst() {
+            inboxBytes -= message.byteCount
+            handOffs.append((receivers.removeFirst().continuation, message))
+        }
+        return handOffs
     }
 
     /// What `messages` says after the last message: its failure once, then the end.

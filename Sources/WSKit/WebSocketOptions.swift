@@ -68,6 +68,15 @@ public struct WebSocketOptions: Sendable {
     /// Redirects followed at most, when `followsRedirects` (the CLI's `--max-redirs`); one
     /// more fails the connect with `.handshakeRejected`.
     public var maximumRedirects = 5
+    /// Called with the connection's log lines, in order, from the library's threads (keep it
+    /// quick; nil, the default: no log). The lines the CLI shows with `-v`: the opening
+    /// handshake (`> GET /path HTTP/1.1` and the request headers, `< HTTP/1.1 101 Switching
+    /// Protocols` and the response headers; credentials, cookies and secret-looking headers
+    /// and query values as `[redacted]`), the route taken, the subprotocol and redirects;
+    /// then the end: `closed CODE REASON` (the peer's Close), `closed without a code`, or
+    /// `failed: SENTENCE` (`WebSocketError.description`), also for a connect that failed.
+    /// Header values are as the server sent them (they may hold control characters).
+    public var log: (@Sendable (String) -> Void)?
 
     /// - Parameters mirror the properties of the same names.
     public init(headers: [String: String] = [:], bearerToken: String? = nil, subprotocols: [String] = [],
@@ -155,6 +164,7 @@ extension WebSocketOptions {
         if let offer = try deflate?.parameters() { opener.extensions = [PerMessageDeflate.client(offer)] }
         opener.followRedirects = followsRedirects
         opener.maxRedirects = maximumRedirects
+        if let log { opener.log = ConnectionLog(emit: log) }
         return opener
     }
 

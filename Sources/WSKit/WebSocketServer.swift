@@ -21,7 +21,8 @@ import WebSocketTransport
 /// }
 /// ```
 ///
-/// The server is an `AsyncSequence` of `PendingConnection`s (single consumer). Iteration
+/// The server is an `AsyncSequence` of `PendingConnection`s (tasks waiting at once get
+/// one each, in the order they started waiting). Iteration
 /// ends after `close()`; cancelling the iterating task closes the server too (it stops
 /// accepting and closes every client with 1001, RFC 6455 §7.4.1).
 ///
@@ -135,7 +136,8 @@ public final class WebSocketServer: AsyncSequence, Sendable {
         }
     }
 
-    /// The iterator of the pending connections (single consumer: iterate from one task).
+    /// The iterator of the pending connections. Tasks awaiting `next()` at once (on one
+    /// iterator or several) get one connection each, in the order they started waiting.
     public func makeAsyncIterator() -> Iterator { Iterator(server: self) }
 
     /// Hands out the pending connections in the order their requests arrived.
@@ -440,11 +442,12 @@ public struct WebSocketServerOptions: Sendable {
 
 // MARK: - Between the caller's tasks and the engine thread
 
-/// The pending connections not yet taken, the one waiting consumer, and the close.
+/// The pending connections not yet taken, the consumers waiting (in order) and the close.
 final class ServerInbox: Sendable {
     private struct State {
         var queue = FIFO<PendingConnection>()
-        var consumer: CheckedContinuation<PendingConnection?, Never>?
+        /// Consumers awaiting `next()` at once get one connection each, first come first.
+        var consumers: [CheckedContinuation<PendingConnection?, Never>] = []
         var closed = false
         var drained = false
         var drainWaiters: [CheckedContinuation<Void, Never>] = []
@@ -467,7 +470,7 @@ final class ServerInbox: Sendable {
         state.withLock { state in
             if let next = state.queue.popFirst() { return .some(next) }
             if state.closed { return .some(nil) }
-            state.consumer = consumer
+            state.consumers.append(consumer)
             return nil
         }
     }
@@ -476,25 +479,22 @@ final class ServerInbox: Sendable {
     func deliver(_ pending: PendingConnection) {
         let consumer = state.withLock { state -> CheckedContinuation<PendingConnection?, Never>? in
             if state.closed { return nil }
-            if let consumer = state.consumer {
-                state.consumer = nil
-                return consumer
-            }
+            if !state.consumers.isEmpty { return state.consumers.removeFirst() }
             state.queue.append(pending)
             return nil
         }
         consumer?.resume(returning: pending)
     }
 
-    /// Ends iteration: the waiting consumer gets nil, buffered handshakes are let go (their
+    /// Ends iteration: the waiting consumers get nil, buffered handshakes are let go (their
     /// deinit refuses them, or the shutdown ends them).
     func close() {
-        let (consumer, dropped) = state.withLock { state -> (CheckedContinuation<PendingConnection?, Never>?, [PendingConnection]) in
+        let (consumers, dropped) = state.withLock { state -> ([CheckedContinuation<PendingConnection?, Never>], [PendingConnection]) in
             state.closed = true
-            defer { state.consumer = nil }
-            return (state.consumer, state.queue.takeAll())
+            defer { state.consumers.removeAll() }
+            return (state.consumers, state.queue.takeAll())
         }
-        consumer?.resume(returning: nil)
+        for consumer in consumers { consumer.resume(returning: nil) }
         _ = dropped  // released here, outside the lock
     }
 

@@ -46,50 +46,17 @@ public final class Diagnostics: @unchecked Sendable {
         if verbosity > 0 { emit("wspipe: \(direction) \(text)") }
     }
 
-    /// A request target with the values of secret-looking query parameters hidden
-    /// (`?access_token=[redacted]&room=5`): tokens in URLs must not reach logs either.
-    public static func redactedTarget(_ target: String) -> String {
-        guard let question = target.firstIndex(of: "?") else { return target }
-        let query = target[target.index(after: question)...]
-        let parts = query.split(separator: "&", omittingEmptySubsequences: false).map { part -> String in
-            guard let equals = part.firstIndex(of: "=") else { return String(part) }
-            let name = HTTPHeader(name: String(part[..<equals]), value: "")
-            return name.isSensitive ? "\(part[..<equals])=[redacted]" : String(part)
-        }
-        return String(target[...question]) + parts.joined(separator: "&")
-    }
+    /// A request target with secret query values hidden (`Redaction.target`).
+    public static func redactedTarget(_ target: String) -> String { Redaction.target(target) }
 
-    /// A Location value (a redirect target) without user information or secret query values.
-    static func redactedLocation(_ location: String) -> String {
-        redactedTarget(redactedURL(location))
-    }
+    /// A Location value without user information or secret query values.
+    static func redactedLocation(_ location: String) -> String { Redaction.location(location) }
 
-    /// A URL for messages, with any user:password removed; also from a URL without a
-    /// scheme (wscat's `user:password@host:port`, which the parser takes as ws://).
-    public static func redactedURL(_ text: String) -> String {
-        let bytes = Array(text.utf8)
-        var start = bytes.startIndex
-        if let colon = bytes.firstIndex(of: UInt8(ascii: ":")), bytes[colon...].starts(with: Array("://".utf8)) {
-            start = colon + 3
-        }
-        let authorityEnd = bytes[start...].firstIndex {
-            $0 == UInt8(ascii: "/") || $0 == UInt8(ascii: "?") || $0 == UInt8(ascii: "#")
-        } ?? bytes.endIndex
-        guard let at = bytes[start..<authorityEnd].lastIndex(of: UInt8(ascii: "@")) else { return text }
-        return String(decoding: bytes[..<start], as: UTF8.self) + "[redacted]@" + String(decoding: bytes[(at + 1)...], as: UTF8.self)
-    }
+    /// A URL with any user:password removed (`Redaction.url`).
+    public static func redactedURL(_ text: String) -> String { Redaction.url(text) }
 
-    /// The value to show for a header: secrets keep only their scheme ("Bearer [redacted]").
-    public static func redacted(_ header: HTTPHeader) -> String {
-        // A redirect target: its user information and secret query values, as for URLs.
-        if header.hasName("Location") { return redactedLocation(header.value) }
-        guard header.isSensitive else { return header.value }
-        let lower = header.name.lowercased()
-        if lower == "authorization" || lower == "proxy-authorization", let space = header.value.firstIndex(of: " ") {
-            return "\(header.value[..<space]) [redacted]"
-        }
-        return "[redacted]"
-    }
+    /// The value to show for a header (`Redaction.value(of:)`).
+    public static func redacted(_ header: HTTPHeader) -> String { Redaction.value(of: header) }
 
     /// `text` with control characters (C0, DEL, C1) shown as `\xHH`: header values, status
     /// lines and names from a server reach the user's terminal only as visible text, never

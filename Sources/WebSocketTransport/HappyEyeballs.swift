@@ -1,7 +1,10 @@
 /// Which address families a connection may use (`-4`, `-6`).
 public enum AddressFamily: Sendable, Equatable {
+    /// IPv6 and IPv4, raced (Happy Eyeballs, RFC 8305).
     case any
+    /// IPv4 addresses only.
     case ipv4
+    /// IPv6 addresses only.
     case ipv6
 }
 

@@ -12,11 +12,16 @@ public enum ListenAddress: Sendable, Equatable, CustomStringConvertible {
 
     /// Why a listen address is not one.
     public enum ParseError: Error, Equatable, Sendable, CustomStringConvertible {
+        /// The port is not a number 0-65535.
         case badPort(String)
+        /// The host is not an IP literal.
         case badAddress(String)
+        /// `unix:` without a path.
         case emptyPath
+        /// `fd:` without a descriptor number of 3 or more.
         case badDescriptor(String)
 
+        /// The problem, as a sentence fragment that quotes the text.
         public var description: String {
             switch self {
             case .badPort(let text): return "'\(text)' is not a port (0-65535)"
@@ -75,6 +80,7 @@ public enum ListenAddress: Sendable, Equatable, CustomStringConvertible {
         self = .tcp(address: address, port: port)
     }
 
+    /// The address as it parses back (`127.0.0.1:8080`, `[::1]:8080`, `unix:PATH`, `fd:N`).
     public var description: String {
         switch self {
         case .tcp(let address, let port): return address.contains(":") ? "[\(address)]:\(port)" : "\(address):\(port)"

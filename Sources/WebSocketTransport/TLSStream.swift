@@ -4,8 +4,17 @@ import Glibc
 
 /// Lowest TLS version accepted (`--tls-min`).
 public enum TLSVersion: String, Sendable, CaseIterable {
+    /// TLS 1.2 (RFC 5246) and later.
     case tls12 = "1.2"
+    /// TLS 1.3 (RFC 8446) only.
     case tls13 = "1.3"
+
+    /// The version written "1.2" or "1.3" (`--tls-min`'s values); nil for any other text.
+    // Written out, not synthesized, so that it has a documentation comment (WSKit's DocC).
+    public init?(rawValue: String) {
+        guard let version = TLSVersion.allCases.first(where: { $0.rawValue == rawValue }) else { return nil }
+        self = version
+    }
 }
 
 /// A client certificate and its private key (`--cert`, `--key`), PEM files.

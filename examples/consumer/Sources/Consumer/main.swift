@@ -1,5 +1,6 @@
 // The consumer check's program: WSKit's server echoes; WSKit's client and WSKitFoundation's
-// WebSocketTask each send a text and a binary message, get both back and close.
+// WebSocketTask each send a text and a binary message, get both back and close. It names
+// every type of WSKit's public API from a lower module (re-exported by WSKit).
 // Prints one line per step; exits 1 with the failing step on stderr.
 import Foundation
 #if canImport(FoundationNetworking)
@@ -17,7 +18,16 @@ func expect(_ condition: Bool, _ what: String) throws {
 }
 
 func run() async throws {
-    let server = try await WebSocketServer.bind(to: "127.0.0.1:0")
+    // Every type WSKit's public API names, written as a user writes it: one that WSKit
+    // does not re-export from the module it lives in fails this build.
+    let address: ListenAddress = .tcp(address: "127.0.0.1", port: 0)
+    var options = WebSocketOptions()
+    let family: AddressFamily = .ipv4
+    options.addressFamily = family
+    let minimum: TLSVersion = .tls12
+    options.tls.minimumVersion = minimum
+
+    let server = try await WebSocketServer.bind(to: address)
     let echo = Task {
         await withTaskGroup(of: Void.self) { group in
             for await pending in server {
@@ -32,7 +42,8 @@ func run() async throws {
     print("server: \(url)")
 
     // WSKit: async/await.
-    let ws = try await WebSocket.connect(to: url)
+    let parsed: WebSocketURL = try WebSocketURL(parsing: url)
+    let ws = try await WebSocket.connect(to: parsed, options: options)
     try await ws.send(.text("hello"))
     try await ws.send(.binary([0, 1, 2, 255]))
     var received: [Message] = []
