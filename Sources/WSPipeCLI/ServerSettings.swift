@@ -8,7 +8,7 @@ import WebSocketExec
 extension Option {
     /// Options that mean something only when serving.
     static let serverOnly: [Option] = [reuseport, echo, broadcast, path, allowOrigin, requireProtocol, requireBearer, health, metrics, metricsPublic,
-                                       responseHeader, maxClients, handshakeTimeout, exec, sh, closeGrace, maxChildren, passenv, clientCA,
+                                       staticFiles, staticDir, devConsole, responseHeader, maxClients, handshakeTimeout, exec, sh, closeGrace, maxChildren, passenv, clientCA,
                                        oneshot]
     /// Options of a client connection, which a server has no use for.
     static let clientOnly: [Option] = [proxy, socks5, noproxy, unixSocket, connectTo, resolve, ipv4, ipv6, location, maxRedirs,
@@ -84,6 +84,7 @@ extension Settings {
         } else if metricsPublic {
             throw UsageError("--metrics-public needs --metrics PATH")
         }
+        try checkSite()
         if bearerFile != nil && !requireBearer { throw UsageError("--bearer-file with -l needs --require-bearer") }
         if policy.requiresSubprotocol && config.subprotocols.isEmpty {
             throw UsageError("--require-protocol needs the supported subprotocols (--protocol NAME)")
@@ -113,6 +114,7 @@ extension Settings {
             serve.server.perClient.maximumMessages = config.stdio.maxMessages
         }
         serve.server.policy = policy
+        serve.server.site = site
         serve.server.policy.subprotocols = config.subprotocols
         if let maxClients { serve.server.maximumClients = maxClients }
         if let handshakeTimeout { serve.server.handshakeTimeout = handshakeTimeout }
@@ -218,4 +220,20 @@ extension WebSocketURL {
             fatalError("a literal URL parses (\(error))")
         }
     }()
+}
+
+extension Settings {
+    /// --static names a directory we can open (it is opened again when serving).
+    func checkSite() throws(UsageError) {
+        if given.contains(Option.staticFiles.longName) && given.contains(Option.staticDir.longName) {
+            throw UsageError("--static and --staticdir are one option: give one directory")
+        }
+        guard let root = site.root else { return }
+        let descriptor = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard descriptor >= 0 else {
+            let why = errno == ENOTDIR ? "not a directory" : String(cString: strerror(errno))
+            throw UsageError("cannot serve --static '\(root)': \(why)", pointsAtHelp: false)
+        }
+        close(descriptor)
+    }
 }

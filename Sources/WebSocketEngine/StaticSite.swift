@@ -1,0 +1,198 @@
+import Glibc
+import WebSocketCore
+
+/// What a server answers to plain GETs besides --health and --metrics: files beneath a
+/// directory and a console page for its WebSocket paths.
+public struct StaticSiteConfiguration: Sendable {
+    /// The directory whose regular files are served (nil: none).
+    public var root: String?
+    /// Serve the console page at every path that accepts a WebSocket upgrade.
+    public var devConsole = false
+
+    public init() {}
+
+    var isEmpty: Bool { root == nil && !devConsole }
+}
+
+/// An answer to a plain HTTP request: its head, the part of a file that follows as its body
+/// (owned: closed by whoever sends it), and whether the connection stays open for the next request.
+struct SiteAnswer {
+    var head: [UInt8]
+    var body: [UInt8] = []
+    var file: (descriptor: Int32, offset: UInt64, count: UInt64)?
+    var keepAlive: Bool
+}
+
+/// Answers plain requests from a directory and the console page. The directory is opened
+/// once; a request's path is walked beneath it one component at a time with `openat` and
+/// O_NOFOLLOW, so no symbolic link (inside or out) and no `..` is followed, whatever the
+/// tree does meanwhile. Loop thread only: an open or fstat of a local file does not wait
+/// on the network.
+final class StaticSite {
+    let configuration: StaticSiteConfiguration
+    private let rootDescriptor: Int32
+
+    init(_ configuration: StaticSiteConfiguration) {
+        self.configuration = configuration
+        rootDescriptor = configuration.root.map { open($0, O_RDONLY | O_DIRECTORY | O_CLOEXEC) } ?? -1
+    }
+
+    deinit { if rootDescriptor >= 0 { close(rootDescriptor) } }
+
+    /// The answer to a request that is no WebSocket upgrade, or nil when the site has none
+    /// (the handshake's own refusal follows: 426, or 405 for another method).
+    /// `mayKeepAlive` false: every answer closes the connection (a server that takes one
+    /// client at a time does not hold an idle one).
+    func answer(_ head: HTTPRequestHead, policy: HandshakePolicy, mayKeepAlive: Bool = true) -> SiteAnswer? {
+        let keepAlive = mayKeepAlive && StaticSite.keepsAlive(head)
+        let readsOnly = head.method == "GET" || head.method == "HEAD"
+        if case .refuse(let status, let headers, let body) = policy.bearerRefusal(head) {
+            return small(status, headers, body, keepAlive, head)
+        }
+        if rootDescriptor >= 0 {
+            // A path the rules refuse (a dotfile, `..`, a backslash, NUL) is no file and no console.
+            guard let target = try? StaticTarget.parse(head.target) else {
+                return readsOnly ? small(404, [], "not found", keepAlive, head) : nil
+            }
+            switch resolve(target) {
+            case .file(let descriptor, let info, let name):
+                guard readsOnly else {
+                    close(descriptor)
+                    return small(405, [HTTPHeader(name: "Allow", value: "GET, HEAD")], "use GET or HEAD", keepAlive, head)
+                }
+                return fileAnswer(head, descriptor: descriptor, info: info, name: name, keepAlive: keepAlive)
+            case .directoryWithoutSlash:
+                guard readsOnly else {
+                    return small(405, [HTTPHeader(name: "Allow", value: "GET, HEAD")], "use GET or HEAD", keepAlive, head)
+                }
+                return small(301, [HTTPHeader(name: "Location", value: StaticSite.slashLocation(head.target))], "", keepAlive, head)
+            case .none:
+                break
+            }
+        }
+        if configuration.devConsole, policy.path == nil || HandshakePolicy.pathOf(head.target) == policy.path {
+            guard readsOnly else {
+                return small(405, [HTTPHeader(name: "Allow", value: "GET, HEAD")], "use GET or HEAD", keepAlive, head)
+            }
+            let page = Array(DevConsolePage.html.utf8)
+            let headText = "HTTP/1.1 200 OK\r\nContent-Type: text/html; charset=utf-8\r\nContent-Length: \(page.count)\r\n"
+                + "Cache-Control: no-store\r\nX-Content-Type-Options: nosniff\r\n\(StaticSite.connectionHeader(keepAlive))\r\n"
+            return SiteAnswer(head: Array(headText.utf8), body: head.method == "HEAD" ? [] : page, keepAlive: keepAlive)
+        }
+        guard readsOnly else { return nil }
+        return small(404, [], "not found", keepAlive, head)
+    }
+
+    /// A 301's Location: the raw target's path with a slash added, its query kept. The raw
+    /// bytes passed the request parser (visible ASCII, no CR or LF); leading slashes are one,
+    /// so "//host" cannot become a redirect to another host.
+    static func slashLocation(_ target: String) -> String {
+        let (path, query) = target.firstIndex(of: "?").map { (target[..<$0], target[$0...]) } ?? (Substring(target), "")
+        return "/" + path.drop { $0 == "/" } + "/" + query
+    }
+
+    /// HTTP/1.1 keeps the connection unless the client says close; HTTP/1.0 only when it
+    /// asks for keep-alive. A request with a body ends it (we read no body).
+    static func keepsAlive(_ head: HTTPRequestHead) -> Bool {
+        if !head.values("Transfer-Encoding").isEmpty { return false }
+        if let length = head.values("Content-Length").first, length != "0" { return false }
+        if head.listContains("Connection", "close") { return false }
+        return head.http1MinorVersion == 1 ? true : head.listContains("Connection", "keep-alive")
+    }
+
+    static func reason(_ status: Int) -> String {
+        switch status {
+        case 200: return "OK"
+        case 206: return "Partial Content"
+        case 301: return "Moved Permanently"
+        default: return HTTPResponse.reasonPhrase(status)
+        }
+    }
+
+    static func connectionHeader(_ keepAlive: Bool) -> String {
+        keepAlive ? "Connection: keep-alive\r\n" : "Connection: close\r\n"
+    }
+
+    private func small(_ status: Int, _ headers: [HTTPHeader], _ text: String, _ keepAlive: Bool,
+                       _ head: HTTPRequestHead) -> SiteAnswer {
+        let body = text.isEmpty ? [] : Array((text + "\n").utf8)
+        var lines = "HTTP/1.1 \(status) \(StaticSite.reason(status))\r\n"
+        for header in headers { lines += "\(header.name): \(header.value)\r\n" }
+        if !body.isEmpty { lines += "Content-Type: text/plain; charset=utf-8\r\n" }
+        lines += "Content-Length: \(body.count)\r\n\(StaticSite.connectionHeader(keepAlive))\r\n"
+        return SiteAnswer(head: Array(lines.utf8), body: head.method == "HEAD" ? [] : body, keepAlive: keepAlive)
+    }
+
+    private func fileAnswer(_ head: HTTPRequestHead, descriptor: Int32, info: stat, name: String, keepAlive: Bool) -> SiteAnswer {
+        let size = UInt64(max(0, info.st_size))
+        let validators = FileValidators(inode: UInt64(info.st_ino), size: size, modifiedSeconds: Int64(info.st_mtim.tv_sec),
+                                        modifiedNanoseconds: Int64(info.st_mtim.tv_nsec))
+        var lines = "Last-Modified: \(validators.lastModified)\r\nETag: \(validators.etag)\r\n"
+            + "Cache-Control: no-cache\r\n\(StaticSite.connectionHeader(keepAlive))"
+        if validators.notModified(head) {
+            close(descriptor)
+            return SiteAnswer(head: Array("HTTP/1.1 304 Not Modified\r\n\(lines)\r\n".utf8), keepAlive: keepAlive)
+        }
+        lines = "Content-Type: \(ContentTypes.forName(name))\r\nAccept-Ranges: bytes\r\nX-Content-Type-Options: nosniff\r\n" + lines
+        var (status, first, count) = (200, UInt64(0), size)
+        if let range = head.values("Range").first, validators.rangeApplies(head) {
+            switch ByteRangeRequest.parse(range, size: size) {
+            case .whole: break
+            case .range(let from, let last):
+                (status, first, count) = (206, from, last - from + 1)
+                lines += "Content-Range: bytes \(from)-\(last)/\(size)\r\n"
+            case .unsatisfiable:
+                close(descriptor)
+                return SiteAnswer(head: Array(("HTTP/1.1 416 Range Not Satisfiable\r\nContent-Range: bytes */\(size)\r\n"
+                                               + "Content-Length: 0\r\n\(StaticSite.connectionHeader(keepAlive))\r\n").utf8), keepAlive: keepAlive)
+            }
+        }
+        let text = "HTTP/1.1 \(status) \(StaticSite.reason(status))\r\nContent-Length: \(count)\r\n" + lines + "\r\n"
+        if head.method == "HEAD" || count == 0 {
+            close(descriptor)
+            return SiteAnswer(head: Array(text.utf8), keepAlive: keepAlive)
+        }
+        return SiteAnswer(head: Array(text.utf8), file: (descriptor, first, count), keepAlive: keepAlive)
+    }
+
+    enum Resolved {
+        /// An open regular file, its status and the name its type comes from.
+        case file(Int32, stat, String)
+        /// A directory asked for without its trailing slash (301).
+        case directoryWithoutSlash
+        /// Nothing to serve: missing, a symbolic link, a device, a FIFO, a directory
+        /// without index.html, a file asked for with a trailing slash.
+        case none
+    }
+
+    /// Walks `target` beneath the root with O_NOFOLLOW at every step.
+    func resolve(_ target: StaticTarget) -> Resolved {
+        var directory = rootDescriptor
+        defer { if directory != rootDescriptor { close(directory) } }
+        for component in target.components.dropLast() {
+            let next = openat(directory, component, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+            guard next >= 0 else { return .none }
+            if directory != rootDescriptor { close(directory) }
+            directory = next
+        }
+        // O_NONBLOCK: opening a FIFO must not wait for a writer.
+        let flags = O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK | O_NOCTTY
+        var name = target.components.last ?? ""
+        var descriptor = target.components.isEmpty ? openat(directory, ".", flags) : openat(directory, name, flags)
+        guard descriptor >= 0 else { return .none }
+        var info = stat()
+        guard fstat(descriptor, &info) == 0 else { close(descriptor); return .none }
+        if (info.st_mode & S_IFMT) == S_IFDIR {
+            guard target.trailingSlash || target.components.isEmpty else { close(descriptor); return .directoryWithoutSlash }
+            let index = openat(descriptor, "index.html", flags)
+            close(descriptor)
+            guard index >= 0, fstat(index, &info) == 0 else { if index >= 0 { close(index) }; return .none }
+            (descriptor, name) = (index, "index.html")
+        } else if target.trailingSlash {
+            close(descriptor)
+            return .none
+        }
+        guard (info.st_mode & S_IFMT) == S_IFREG else { close(descriptor); return .none }
+        return .file(descriptor, info, name)
+    }
+}
