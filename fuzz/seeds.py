@@ -130,6 +130,24 @@ SEEDS = {
         "slash-in-password": b"\x01ws://u:p/ss@h/",
         "bad-port": b"\x00ws://h:99999/",
     },
+    # Byte 0 bit 0: the O_NOFOLLOW walk instead of openat2; the rest is the raw path.
+    "path": {
+        "program": b"\x00/x/more/info",
+        "deep": b"\x01/a/b/prog/rest/",
+        "dotdot": b"\x00/a/../x",
+        "encoded-dotdot": b"\x00/%2e%2e/outside/secret",
+        "double-encoded": b"\x01/%252e%252e/x",
+        "symlink-out": b"\x00/out",
+        "symlink-dir-out": b"\x01/up/secret",
+        "symlink-in": b"\x00/in",
+        "loop": b"\x00/a/loop/loop/b/prog",
+        "dotfile": b"\x00/.secret",
+        "backslash": b"\x00/..\\outside",
+        "nul": b"\x01/x%00.txt",
+        "query": b"\x00/x?/../../etc/passwd",
+        "fifo": b"\x00/fifo",
+        "root": b"\x01/",
+    },
 }
 
 

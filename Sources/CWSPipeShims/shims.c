@@ -16,6 +16,21 @@
 #include <spawn.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <linux/openat2.h>
+
+#ifndef SYS_openat2
+#define SYS_openat2 437  /* the same number on x86_64 and aarch64 */
+#endif
+
+int wsp_openat2_beneath(int dirfd, const char *path, int flags) {
+    struct open_how how;
+    memset(&how, 0, sizeof how);
+    how.flags = (unsigned long long)(flags | O_CLOEXEC);
+    how.resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_SYMLINKS;
+    long fd;
+    do fd = syscall(SYS_openat2, dirfd, path, &how, sizeof how); while (fd < 0 && errno == EINTR);
+    return (int)fd;
+}
 
 int wsp_getrandom(void *buffer, size_t length) {
     unsigned char *p = buffer;

@@ -43,6 +43,14 @@ int wsp_set_nonblocking(int fd);
 /// accept4(2) with SOCK_NONBLOCK | SOCK_CLOEXEC (a GNU extension Swift's Glibc lacks).
 int wsp_accept4(int fd, void *address, unsigned int *length);
 
+/// openat2(2) (Linux 5.6; glibc 2.36 has no wrapper) resolving `path` beneath `dirfd`:
+/// RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_SYMLINKS, with `flags` (O_CLOEXEC is
+/// added). Returns the descriptor or -1 with errno (ENOSYS where the kernel lacks it, EXDEV
+/// for a path that would leave dirfd, ELOOP for a symbolic link).
+int wsp_openat2_beneath(int dirfd, const char *path, int flags);
+/// O_PATH (a GNU flag Swift's Glibc does not export): the same value on x86_64 and aarch64.
+enum { WSP_O_PATH = 010000000 };
+
 // Child processes (WebSocketExec). No SIGCHLD handler anywhere: a child's exit is seen
 // through its pidfd (or polled with waitid on kernels without pidfd_open).
 
