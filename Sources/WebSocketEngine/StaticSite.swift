@@ -1,5 +1,6 @@
 import Glibc
 import WebSocketCore
+import WebSocketTransport
 
 /// What a server answers to plain GETs besides --health and --metrics: files beneath a
 /// directory and a console page for its WebSocket paths.
@@ -23,21 +24,20 @@ struct SiteAnswer {
     var keepAlive: Bool
 }
 
-/// Answers plain requests from a directory and the console page. The directory is opened
-/// once; a request's path is walked beneath it one component at a time with `openat` and
-/// O_NOFOLLOW, so no symbolic link (inside or out) and no `..` is followed, whatever the
-/// tree does meanwhile. Loop thread only: an open or fstat of a local file does not wait
-/// on the network.
+/// Answers plain requests from a directory and the console page. The path rules are
+/// --dir's (`RequestPath`: decoded once, dot segments, dotfiles, backslash, NUL, empty and
+/// encoded-slash segments refused) and so is the opening (`BeneathResolver`: openat2 with
+/// RESOLVE_BENEATH and no symbolic links, or an O_NOFOLLOW walk), so nothing outside the
+/// directory is reached whatever the tree does meanwhile. Loop thread only: an open or
+/// fstat of a local file does not wait on the network.
 final class StaticSite {
     let configuration: StaticSiteConfiguration
-    private let rootDescriptor: Int32
+    private let resolver: BeneathResolver?
 
     init(_ configuration: StaticSiteConfiguration) {
         self.configuration = configuration
-        rootDescriptor = configuration.root.map { open($0, O_RDONLY | O_DIRECTORY | O_CLOEXEC) } ?? -1
+        resolver = configuration.root.flatMap { try? BeneathResolver(directory: $0) }
     }
-
-    deinit { if rootDescriptor >= 0 { close(rootDescriptor) } }
 
     /// The answer to a request that is no WebSocket upgrade, or nil when the site has none
     /// (the handshake's own refusal follows: 426, or 405 for another method).
@@ -49,12 +49,12 @@ final class StaticSite {
         if case .refuse(let status, let headers, let body) = policy.bearerRefusal(head) {
             return small(status, headers, body, keepAlive, head)
         }
-        if rootDescriptor >= 0 {
+        if let resolver {
             // A path the rules refuse (a dotfile, `..`, a backslash, NUL) is no file and no console.
-            guard let target = try? StaticTarget.parse(head.target) else {
+            guard let target = try? RequestPath(target: head.target) else {
                 return readsOnly ? small(404, [], "not found", keepAlive, head) : nil
             }
-            switch resolve(target) {
+            switch StaticSite.resolve(target, with: resolver) {
             case .file(let descriptor, let info, let name):
                 guard readsOnly else {
                     close(descriptor)
@@ -123,10 +123,10 @@ final class StaticSite {
         return SiteAnswer(head: Array(lines.utf8), body: head.method == "HEAD" ? [] : body, keepAlive: keepAlive)
     }
 
-    private func fileAnswer(_ head: HTTPRequestHead, descriptor: Int32, info: stat, name: String, keepAlive: Bool) -> SiteAnswer {
-        let size = UInt64(max(0, info.st_size))
-        let validators = FileValidators(inode: UInt64(info.st_ino), size: size, modifiedSeconds: Int64(info.st_mtim.tv_sec),
-                                        modifiedNanoseconds: Int64(info.st_mtim.tv_nsec))
+    private func fileAnswer(_ head: HTTPRequestHead, descriptor: Int32, info: EntryFacts, name: String, keepAlive: Bool) -> SiteAnswer {
+        let size = UInt64(max(0, info.size))
+        let validators = FileValidators(inode: info.inode, size: size, modifiedSeconds: info.modifiedSeconds,
+                                        modifiedNanoseconds: info.modifiedNanoseconds)
         var lines = "Last-Modified: \(validators.lastModified)\r\nETag: \(validators.etag)\r\n"
             + "Cache-Control: no-cache\r\n\(StaticSite.connectionHeader(keepAlive))"
         if validators.notModified(head) {
@@ -156,43 +156,33 @@ final class StaticSite {
     }
 
     enum Resolved {
-        /// An open regular file, its status and the name its type comes from.
-        case file(Int32, stat, String)
+        /// An open regular file (ours to close), what fstat said and the name its type comes from.
+        case file(Int32, EntryFacts, String)
         /// A directory asked for without its trailing slash (301).
         case directoryWithoutSlash
-        /// Nothing to serve: missing, a symbolic link, a device, a FIFO, a directory
-        /// without index.html, a file asked for with a trailing slash.
+        /// Nothing to serve: missing, a symbolic link on the path, a device, a FIFO, a
+        /// directory without index.html, a file asked for with a trailing slash.
         case none
     }
 
-    /// Walks `target` beneath the root with O_NOFOLLOW at every step.
-    func resolve(_ target: StaticTarget) -> Resolved {
-        var directory = rootDescriptor
-        defer { if directory != rootDescriptor { close(directory) } }
-        for component in target.components.dropLast() {
-            let next = openat(directory, component, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
-            guard next >= 0 else { return .none }
-            if directory != rootDescriptor { close(directory) }
-            directory = next
-        }
-        // O_NONBLOCK: opening a FIFO must not wait for a writer.
-        let flags = O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK | O_NOCTTY
-        var name = target.components.last ?? ""
-        var descriptor = target.components.isEmpty ? openat(directory, ".", flags) : openat(directory, name, flags)
-        guard descriptor >= 0 else { return .none }
-        var info = stat()
-        guard fstat(descriptor, &info) == 0 else { close(descriptor); return .none }
-        if (info.st_mode & S_IFMT) == S_IFDIR {
-            guard target.trailingSlash || target.components.isEmpty else { close(descriptor); return .directoryWithoutSlash }
-            let index = openat(descriptor, "index.html", flags)
-            close(descriptor)
-            guard index >= 0, fstat(index, &info) == 0 else { if index >= 0 { close(index) }; return .none }
-            (descriptor, name) = (index, "index.html")
-        } else if target.trailingSlash {
-            close(descriptor)
+    static func resolve(_ target: RequestPath, with resolver: BeneathResolver) -> Resolved {
+        do throws(ResolveFailure) {
+            var entry = try resolver.open(segments: target.segments)
+            var name = target.segments.last.map { String(decoding: $0, as: UTF8.self) } ?? ""
+            switch entry.facts.kind {
+            case .directory:
+                guard target.hasTrailingSlash || target.segments.isEmpty else { return .directoryWithoutSlash }
+                entry = try resolver.open(Array("index.html".utf8), in: entry)
+                name = "index.html"
+                guard entry.facts.kind == .regular else { return .none }
+            case .regular:
+                guard !target.hasTrailingSlash else { return .none }
+            case .symlink, .other:
+                return .none
+            }
+            return .file(entry.take(), entry.facts, name)
+        } catch {
             return .none
         }
-        guard (info.st_mode & S_IFMT) == S_IFREG else { close(descriptor); return .none }
-        return .file(descriptor, info, name)
     }
 }

@@ -1,6 +1,6 @@
 // The static-file rules without sockets: IMF-fixdate both ways, one byte range, the
-// validators' order (If-None-Match before If-Modified-Since), content types, and the
-// request path's segments.
+// validators' order (If-None-Match before If-Modified-Since), content types (the request
+// path's rules are RequestPathTests').
 @testable import WebSocketCore
 import XCTest
 
@@ -66,21 +66,5 @@ final class StaticFileRulesTests: XCTestCase {
         XCTAssertEqual(ContentTypes.forName("a.wasm"), "application/wasm")
         XCTAssertEqual(ContentTypes.forName("README"), "application/octet-stream")
         XCTAssertEqual(ContentTypes.forName(".bashrc"), "application/octet-stream")
-    }
-
-    func testTargetsBecomeSegmentsDecodedOnce() throws {
-        XCTAssertEqual(try StaticTarget.parse("/"), StaticTarget(components: [], trailingSlash: true))
-        XCTAssertEqual(try StaticTarget.parse("/a/b.txt?x=1#f"), StaticTarget(components: ["a", "b.txt"], trailingSlash: false))
-        XCTAssertEqual(try StaticTarget.parse("//a//b/"), StaticTarget(components: ["a", "b"], trailingSlash: true))
-        XCTAssertEqual(try StaticTarget.parse("/a%20b/%252e%252e"), StaticTarget(components: ["a b", "%2e%2e"], trailingSlash: false))
-        let refused: [(String, StaticTarget.Refusal)] = [
-            ("/..", .dotSegment), ("/%2e%2e/x", .dotSegment), ("/%2E%2e", .dotSegment), ("/.env", .dotSegment), ("/a/./b", .dotSegment),
-            ("/..%2fx", .dotSegment), ("/a%2f..%2fb", .forbiddenByte), ("/a%5cb", .forbiddenByte), ("/a\\b", .forbiddenByte),
-            ("/a%00", .forbiddenByte), ("/a%0d%0a", .forbiddenByte), ("/%zz", .badPercentEncoding), ("/%4", .badPercentEncoding),
-            ("http://host/a", .notOriginForm), ("*", .notOriginForm),
-        ]
-        for (target, why) in refused {
-            XCTAssertThrowsError(try StaticTarget.parse(target), target) { XCTAssertEqual($0 as? StaticTarget.Refusal, why, target) }
-        }
     }
 }
