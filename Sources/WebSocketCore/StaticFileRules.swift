@@ -13,7 +13,7 @@ public enum HTTPDate {
         let time = seconds - day * 86_400
         let (year, month, dayOfMonth) = civil(fromDays: day)
         let weekday = days[Int(((day % 7) + 7) % 7)]
-        return "\(weekday), \(two(dayOfMonth)) \(months[month - 1]) \(year) \(two(Int(time / 3600))):\(two(Int(time / 60 % 60))):\(two(Int(time % 60))) GMT"
+        return "\(weekday), \(two(dayOfMonth)) \(months[month - 1]) \(four(year)) \(two(Int(time / 3600))):\(two(Int(time / 60 % 60))):\(two(Int(time % 60))) GMT"
     }
 
     /// Seconds since the epoch of an IMF-fixdate, nil for anything else.
@@ -31,6 +31,10 @@ public enum HTTPDate {
     }
 
     private static func two(_ n: Int) -> String { n < 10 ? "0\(n)" : "\(n)" }
+    private static func four(_ year: Int64) -> String {
+        let digits = String(year)
+        return String(repeating: "0", count: max(0, 4 - digits.count)) + digits
+    }
 
     private static func number(_ digits: ArraySlice<UInt8>) -> Int? {
         var value = 0
@@ -128,11 +132,11 @@ public struct FileValidators: Equatable, Sendable {
     public var lastModified: String { HTTPDate.format(modified) }
 
     /// Whether a GET or HEAD with these headers gets 304: If-None-Match decides when it is
-    /// present (weak comparison, §13.1.2), If-Modified-Since only without it (§13.2.2).
+    /// present (weak comparison, §13.1.2), even with no tag in it ("" or ","), and
+    /// If-Modified-Since only without it (§13.1.3).
     public func notModified(_ head: some HTTPHeaderFields) -> Bool {
-        let noneMatch = head.listValues("If-None-Match")
-        if !noneMatch.isEmpty {
-            return noneMatch.contains { $0 == "*" || FileValidators.opaque($0) == FileValidators.opaque(etag) }
+        if !head.values("If-None-Match").isEmpty {
+            return head.listValues("If-None-Match").contains { $0 == "*" || FileValidators.opaque($0) == FileValidators.opaque(etag) }
         }
         guard let since = head.values("If-Modified-Since").first, let date = HTTPDate.parse(since) else { return false }
         return modified <= date

@@ -52,6 +52,9 @@ final class StaticFileRulesTests: XCTestCase {
         XCTAssertFalse(file.notModified(Fields([("If-Modified-Since", "Sat, 05 Nov 1994 08:49:37 GMT")])))
         XCTAssertFalse(file.notModified(Fields([("If-None-Match", "\"x\""), ("If-Modified-Since", date)])))
         XCTAssertFalse(file.notModified(Fields([("If-Modified-Since", "yesterday")])))
+        // An If-None-Match with no tag in it is still there: If-Modified-Since is not asked (the fuzz target found ",").
+        XCTAssertFalse(file.notModified(Fields([("If-None-Match", ","), ("If-Modified-Since", date)])))
+        XCTAssertFalse(file.notModified(Fields([("If-None-Match", ""), ("If-Modified-Since", date)])))
         XCTAssertTrue(file.rangeApplies(Fields([])))
         XCTAssertTrue(file.rangeApplies(Fields([("If-Range", file.etag)])))
         XCTAssertFalse(file.rangeApplies(Fields([("If-Range", "W/" + file.etag)])))
