@@ -23,10 +23,10 @@ _wspipe() {
         --user-agent --bearer --bearer-file --cacert -n --max-messages --send --timeout
         --idle-timeout --linger --proxy --noproxy --socks5 --cert --key --key-pass-env
         --key-pass-file --tls-min --connect-to --sni --unix-socket --resolve --max-redirs
-        -l --listen --path --allow-origin --health --response-header --max-clients --handshake-timeout
+        -l --listen --path --allow-origin --sameorigin --health --response-header --max-clients --handshake-timeout
         --stale-timeout --retry-delay --retry-max-delay --max-retries --retry-reset
         --queue-size --queue-bytes --queue-policy --send-file
-        --exec --sh --close-grace --max-children --passenv --client-ca
+        --exec --sh --dir --close-grace --max-children --passenv --client-ca
         --metrics --static --staticdir
         --deflate-client-window-bits --deflate-server-window-bits --decompress"
 
@@ -55,6 +55,10 @@ _wspipe() {
             return ;;
         --key-pass-env|--passenv)
             COMPREPLY=($(compgen -v -- "$cur"))
+            return ;;
+        --dir)
+            compopt -o filenames 2>/dev/null
+            COMPREPLY=($(compgen -d -- "$cur"))
             return ;;
         --exec)
             compopt -o filenames 2>/dev/null

@@ -108,7 +108,21 @@ int wsp_set_nonblocking(int fd) {
     return flags < 0 ? -1 : fcntl(fd, F_SETFL, flags | O_NONBLOCK);
 }
 
-int wsp_spawn(const char *path, char *const argv[], char *const envp[], int in, int out, int err, pid_t *pid) {
+static int spawn_with(const char *path, char *const argv[], char *const envp[], int in, int out, int err, int exe, pid_t *pid);
+
+int wsp_spawn(const char *path, char *const argv[], char *const envp[], int in, int out, int err, int exe, pid_t *pid) {
+    /* dup2(3, 3) would keep close-on-exec with a glibc older than 2.29: move it off 3. */
+    int moved = -1;
+    if (exe == 3) {
+        if ((moved = fcntl(exe, F_DUPFD_CLOEXEC, 4)) < 0) return errno;
+        exe = moved;
+    }
+    int spawned = spawn_with(path, argv, envp, in, out, err, exe, pid);
+    if (moved >= 0) close(moved);
+    return spawned;
+}
+
+static int spawn_with(const char *path, char *const argv[], char *const envp[], int in, int out, int err, int exe, pid_t *pid) {
     posix_spawn_file_actions_t actions;
     posix_spawnattr_t attributes;
     int result = posix_spawn_file_actions_init(&actions);
@@ -130,9 +144,11 @@ int wsp_spawn(const char *path, char *const argv[], char *const envp[], int in, 
         && (result = posix_spawn_file_actions_adddup2(&actions, in, 0)) == 0
         && (result = posix_spawn_file_actions_adddup2(&actions, out, 1)) == 0
         && (result = posix_spawn_file_actions_adddup2(&actions, err, 2)) == 0
+        // The program's own descriptor (after 0-2 took theirs), not close-on-exec.
+        && (exe < 0 || (result = posix_spawn_file_actions_adddup2(&actions, exe, 3)) == 0)
         // Descriptors the process inherited without close-on-exec stay out of the child too.
-        && (result = posix_spawn_file_actions_addclosefrom_np(&actions, 3)) == 0) {
-        result = posix_spawn(pid, path, &actions, &attributes, argv, envp);
+        && (result = posix_spawn_file_actions_addclosefrom_np(&actions, exe < 0 ? 3 : 4)) == 0) {
+        result = posix_spawn(pid, exe < 0 ? path : "/proc/self/fd/3", &actions, &attributes, argv, envp);
     }
     posix_spawnattr_destroy(&attributes);
     posix_spawn_file_actions_destroy(&actions);

@@ -16,7 +16,7 @@ struct job {
     unsigned long long id;
     char *path;
     char **argv, **envp;
-    int in, out, err;
+    int in, out, err, exe;
     pid_t pid;
     int error;
 };
@@ -55,6 +55,7 @@ static void finish_job(struct job *job) {
     close(job->in);
     close(job->out);
     close(job->err);
+    if (job->exe >= 0) close(job->exe);
     free(job->path);
     free_strings(job->argv);
     free_strings(job->envp);
@@ -72,7 +73,7 @@ static void *work(void *argument) {
         s->queue = job->next;
         if (!s->queue) s->queue_tail = NULL;
         pthread_mutex_unlock(&s->lock);
-        job->error = wsp_spawn(job->path, job->argv, job->envp, job->in, job->out, job->err, &job->pid);
+        job->error = wsp_spawn(job->path, job->argv, job->envp, job->in, job->out, job->err, job->exe, &job->pid);
         finish_job(job);
         pthread_mutex_lock(&s->lock);
         job->next = s->done;
@@ -115,13 +116,14 @@ wsp_spawner *wsp_spawner_new(int threads) {
 int wsp_spawner_fd(const wsp_spawner *s) { return s->fd; }
 
 int wsp_spawner_submit(wsp_spawner *s, unsigned long long id, const char *path, char *const argv[], char *const envp[],
-                       int in, int out, int err) {
+                       int in, int out, int err, int exe) {
     struct job *job = calloc(1, sizeof *job);
     if (!job) return ENOMEM;
     job->id = id;
     job->in = in;
     job->out = out;
     job->err = err;
+    job->exe = exe;
     job->path = strdup(path);
     job->argv = copy_strings(argv);
     job->envp = copy_strings(envp);

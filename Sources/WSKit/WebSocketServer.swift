@@ -284,6 +284,12 @@ public struct WebSocketServerOptions: Sendable {
     /// Origins allowed (exact, ASCII case-insensitive; empty: any, also none); others are
     /// refused with 403 before the handler sees them (RFC 6455 §10.2).
     public var allowedOrigins: [String] = []
+    /// Accept an `Origin` only when it names this server as the request's Host header does
+    /// (scheme https with `tls`, else http; same host and port, default ports filled in), as
+    /// `wspipe -l --sameorigin`; a client without Origin (not a browser) is accepted. With
+    /// `allowedOrigins` as well, either admits. Others are refused with 403 before the
+    /// handler sees them. Default false.
+    public var requiresSameOrigin = false
     /// The token `Authorization: Bearer` must carry (RFC 6750 §2.1, compared in constant
     /// time); others are refused with 401 and `WWW-Authenticate` before the handler sees them.
     public var bearerToken: String?
@@ -418,6 +424,8 @@ public struct WebSocketServerOptions: Sendable {
         var configuration = ServerConfiguration()
         configuration.policy.path = path
         configuration.policy.allowedOrigins = allowedOrigins
+        configuration.policy.requiresSameOrigin = requiresSameOrigin
+        configuration.policy.servesTLS = tls != nil
         configuration.policy.bearerToken = bearerToken
         configuration.policy.healthPath = healthPath
         configuration.connection = LoopSide.connectionOptions(connectionOptions)

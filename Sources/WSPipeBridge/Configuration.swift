@@ -226,6 +226,14 @@ public struct ExecServing: Sendable, Equatable {
     public var maxChildren = 1024
     /// --passenv: variables of ours the programs also get.
     public var passing: [String] = []
+    /// --dir DIR: the program comes from each request's path under DIR (`command` unused).
+    public var directory: String?
 
     public init(command: ChildCommand) { self.command = command }
+
+    /// --dir DIR: a program per path.
+    public init(directory: String) {
+        self.command = ChildCommand(program: directory)
+        self.directory = directory
+    }
 }

@@ -63,6 +63,8 @@ public enum Failure: Error {
     case serverTLS(TLSFailure)
     /// The program to run for each connection does not exist or cannot be executed (exit 1).
     case missingProgram(path: String, errno: Int32)
+    /// --dir's directory cannot be opened as one (exit 1).
+    case cannotOpenDirectory(path: String, errno: Int32)
 }
 
 /// The one line to print for `failure` (nil: nothing, as for a signal) and the exit status.
@@ -121,6 +123,8 @@ public func report(_ failure: Failure, as role: Role = .client) -> (message: Str
         return (serverMessage(failure), .tlsFailure)
     case .missingProgram(let path, let code):
         return ("cannot run '\(path)': \(errnoText(code))", .localError)
+    case .cannotOpenDirectory(let path, let code):
+        return ("cannot serve programs from '\(path)': \(errnoText(code))", .localError)
     }
 }
 

@@ -178,16 +178,32 @@ final class BroadcastServing: UntilSignal {
     }
 }
 
-/// --exec/--sh: a child per client; after a shutdown the run lasts until the last child is reaped.
+/// --exec/--sh: a child per client; after a shutdown the run lasts until the last child is
+/// reaped. --dir: the same with the program from each request's path.
 final class ExecServingMode: UntilSignal {
     private let exec: ExecServing
     private let children: ChildPool
+    /// --dir's directory could not be opened (errno), reported before listening.
+    private var directoryError: Int32?
 
     init(_ context: ModeContext, _ exec: ExecServing) {
         self.exec = exec
         let mode = makeExecMode(exec, loop: context.loop, binary: context.config.stdio.mode == .binary,
                                 maximumMessageSize: context.config.maxMessageSize, log: context.log)
         children = mode.pool
+        if let directory = exec.directory {
+            do throws(ResolveFailure) {
+                let programs = try ProgramDirectory(directory: directory)
+                mode.directory = programs
+                context.log.event("--dir \(programs.path): paths resolved with \(programs.mechanism.rawValue), symbolic links refused")
+            } catch {
+                if case .failed(let code) = error { directoryError = code } else { directoryError = ENOTDIR }
+            }
+            let log = context.log
+            mode.onNoProgram = { target, why in
+                log.event("404 for \(Diagnostics.terminalSafe(Diagnostics.redactedTarget(target))): \(why)")
+            }
+        }
         super.init(context, mode: mode)
         mode.onOutcome = { [unowned self] _, _ in
             if draining && children.running == 0 { loop.stop() }
@@ -198,6 +214,9 @@ final class ExecServingMode: UntilSignal {
 
     /// A program that cannot run is a mistake to report now, not at the first client.
     override func checkBeforeListening() -> Failure? {
+        if let directory = exec.directory {
+            return directoryError.map { .cannotOpenDirectory(path: directory, errno: $0) }
+        }
         do throws(ChildError) {
             _ = try exec.command.executablePath(searchPath: getenv("PATH").map { String(cString: $0) })
         } catch {

@@ -29,8 +29,9 @@ extension Option {
                     notes: [("URL user:password@", "sends Basic authentication")]),
         HelpSection(title: "Output:", options: [verbose, quiet, help, version]),
         HelpSection(title: "Server (-l; see SERVER in the man page):",
-                    options: [listen, reuseport, echo, broadcast, path, allowOrigin, requireProtocol, requireBearer, health, metrics, metricsPublic,
-                              staticFiles, staticDir, devConsole, responseHeader, maxClients, handshakeTimeout, exec, sh, closeGrace, maxChildren, passenv, clientCA,
+                    options: [listen, reuseport, echo, broadcast, path, allowOrigin, sameOrigin, requireProtocol, requireBearer, health, metrics, metricsPublic,
+                              staticFiles, staticDir, devConsole, responseHeader, maxClients, handshakeTimeout, exec, sh, dir, closeGrace, maxChildren,
+                              passenv, clientCA,
                               oneshot]),
     ]
 
@@ -476,6 +477,10 @@ extension Option {
         try checkHeaderValue(text, option: name)
         return { $0.policy.allowedOrigins.append(text) }
     }
+    static let sameOrigin = Option("--sameorigin", help: "accept an Origin only when it names this server as the Host header does",
+                                   "(a client without Origin is accepted; 403 otherwise)") {
+        $0.policy.requiresSameOrigin = true
+    }
     static let requireProtocol = Option("--require-protocol",
                                         help: "refuse (400) a client offering none of the --protocol names") {
         $0.policy.requiresSubprotocol = true
@@ -542,6 +547,11 @@ extension Option {
     static let sh = Option("--sh", value: "COMMAND", help: "server mode: like --exec with /bin/sh -c COMMAND") { text, name throws(UsageError) in
         guard !text.isEmpty else { throw UsageError("\(name) needs a command") }
         return { $0.execShell = text }
+    }
+    static let dir = Option("--dir", value: "DIR", help: "server mode: ws://HOST/NAME/REST runs the program DIR/NAME for",
+                            "the client (REST in PATH_INFO); other paths, symlinks too, get 404") { text, name throws(UsageError) in
+        guard !text.isEmpty else { throw UsageError("\(name) needs a directory") }
+        return { $0.execDirectory = text }
     }
     static let closeGrace = seconds("--close-grace", help: "after a client closes or leaves, SECS its program may still write and",
                                     "exit in; then its group gets SIGTERM (SIGKILL 0.5 s later; default 1)") {

@@ -59,8 +59,9 @@ extension ServerModeDescriptor {
         refusals: [Refusal(options: [.timestamps, .base64, .wholeInput, .oneMessage, .requireCount, .stats, .linger],
                            reason: nil)]) { _ in .broadcast }
 
+    /// A child per connection: one program for all (--exec, --sh) or one per path (--dir).
     static let exec = ServerModeDescriptor(
-        name: "--exec/--sh", flags: [Option.exec, .sh], only: [.closeGrace, .maxChildren, .passenv],
+        name: "--exec/--sh/--dir", flags: [Option.exec, .sh, .dir], only: [.closeGrace, .maxChildren, .passenv],
         refusals: [Refusal(options: [.null, .chunkSize, .timestamps, .base64, .wholeInput, .maxMessages, .oneMessage,
                                      .requireCount, .receiveOnly, .sendOnly, .stats, .noClose, .linger, .closeCode, .closeReason],
                            reason: nil)]) { settings throws(UsageError) in .exec(try settings.execServing()) }
@@ -73,7 +74,10 @@ extension ServerModeDescriptor {
         let modes = table.filter { mode in mode.flags.contains { given.contains($0.longName) } }
         for mode in table where !modes.contains(where: { $0.name == mode.name }) {
             if let option = mode.only.first(where: { given.contains($0.longName) }) {
-                throw UsageError("\(option.longName) needs \(mode.flags.map(\.longName).joined(separator: " or "))")
+                let flags = mode.flags.map(\.longName)
+                let named = flags.count > 2 ? flags.dropLast().joined(separator: ", ") + " or " + flags[flags.count - 1]
+                                            : flags.joined(separator: " or ")
+                throw UsageError("\(option.longName) needs \(named)")
             }
         }
         var made: [(ServerModeDescriptor, ServeConfiguration.Mode)] = []
@@ -86,7 +90,7 @@ extension ServerModeDescriptor {
         -> (ServerModeDescriptor, ServeConfiguration.Mode) {
         guard given.count <= 1 else {
             let names = given.map(\.0.name)
-            if names.contains(exec.name) { throw UsageError("--exec/--sh, --echo and --broadcast are different modes: choose one") }
+            if names.contains(exec.name) { throw UsageError("--exec/--sh/--dir, --echo and --broadcast are different modes: choose one") }
             throw UsageError("\(names[0]) cannot be combined with \(names[1]): choose one mode")
         }
         return given.first ?? (stdio, .stdio)

@@ -7,8 +7,9 @@ import WebSocketExec
 
 extension Option {
     /// Options that mean something only when serving.
-    static let serverOnly: [Option] = [reuseport, echo, broadcast, path, allowOrigin, requireProtocol, requireBearer, health, metrics, metricsPublic,
-                                       staticFiles, staticDir, devConsole, responseHeader, maxClients, handshakeTimeout, exec, sh, closeGrace, maxChildren, passenv, clientCA,
+    static let serverOnly: [Option] = [reuseport, echo, broadcast, path, allowOrigin, sameOrigin, requireProtocol, requireBearer, health, metrics, metricsPublic,
+                                       staticFiles, staticDir, devConsole, responseHeader, maxClients, handshakeTimeout, exec, sh, dir, closeGrace,
+                                       maxChildren, passenv, clientCA,
                                        oneshot]
     /// Options of a client connection, which a server has no use for.
     static let clientOnly: [Option] = [proxy, socks5, noproxy, unixSocket, connectTo, resolve, ipv4, ipv6, location, maxRedirs,
@@ -115,6 +116,7 @@ extension Settings {
         }
         serve.server.policy = policy
         serve.server.site = site
+        serve.server.policy.servesTLS = serve.tls != nil
         serve.server.policy.subprotocols = config.subprotocols
         if let maxClients { serve.server.maximumClients = maxClients }
         if let handshakeTimeout { serve.server.handshakeTimeout = handshakeTimeout }
@@ -193,17 +195,23 @@ extension Settings {
 }
 
 extension Settings {
-    /// --exec or --sh with their settings (the exec mode's factory: one of them is given).
+    /// --exec, --sh or --dir with their settings (the exec mode's factory: one of them is given).
     /// Throws `UsageError`.
     func execServing() throws(UsageError) -> ExecServing {
-        let command: ChildCommand
-        switch (execProgram, execShell) {
-        case (let program?, nil): command = ChildCommand(program: program, arguments: execArguments)
-        case (nil, let shell?): command = .shell(shell)
-        case (nil, nil): throw UsageError("--exec or --sh needs a program")
-        default: throw UsageError("--exec and --sh cannot be combined: give one program")
+        var exec: ExecServing
+        if let execDirectory {
+            if execProgram != nil || execShell != nil {
+                throw UsageError("--dir and \(execProgram != nil ? "--exec" : "--sh") cannot be combined: give one program or a directory of them")
+            }
+            exec = ExecServing(directory: execDirectory)
+        } else {
+            switch (execProgram, execShell) {
+            case (let program?, nil): exec = ExecServing(command: ChildCommand(program: program, arguments: execArguments))
+            case (nil, let shell?): exec = ExecServing(command: .shell(shell))
+            case (nil, nil): throw UsageError("--exec or --sh needs a program")
+            default: throw UsageError("--exec and --sh cannot be combined: give one program")
+            }
         }
-        var exec = ExecServing(command: command)
         if let closeGrace { exec.closeGrace = closeGrace }
         if let maxChildren { exec.maxChildren = maxChildren }
         exec.passing = passing
@@ -235,5 +243,16 @@ extension Settings {
             throw UsageError("cannot serve --static '\(root)': \(why)", pointsAtHelp: false)
         }
         close(descriptor)
+        // Serving --dir's tree as files would hand out the programs' source.
+        if let programs = execDirectory, let a = realPath(root), let b = realPath(programs),
+           a == b || a.hasPrefix(b.hasSuffix("/") ? b : b + "/") || b.hasPrefix(a.hasSuffix("/") ? a : a + "/") {
+            throw UsageError("--static '\(root)' \(a == b ? "is" : a.count < b.count ? "contains" : "is inside") --dir '\(programs)': it would serve the programs themselves; give a directory apart from it")
+        }
+    }
+
+    private func realPath(_ path: String) -> String? {
+        guard let resolved = realpath(path, nil) else { return nil }
+        defer { free(resolved) }
+        return String(cString: resolved)
     }
 }

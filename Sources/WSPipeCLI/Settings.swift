@@ -36,6 +36,8 @@ struct Settings {
     var execProgram: String?
     var execArguments: [String] = []
     var execShell: String?
+    /// --dir DIR: a program per path under DIR.
+    var execDirectory: String?
     var closeGrace: Double?
     var maxChildren: Int?
     var passing: [String] = []

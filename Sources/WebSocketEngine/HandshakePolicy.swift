@@ -9,6 +9,11 @@ public struct HandshakePolicy: Sendable {
     /// Origins allowed (exact, ASCII case-insensitive); empty: any origin. 403 otherwise,
     /// also for a request without Origin.
     public var allowedOrigins: [String] = []
+    /// `--sameorigin`: an Origin must name this server as the Host header does
+    /// (`SameOrigin`); no Origin is admitted. With `allowedOrigins` as well, either admits.
+    public var requiresSameOrigin = false
+    /// Whether the listener serves TLS: the scheme `requiresSameOrigin` expects (https/http).
+    public var servesTLS = false
     /// Subprotocols we support, in our order; the first one the client offers that we
     /// support is selected (the client's preference, RFC 6455 §4.2.2 item 5.4).
     public var subprotocols: [String] = []
@@ -34,16 +39,13 @@ public struct HandshakePolicy: Sendable {
         case refuse(status: Int, headers: [HTTPHeader], body: String)
     }
 
-    /// Checks, in this order: the path (404), the bearer token (401), the Origin (403), the
+    /// Checks, in this order: the path (404), the bearer token (401), the Origin (403:
+    /// `allowedOrigins`, `requiresSameOrigin`), the
     /// subprotocol (400 when one is required and none matches).
     public func decide(_ request: HandshakeRequest) -> Decision {
         if let path, request.path != path { return .refuse(status: 404, headers: [], body: "no WebSocket at \(shown(request.path))") }
         if let refusal = bearerRefusal(request.head) { return refusal }
-        if !allowedOrigins.isEmpty {
-            guard let origin = request.origin, allowedOrigins.contains(where: { $0.lowercased() == origin.lowercased() }) else {
-                return .refuse(status: 403, headers: [], body: request.origin.map { "origin \(shown($0)) is not allowed" } ?? "the request has no Origin header")
-            }
-        }
+        if let refusal = originRefusal(request) { return refusal }
         let chosen = request.subprotocols.first { subprotocols.contains($0) }
         if chosen == nil && requiresSubprotocol {
             return .refuse(status: 400, headers: [], body: "none of the offered subprotocols is supported (supported: \(subprotocols.joined(separator: ", ")))")
@@ -59,6 +61,17 @@ public struct HandshakePolicy: Sendable {
         let body = method == "HEAD" ? "" : "ok\n"
         return Array(("HTTP/1.1 200 OK\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: 3\r\n"
                       + "Cache-Control: no-store\r\nConnection: close\r\n\r\n" + body).utf8)
+    }
+
+    /// The 403 for an Origin neither --allow-origin nor --sameorigin admits (nil: admitted,
+    /// or no rule is set).
+    private func originRefusal(_ request: HandshakeRequest) -> Decision? {
+        guard !allowedOrigins.isEmpty || requiresSameOrigin else { return nil }
+        if requiresSameOrigin && SameOrigin.admits(origin: request.origin, host: request.host, secure: servesTLS) { return nil }
+        if let origin = request.origin, allowedOrigins.contains(where: { $0.lowercased() == origin.lowercased() }) { return nil }
+        guard let origin = request.origin else { return .refuse(status: 403, headers: [], body: "the request has no Origin header") }
+        let why = requiresSameOrigin ? "is not this server's (Host \(shown(request.host)))" : "is not allowed"
+        return .refuse(status: 403, headers: [], body: "origin \(shown(origin)) \(why)")
     }
 
     /// The 401 for a request without the bearer token (nil: none is required, or it is there).

@@ -63,8 +63,13 @@ public enum CGIEnvironment {
     /// Values: CR and LF become spaces and surrounding whitespace is trimmed (as
     /// websocketd); `PATH_INFO` and `PATH_TRANSLATED` are percent-decoded, `REQUEST_URI`
     /// and `QUERY_STRING` are as sent; `REMOTE_HOST` is the address (no reverse lookup).
+    ///
+    /// `script` (`--dir`): `SCRIPT_NAME` and `PATH_INFO` are the program's part of the path
+    /// and the rest (websocketd's), and `SCRIPT_FILENAME` the program's file (as CGI servers
+    /// set it: a #! script run through its descriptor sees /proc/self/fd/3 as $0).
     public static func variables(for request: HandshakeRequest, connection: ConnectionFacts,
-                                 serverSoftware: String) -> [(name: String, value: String)] {
+                                 serverSoftware: String,
+                                 script: (name: String, pathInfo: String, file: String)? = nil) -> [(name: String, value: String)] {
         let (serverName, serverPort) = hostAndPort(request.host, isTLS: connection.isTLS,
                                                    fallback: (connection.localAddress, connection.localPort))
         let decodedPath = percentDecoded(request.path)
@@ -77,8 +82,8 @@ public enum CGIEnvironment {
             ("SERVER_PROTOCOL", request.head.version),
             ("GATEWAY_INTERFACE", "CGI/1.1"),
             ("REQUEST_METHOD", request.head.method),
-            ("SCRIPT_NAME", "/"),
-            ("PATH_INFO", decodedPath),
+            ("SCRIPT_NAME", script?.name ?? "/"),
+            ("PATH_INFO", script?.pathInfo ?? decodedPath),
             ("PATH_TRANSLATED", decodedPath),
             ("QUERY_STRING", request.query ?? ""),
             ("AUTH_TYPE", ""),
@@ -90,6 +95,7 @@ public enum CGIEnvironment {
             ("REMOTE_PORT", connection.remotePort.map(String.init) ?? ""),
             ("REQUEST_URI", request.path + (request.query.map { "?" + $0 } ?? "")),
         ]
+        if let script { result.append(("SCRIPT_FILENAME", cleaned(script.file))) }
         if connection.isTLS { result.append(("HTTPS", "on")) }
         if let protocolName = connection.subprotocol { result.append(("WEBSOCKET_PROTOCOL", protocolName)) }
         if let subject = connection.clientCertificateSubject {

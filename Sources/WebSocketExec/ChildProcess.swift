@@ -140,18 +140,29 @@ public final class ChildProcess {
     ///     the loop's thread (a failure then comes through `onSpawnFailure`); the pipes
     ///     exist at once, so what is written to `stdin` meanwhile waits in the pipe.
     ///   - stderr: gets each line the child writes to stderr (without its `\n`).
+    ///   - executable: a descriptor of the program (`--dir`'s, opened beneath its directory),
+    ///     run through /proc/self/fd instead of looking `command.program` up (which is then
+    ///     only argv[0]); this init closes it in every case.
     /// - Throws: `ChildError`: `.tooManyChildren`, `.missingProgram`, `.cannotSpawn`
     ///   (posix_spawn's errno), `.cannotCreate` (pipes).
     public init(_ command: ChildCommand, environment: [String], loop: EventLoop, pool: ChildPool,
-                options: ChildOptions = .init(), spawner: ChildSpawner? = nil,
+                options: ChildOptions = .init(), spawner: ChildSpawner? = nil, executable: Int32 = -1,
                 stderr: @escaping ([UInt8]) -> Void) throws(ChildError) {
-        let path = try command.executablePath(searchPath: ChildProcess.value(of: "PATH", in: environment))
-        try pool.take()
+        let path: String
+        do throws(ChildError) {
+            path = executable >= 0 ? command.program
+                                   : try command.executablePath(searchPath: ChildProcess.value(of: "PATH", in: environment))
+            try pool.take()
+        } catch {
+            if executable >= 0 { Glibc.close(executable) }
+            throw error
+        }
         var input: [Int32] = [-1, -1], output: [Int32] = [-1, -1], errors: [Int32] = [-1, -1]
         func closeAll() { for fd in input + output + errors where fd >= 0 { Glibc.close(fd) } }
         guard wsp_child_pipe(&input, 1) == 0, wsp_child_pipe(&output, 0) == 0, wsp_child_pipe(&errors, 0) == 0 else {
             let code = errno
             closeAll()
+            if executable >= 0 { Glibc.close(executable) }
             pool.giveBack()
             throw .cannotCreate(what: "a pipe", errno: code)
         }
@@ -162,11 +173,13 @@ public final class ChildProcess {
         if let spawner {
             // The spawner closes the child's ends once it has spawned (or failed).
             let queued = spawner.spawn(path, arguments: [command.program] + command.arguments, environment: environment,
-                                       input: input[0], output: output[1], errors: errors[1]) { [self] pid, error in
+                                       input: input[0], output: output[1], errors: errors[1],
+                                       executable: executable) { [self] pid, error in
                 spawned(pid: pid, error: error, path: path)
             }
             guard queued == 0 else {
                 closeAll()
+                if executable >= 0 { Glibc.close(executable) }
                 pool.giveBack()
                 throw .cannotSpawn(path: path, errno: queued)
             }
@@ -176,11 +189,12 @@ public final class ChildProcess {
         var child: pid_t = 0
         let result = ChildProcess.withCStrings([command.program] + command.arguments) { argv in
             ChildProcess.withCStrings(environment) { envp in
-                wsp_spawn(path, argv, envp, input[0], output[1], errors[1], &child)
+                wsp_spawn(path, argv, envp, input[0], output[1], errors[1], executable, &child)
             }
         }
         // The child's ends are its own now (or nobody's).
         Glibc.close(input[0]); Glibc.close(output[1]); Glibc.close(errors[1])
+        if executable >= 0 { Glibc.close(executable) }
         guard result == 0 else {
             Glibc.close(input[1]); Glibc.close(output[0]); Glibc.close(errors[0])
             pool.giveBack()

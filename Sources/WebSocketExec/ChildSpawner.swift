@@ -29,16 +29,16 @@ public final class ChildSpawner {
     }
 
     /// Spawns `path` with the child's ends `input`, `output`, `errors` as its 0, 1, 2 (closed
-    /// here once spawned, or not); `done` runs on the loop's thread with the pid, or with
+    /// here once spawned, or not; so is `executable`, run instead of `path` when given); `done` runs on the loop's thread with the pid, or with
     /// posix_spawn's errno. Returns an errno when the job could not even be queued (the
     /// descriptors are then still the caller's).
     func spawn(_ path: String, arguments: [String], environment: [String], input: Int32, output: Int32, errors: Int32,
-               done: @escaping (_ pid: pid_t, _ error: Int32) -> Void) -> Int32 {
+               executable: Int32 = -1, done: @escaping (_ pid: pid_t, _ error: Int32) -> Void) -> Int32 {
         let id = nextID
         nextID += 1
         let result = ChildProcess.withCStrings(arguments) { argv in
             ChildProcess.withCStrings(environment) { envp in
-                wsp_spawner_submit(spawner, id, path, argv, envp, input, output, errors)
+                wsp_spawner_submit(spawner, id, path, argv, envp, input, output, errors, executable)
             }
         }
         if result == 0 { waiting[id] = done }

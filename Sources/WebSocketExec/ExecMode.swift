@@ -23,6 +23,11 @@ public final class ExecMode: ServerMode {
     public var stderr: (_ client: Int, _ line: [UInt8]) -> Void = { _, _ in }
     /// A child could not be started for client `id` after its 101.
     public var onSpawnFailure: (_ client: Int, ChildError) -> Void = { _, _ in }
+    /// `--dir`: each client's program comes from its request's path (`command.arguments` go
+    /// to none of them); nil: `command` for every client.
+    public var directory: ProgramDirectory?
+    /// `--dir` answered a request 404: its target and why (the `-v` line).
+    public var onNoProgram: (_ target: String, _ why: ProgramDirectory.NoProgram) -> Void = { _, _ in }
     /// Client `id`'s connection and child are both over.
     public var onOutcome: (_ client: Int, ExecOutcome) -> Void = { _, _ in }
     private let parent: (String) -> String?
@@ -43,6 +48,10 @@ public final class ExecMode: ServerMode {
     public var childrenRunning: Int? { pool.running }
 
     public func refusal(for request: HandshakeRequest) -> ModeRefusal? {
+        if let directory, case .failure(let why) = directory.program(for: request.head.target) {
+            onNoProgram(request.head.target, why)
+            return ModeRefusal(status: 404, body: "no program at this path")
+        }
         guard !pool.hasRoom else { return nil }
         return ModeRefusal(status: 503, headers: [HTTPHeader(name: "Retry-After", value: "1")],
                            body: "too many programs running (the limit is \(pool.limit))")
@@ -55,13 +64,26 @@ public final class ExecMode: ServerMode {
                                     localPort: local.port, isTLS: info.isSecure,
                                     clientCertificateSubject: info.clientCertificateSubject, subprotocol: info.subprotocol,
                                     uniqueID: String(info.id))
-        let cgi = CGIEnvironment.variables(for: info.request, connection: facts, serverSoftware: serverSoftware)
-        let environment = CGIEnvironment.childEnvironment(cgi: cgi, passing: passing, parent: parent)
         let id = info.id
+        // --dir: resolved again (the 404 check was before the 101); what runs is this descriptor.
+        var program = command, executable: Int32 = -1, script: (name: String, pathInfo: String, file: String)?
+        if let directory {
+            switch directory.program(for: info.request.head.target) {
+            case .success(let found):
+                program = ChildCommand(program: found.file)
+                executable = found.entry.take()
+                script = (found.scriptName, found.pathInfo, found.file)
+            case .failure:
+                refuse(connection, id, .missingProgram(path: info.request.path, errno: ENOENT))
+                return RefusedChild()
+            }
+        }
+        let cgi = CGIEnvironment.variables(for: info.request, connection: facts, serverSoftware: serverSoftware, script: script)
+        let environment = CGIEnvironment.childEnvironment(cgi: cgi, passing: passing, parent: parent)
         let child: ChildProcess
         do throws(ChildError) {
-            child = try ChildProcess(command, environment: environment, loop: loop, pool: pool, options: childOptions,
-                                     spawner: spawner) { [weak self] line in
+            child = try ChildProcess(program, environment: environment, loop: loop, pool: pool, options: childOptions,
+                                     spawner: spawner, executable: executable) { [weak self] line in
                 self?.stderr(id, line)
             }
         } catch {

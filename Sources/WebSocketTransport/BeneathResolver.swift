@@ -26,10 +26,11 @@ public final class BeneathResolver {
     public let root: Int32
     public let mechanism: Mechanism
 
-    /// Opens `directory`; `mechanism` nil: openat2 when the kernel has it.
+    /// Opens `directory`; `mechanism` nil: openat2 when the kernel has it. Throws
+    /// `.failed(errno:)` with open(2)'s errno (ENOTDIR, ENOENT...).
     public init(directory: String, mechanism: Mechanism? = nil) throws(ResolveFailure) {
         let fd = Glibc.open(directory, oPath | O_DIRECTORY | O_CLOEXEC)
-        guard fd >= 0 else { throw ResolveFailure(errno: errno) }
+        guard fd >= 0 else { throw .failed(errno: errno) }
         root = fd
         if let mechanism {
             self.mechanism = mechanism

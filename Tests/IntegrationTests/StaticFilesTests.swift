@@ -260,9 +260,28 @@ final class StaticFilesTests: IntegrationTestCase {
         assertStderr(file, contains: "not a directory")
     }
 
+    func testAStaticDirectoryThatContainsOrIsInsideDirIsAUsageError() throws {
+        let programs = path("scripts")
+        try FileManager.default.createDirectory(atPath: programs + "/www", withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(atPath: path("www"), withIntermediateDirectories: true)
+        try FileManager.default.createSymbolicLink(atPath: path("alias"), withDestinationPath: programs)
+        for (files, dir, word) in [(programs + "/www", programs, "is inside"), (temporaryDirectory, programs, "contains"),
+                                   (path("alias"), programs + "/", "is")] {
+            let result = try runWspipe(["-l", "0", "--dir", dir, "--static", files])
+            assertExit(result, 2)
+            assertStderr(result, contains: "wspipe: --static '\(files)' \(word) --dir '\(dir)': it would serve the programs themselves")
+        }
+        // Beside each other is fine.
+        let (server, port) = try startListening(["--dir", programs, "--staticdir", path("www")])
+        XCTAssertEqual(try exchange(port, [["target": "/missing"]]).first?.status, 404)
+        server.signal(SIGTERM)
+        assertExit(finish(server), 0)
+    }
+
     func testStaticFilesWorkBesideEveryMode() throws {
         let root = try makeTree()
-        for mode in [["--echo"], ["--broadcast"], ["--sh", "cat"], []] {
+        try FileManager.default.createDirectory(atPath: path("scripts"), withIntermediateDirectories: true)
+        for mode in [["--echo"], ["--broadcast"], ["--sh", "cat"], ["--dir", path("scripts")], []] {
             // Standard input stays open: --broadcast ends at its end.
             let server = try spawnWspipe(["-l", "0"] + mode + ["--static", root], stdin: .pipe)
             let line = try XCTUnwrap(server.stderr.waitForLine(startingWith: "wspipe: listening on ws://127.0.0.1:", timeout: 15))

@@ -72,15 +72,51 @@ final class WSKitServerTests: XCTestCase {
         await server.close()
     }
 
-    func testPathAndOriginChecksAndTheClientLimitRefuseBeforeTheHandler() async throws {
-        var options = WebSocketServerOptions(maximumClients: 1, path: "/ws", allowedOrigins: ["https://app.example"])
-        options.maximumRequestHeadSize = 1024
+    /// A server on a free port that accepts every client and reads it to its end.
+    private func acceptingAll(_ options: WebSocketServerOptions) async throws -> (WebSocketServer, Int, Task<Void, Never>) {
         let server = try await WebSocketServer.bind(to: "127.0.0.1:0", options: options)
         let port = try XCTUnwrap(server.port)
         let handling = serve(server) { pending in
             guard let ws = try? await pending.accept() else { return }
             for await _ in ws.messages.dropAll() {}
         }
+        return (server, port, handling)
+    }
+
+    func testRequiresSameOriginAdmitsTheServersOwnOriginAndNone() async throws {
+        var options = WebSocketServerOptions()
+        options.requiresSameOrigin = true
+        let (server, port, handling) = try await acceptingAll(options)
+        try await withTimeout(30) {
+            func status(origin: String?) async -> Int? {
+                var options = WebSocketOptions()
+                options.origin = origin
+                do {
+                    let ws = try await WebSocket.connect(to: "ws://127.0.0.1:\(port)/", options: options)
+                    try? await ws.close()
+                    return 101
+                } catch {
+                    if case .handshakeRejected(let status, _) = error { return status }
+                    return -1
+                }
+            }
+            let own = await status(origin: "http://127.0.0.1:\(port)")
+            XCTAssertEqual(own, 101)
+            let none = await status(origin: nil)
+            XCTAssertEqual(none, 101)
+            let other = await status(origin: "http://127.0.0.1:\(port + 1)")
+            XCTAssertEqual(other, 403)
+            let https = await status(origin: "https://127.0.0.1:\(port)")
+            XCTAssertEqual(https, 403, "the server is ws://")
+        }
+        await server.close()
+        await handling.value
+    }
+
+    func testPathAndOriginChecksAndTheClientLimitRefuseBeforeTheHandler() async throws {
+        var options = WebSocketServerOptions(maximumClients: 1, path: "/ws", allowedOrigins: ["https://app.example"])
+        options.maximumRequestHeadSize = 1024
+        let (server, port, handling) = try await acceptingAll(options)
         try await withTimeout(30) {
             func refusal(_ path: String, origin: String?, extra: [String: String] = [:]) async -> Int? {
                 var options = WebSocketOptions(headers: extra)

@@ -132,13 +132,18 @@ final class ManPageModeTableTests: XCTestCase {
         XCTAssertEqual(message(["-l", "0", "--broadcast", "--stats"]),
                        "--stats has no meaning with -l/--listen --broadcast (see SERVER in the man page)")
         XCTAssertEqual(message(["-l", "0", "--sh", "cat", "-0"]),
-                       "--null has no meaning with -l/--listen --exec/--sh (see SERVER in the man page)")
-        XCTAssertEqual(message(["-l", "0", "--echo", "--close-grace", "1"]), "--close-grace needs --exec or --sh")
+                       "--null has no meaning with -l/--listen --exec/--sh/--dir (see SERVER in the man page)")
+        XCTAssertEqual(message(["-l", "0", "--echo", "--close-grace", "1"]), "--close-grace needs --exec, --sh or --dir")
         XCTAssertEqual(message(["-l", "0", "--echo", "--broadcast"]), "--echo cannot be combined with --broadcast: choose one mode")
         XCTAssertEqual(message(["-l", "0", "--broadcast", "--sh", "cat"]),
-                       "--exec/--sh, --echo and --broadcast are different modes: choose one")
+                       "--exec/--sh/--dir, --echo and --broadcast are different modes: choose one")
         XCTAssertEqual(message(["-l", "0", "--sh", "cat", "--exec", "cat"]),
                        "--exec and --sh cannot be combined: give one program")
+        XCTAssertEqual(message(["-l", "0", "--dir", "/tmp", "--exec", "cat"]),
+                       "--dir and --exec cannot be combined: give one program or a directory of them")
+        XCTAssertEqual(message(["-l", "0", "--dir", "/tmp", "--sh", "cat"]),
+                       "--dir and --sh cannot be combined: give one program or a directory of them")
+        XCTAssertNil(message(["-l", "0", "--dir", "/tmp", "--max-children", "2", "--close-grace", "1", "--passenv", "HOME"]))
         XCTAssertNil(message(["-l", "0", "--sh", "cat", "-b"]))
         XCTAssertNil(message(["-l", "0", "--broadcast", "-n", "2", "--no-close"]))
     }

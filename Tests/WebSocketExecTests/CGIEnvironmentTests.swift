@@ -60,6 +60,19 @@ final class CGIEnvironmentTests: XCTestCase {
         XCTAssertNil(env["SSL_CLIENT_S_DN"])
     }
 
+    func testDirProgramsScriptNameAndPathInfoSplitThePath() throws {
+        let request = try request("/sub/deep/x%20y?q=1", headers: upgrade)
+        let env = Dictionary(CGIEnvironment.variables(for: request, connection: facts(), serverSoftware: "wspipe/1.0",
+                                                      script: ("/sub/deep", "/x y", "/srv/ws/sub/deep")),
+                             uniquingKeysWith: { first, _ in first })
+        XCTAssertEqual(env["SCRIPT_NAME"], "/sub/deep")
+        XCTAssertEqual(env["PATH_INFO"], "/x y")
+        XCTAssertEqual(env["PATH_TRANSLATED"], "/sub/deep/x y", "websocketd's: the whole path, decoded")
+        XCTAssertEqual(env["SCRIPT_FILENAME"], "/srv/ws/sub/deep")
+        XCTAssertEqual(env["REQUEST_URI"], "/sub/deep/x%20y?q=1")
+        XCTAssertNil(variables(request, facts(), software: "wspipe/1.0")["SCRIPT_FILENAME"], "only with --dir")
+    }
+
     func testTLSSubprotocolAndClientCertificate() throws {
         var connection = facts(tls: true)
         connection.subprotocol = "chat.v2"

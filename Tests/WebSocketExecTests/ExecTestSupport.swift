@@ -42,11 +42,11 @@ class ExecTestCase: XCTestCase {
     }
 
     func rig(_ command: ChildCommand, environment: [String]? = nil, childOptions: ChildOptions = .init(),
-             options: ExecOptions = .init(), serverOptions: ConnectionOptions = .init()) throws -> ExecRig {
+             options: ExecOptions = .init(), serverOptions: ConnectionOptions = .init(), executable: Int32 = -1) throws -> ExecRig {
         let (clientEnd, serverEnd) = streamPair()
         let stderrLines = Box<[String]>([])
         let child = try WebSocketExec.ChildProcess(command, environment: environment ?? self.environment(), loop: loop, pool: pool,
-                                     options: childOptions) { stderrLines.value.append(String(decoding: $0, as: UTF8.self)) }
+                                     options: childOptions, executable: executable) { stderrLines.value.append(String(decoding: $0, as: UTF8.self)) }
         let bridge = ExecBridge(child: child, options: options)
         let outcome = Box<ExecOutcome?>(nil)
         bridge.onEnd = { outcome.value = $0 }

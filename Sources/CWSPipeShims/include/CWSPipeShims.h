@@ -58,7 +58,10 @@ enum { WSP_O_PATH = 010000000 };
 /// 1, 2 and nothing else open (closefrom 3), in a new process group led by itself, with
 /// every signal at its default disposition and none blocked. Returns 0 and sets *pid, or
 /// the errno value (ENOENT, EACCES, EAGAIN...).
-int wsp_spawn(const char *path, char *const argv[], char *const envp[], int in, int out, int err, pid_t *pid);
+/// `exe` >= 0 (an O_PATH or read descriptor of the program, --dir): it becomes the child's
+/// descriptor 3 and /proc/self/fd/3 is executed instead of `path`, so the file that runs is
+/// the one opened (a #! script's interpreter then opens /proc/self/fd/3 too).
+int wsp_spawn(const char *path, char *const argv[], char *const envp[], int in, int out, int err, int exe, pid_t *pid);
 
 /* posix_spawn on helper threads (spawner.c). wsp_spawner_submit copies the strings and, once
  * spawned or not, closes in/out/err (the child's ends); wsp_spawner_fd is an eventfd that
@@ -67,8 +70,9 @@ int wsp_spawn(const char *path, char *const argv[], char *const envp[], int in, 
 typedef struct wsp_spawner wsp_spawner;
 wsp_spawner *wsp_spawner_new(int threads);
 int wsp_spawner_fd(const wsp_spawner *s);
+/* exe: as wsp_spawn's (-1: none), closed here with the child's ends. */
 int wsp_spawner_submit(wsp_spawner *s, unsigned long long id, const char *path, char *const argv[], char *const envp[],
-                       int in, int out, int err);
+                       int in, int out, int err, int exe);
 int wsp_spawner_take(wsp_spawner *s, unsigned long long *id, pid_t *pid, int *error);
 void wsp_spawner_free(wsp_spawner *s);
 
