@@ -203,7 +203,10 @@ final class HandshakeExchange {
             switch error {
             case .notWebSocketUpgrade, .methodNotAllowed:
                 if let answer = server.site?.answer(head, policy: server.configuration.policy,
-                                                        mayKeepAlive: !server.configuration.oneClientAtATime) { return handToSite(answer, parsed: parsed) }
+                                                    mayKeepAlive: !server.configuration.oneClientAtATime,
+                                                    servesUpgrades: { server.mode?.servesUpgrades(at: $0) ?? false }) {
+                    return handToSite(answer, parsed: parsed)
+                }
             default: break
             }
             return refuse(error.response)

@@ -57,6 +57,9 @@ public protocol ServerMode: AnyObject {
     func handler(for connection: ServerConnection) -> ConnectionDelegate
     /// See the extension: nil accepts.
     func refusal(for request: HandshakeRequest) -> ModeRefusal?
+    /// Whether an upgrade at `target` would find something to serve (--devconsole's page is
+    /// for those paths only); by default every path.
+    func servesUpgrades(at target: String) -> Bool
     /// The connection's driver has started (`connection.driver` is set).
     func connectionDidStart(_ connection: ServerConnection)
     /// The driver exists and is about to start (pipelined frames are read at its start):
@@ -159,6 +162,7 @@ public extension ServerMode {
     /// Whether to refuse this handshake (checked after the policy accepted it, before the
     /// 101): nil accepts. By default every mode accepts.
     func refusal(for request: HandshakeRequest) -> ModeRefusal? { nil }
+    func servesUpgrades(at target: String) -> Bool { true }
 
     func connectionDidStart(_ connection: ServerConnection) {}
 

@@ -43,7 +43,9 @@ final class StaticSite {
     /// (the handshake's own refusal follows: 426, or 405 for another method).
     /// `mayKeepAlive` false: every answer closes the connection (a server that takes one
     /// client at a time does not hold an idle one).
-    func answer(_ head: HTTPRequestHead, policy: HandshakePolicy, mayKeepAlive: Bool = true) -> SiteAnswer? {
+    /// `servesUpgrades`: the mode's word on a path (--dir: whether it names a program).
+    func answer(_ head: HTTPRequestHead, policy: HandshakePolicy, mayKeepAlive: Bool = true,
+                servesUpgrades: (String) -> Bool = { _ in true }) -> SiteAnswer? {
         let keepAlive = mayKeepAlive && StaticSite.keepsAlive(head)
         let readsOnly = head.method == "GET" || head.method == "HEAD"
         if case .refuse(let status, let headers, let body) = policy.bearerRefusal(head) {
@@ -70,7 +72,8 @@ final class StaticSite {
                 break
             }
         }
-        if configuration.devConsole, policy.path == nil || HandshakePolicy.pathOf(head.target) == policy.path {
+        if configuration.devConsole, policy.path == nil || HandshakePolicy.pathOf(head.target) == policy.path,
+           servesUpgrades(head.target) {
             guard readsOnly else {
                 return small(405, [HTTPHeader(name: "Allow", value: "GET, HEAD")], "use GET or HEAD", keepAlive, head)
             }

@@ -182,6 +182,19 @@ final class StaticFilesTests: IntegrationTestCase {
         assertExit(finish(plain), 0)
     }
 
+    func testWithDirTheConsoleIsOnlyAtAProgramsPath() throws {
+        let programs = path("scripts")
+        try FileManager.default.createDirectory(atPath: programs, withIntermediateDirectories: true)
+        FileManager.default.createFile(atPath: programs + "/count", contents: Data("#!/bin/sh\necho 1\n".utf8),
+                                       attributes: [.posixPermissions: 0o755])
+        let (server, port) = try startListening(["--dir", programs, "--devconsole"])
+        let answers = try exchange(port, [["target": "/count"], ["target": "/count/more?x=1"], ["target": "/nothing"]])
+        XCTAssertEqual(answers.map(\.status), [200, 200, 404, nil])
+        XCTAssertTrue(answers[0].body?.hasPrefix("<!DOCTYPE html>") == true)
+        server.signal(SIGTERM)
+        assertExit(finish(server), 0)
+    }
+
     func testTheConsolePageIsSelfContained() throws {
         let (server, port) = try startListening(["--echo", "--devconsole"])
         let page = try exchange(port, [["target": "/any/path"]])
