@@ -15,7 +15,7 @@ _wspipe() {
         --echo --broadcast --require-protocol --require-bearer
         --reuseport
         --oneshot
-        --metrics-public
+        --metrics-public --devconsole
         --print-ping-rtt --reconnect --reconnect-on-close
         --no-deflate --deflate-client-no-context-takeover --deflate-server-no-context-takeover"
     local valued="--chunk-size --close-code --close-reason --close-timeout --connect-timeout
@@ -27,7 +27,7 @@ _wspipe() {
         --stale-timeout --retry-delay --retry-max-delay --max-retries --retry-reset
         --queue-size --queue-bytes --queue-policy --send-file
         --exec --sh --dir --close-grace --max-children --passenv --client-ca
-        --metrics
+        --metrics --static --staticdir
         --deflate-client-window-bits --deflate-server-window-bits --decompress"
 
     # A value given as --OPTION=value: complete the part after "=" as the value.
@@ -48,6 +48,10 @@ _wspipe() {
         --bearer-file|--cert|--key|--key-pass-file|--unix-socket|--send-file)
             compopt -o filenames 2>/dev/null
             COMPREPLY=($(compgen -f -- "$cur"))
+            return ;;
+        --static|--staticdir)
+            compopt -o filenames 2>/dev/null
+            COMPREPLY=($(compgen -d -- "$cur"))
             return ;;
         --key-pass-env|--passenv)
             COMPREPLY=($(compgen -v -- "$cur"))

@@ -148,6 +148,17 @@ SEEDS = {
         "fifo": b"\x00/fifo",
         "root": b"\x01/",
     },
+    # Bytes 0-3 a size (shifted right by byte 0's low 3 bits), 4-7 a time; then a Range value,
+    # a validator header's value (If-None-Match when byte 0 bit 0, else If-Modified-Since), a name.
+    "staticrules": {
+        "range": b"\x00\x00\x10\x00\x01\x02\x03\x04bytes=0-499\nSun, 06 Nov 1994 08:49:37 GMT\nindex.html",
+        "suffix": b"\x00\x01\x00\x00\x05\x06\x07\x08bytes=-7\n\"x\", W/\"y\"\napp.js",
+        "open-end": b"\x02\xff\xff\x00\x05\x06\x07\x08bytes=100-\n*\na.tar.gz",
+        "past-end": b"\x00\x0d\x00\x00\x00\x00\x00\x01bytes=13-\nThu, 01 Jan 1970 00:00:00 GMT\n.env",
+        "several": b"\x01\x0d\x00\x00\x00\x00\x00\x01bytes=0-1,3-4\n\"a\"\nREADME",
+        "empty-file": b"\x00\x00\x00\x00\x00\x00\x00\x00bytes=0-0\n\nx.",
+        "huge": b"\x00\xff\xff\xff\xff\xff\xff\x7fbytes=99999999999999999999-\nFri, 31 Dec 9999 23:59:59 GMT\nx.PNG",
+    },
 }
 
 

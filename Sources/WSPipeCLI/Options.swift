@@ -30,7 +30,8 @@ extension Option {
         HelpSection(title: "Output:", options: [verbose, quiet, help, version]),
         HelpSection(title: "Server (-l; see SERVER in the man page):",
                     options: [listen, reuseport, echo, broadcast, path, allowOrigin, sameOrigin, requireProtocol, requireBearer, health, metrics, metricsPublic,
-                              responseHeader, maxClients, handshakeTimeout, exec, sh, dir, closeGrace, maxChildren, passenv, clientCA,
+                              staticFiles, staticDir, devConsole, responseHeader, maxClients, handshakeTimeout, exec, sh, dir, closeGrace, maxChildren,
+                              passenv, clientCA,
                               oneshot]),
     ]
 
@@ -503,6 +504,18 @@ extension Option {
     }
     static let metricsPublic = Option("--metrics-public", help: "serve --metrics without --require-bearer on a non-loopback listener") {
         $0.metricsPublic = true
+    }
+    static let staticFiles = Option("--static", value: "DIR",
+                                    help: "answer plain GETs with the files under DIR (see Static files in the man page)") { text, name throws(UsageError) in
+        guard !text.isEmpty else { throw UsageError("\(name) needs a directory") }
+        return { $0.site.root = text }
+    }
+    static let staticDir = Option("--staticdir", value: "DIR", help: "the same as --static (websocketd's name)") { text, name throws(UsageError) in
+        guard !text.isEmpty else { throw UsageError("\(name) needs a directory") }
+        return { $0.site.root = text }
+    }
+    static let devConsole = Option("--devconsole", help: "answer a plain GET of a WebSocket path with a console page for it") {
+        $0.site.devConsole = true
     }
     static let responseHeader = Option("--response-header", value: "'Name: value'",
                                        help: "add a header to the 101 answer (repeatable)") { text, name throws(UsageError) in

@@ -8,7 +8,8 @@ import WebSocketExec
 extension Option {
     /// Options that mean something only when serving.
     static let serverOnly: [Option] = [reuseport, echo, broadcast, path, allowOrigin, sameOrigin, requireProtocol, requireBearer, health, metrics, metricsPublic,
-                                       responseHeader, maxClients, handshakeTimeout, exec, sh, dir, closeGrace, maxChildren, passenv, clientCA,
+                                       staticFiles, staticDir, devConsole, responseHeader, maxClients, handshakeTimeout, exec, sh, dir, closeGrace,
+                                       maxChildren, passenv, clientCA,
                                        oneshot]
     /// Options of a client connection, which a server has no use for.
     static let clientOnly: [Option] = [proxy, socks5, noproxy, unixSocket, connectTo, resolve, ipv4, ipv6, location, maxRedirs,
@@ -84,6 +85,7 @@ extension Settings {
         } else if metricsPublic {
             throw UsageError("--metrics-public needs --metrics PATH")
         }
+        try checkSite()
         if bearerFile != nil && !requireBearer { throw UsageError("--bearer-file with -l needs --require-bearer") }
         if policy.requiresSubprotocol && config.subprotocols.isEmpty {
             throw UsageError("--require-protocol needs the supported subprotocols (--protocol NAME)")
@@ -113,6 +115,7 @@ extension Settings {
             serve.server.perClient.maximumMessages = config.stdio.maxMessages
         }
         serve.server.policy = policy
+        serve.server.site = site
         serve.server.policy.servesTLS = serve.tls != nil
         serve.server.policy.subprotocols = config.subprotocols
         if let maxClients { serve.server.maximumClients = maxClients }
@@ -225,4 +228,31 @@ extension WebSocketURL {
             fatalError("a literal URL parses (\(error))")
         }
     }()
+}
+
+extension Settings {
+    /// --static names a directory we can open (it is opened again when serving).
+    func checkSite() throws(UsageError) {
+        if given.contains(Option.staticFiles.longName) && given.contains(Option.staticDir.longName) {
+            throw UsageError("--static and --staticdir are one option: give one directory")
+        }
+        guard let root = site.root else { return }
+        let descriptor = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard descriptor >= 0 else {
+            let why = errno == ENOTDIR ? "not a directory" : String(cString: strerror(errno))
+            throw UsageError("cannot serve --static '\(root)': \(why)", pointsAtHelp: false)
+        }
+        close(descriptor)
+        // Serving --dir's tree as files would hand out the programs' source.
+        if let programs = execDirectory, let a = realPath(root), let b = realPath(programs),
+           a == b || a.hasPrefix(b.hasSuffix("/") ? b : b + "/") || b.hasPrefix(a.hasSuffix("/") ? a : a + "/") {
+            throw UsageError("--static '\(root)' \(a == b ? "is" : a.count < b.count ? "contains" : "is inside") --dir '\(programs)': it would serve the programs themselves; give a directory apart from it")
+        }
+    }
+
+    private func realPath(_ path: String) -> String? {
+        guard let resolved = realpath(path, nil) else { return nil }
+        defer { free(resolved) }
+        return String(cString: resolved)
+    }
 }

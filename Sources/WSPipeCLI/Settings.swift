@@ -26,6 +26,8 @@ struct Settings {
     var reusePort = false
     /// --metrics-public: the metrics without a token on a non-loopback listener.
     var metricsPublic = false
+    /// --static (--staticdir) and --devconsole.
+    var site = StaticSiteConfiguration()
     // --exec/--sh and their settings.
     var execProgram: String?
     var execArguments: [String] = []

@@ -34,6 +34,8 @@ final class HandshakeExchange {
     private var pending: PendingHandshake?
     /// An accepted pending handshake while its 101 is written, and its client's delegate.
     private var handing: (pending: PendingHandshake, delegate: ConnectionDelegate)?
+    /// A kept-alive connection's next requests, already received (`resuming`).
+    private var primed: [UInt8] = []
 
     /// Read size: a typical request head fits one read.
     static let readSize = 4096
@@ -47,6 +49,21 @@ final class HandshakeExchange {
         tlsHandshake = stream as? TLSStream
         self.server = server
         parser = HTTPRequestHeadParser(maximumSize: maximumHeadSize)
+    }
+
+    /// The next request on a connection the static site kept alive (TLS is done, `received`
+    /// is what the client pipelined); the handshake timeout is then its idle timeout.
+    /// `closing`: the last answer said `Connection: close`, so the connection is shut and drained.
+    func resume(received: [UInt8], closing: Bool, timeout: Double) {
+        tlsHandshake = nil
+        primed = received
+        start(timeout: closing ? HandshakeExchange.lingerTime : timeout)
+        if closing {
+            stream.shutdownOutput()
+            return startLingering()
+        }
+        // Pipelined bytes and a TLS stream's decrypted ones are no event for epoll.
+        loop.later { [weak self] in self?.handle([]) }
     }
 
     /// Starts reading; gives up (closing the connection) `timeout` seconds from now.
@@ -111,8 +128,14 @@ final class HandshakeExchange {
     }
 
     private func readRequest() {
-        if buffer == nil { buffer = ByteBuffer(capacity: HandshakeExchange.readSize) }
+        if buffer == nil { buffer = ByteBuffer(capacity: max(HandshakeExchange.readSize, primed.count)) }
         guard let buffer else { return }
+        if !primed.isEmpty {
+            primed.withUnsafeBytes { buffer.base.copyMemory(from: $0.baseAddress!, byteCount: $0.count) }
+            let count = primed.count
+            primed = []
+            if consume(buffer, count) { return }
+        }
         // Bytes a TLS stream still holds are no event for epoll: read them now (a read that
         // filled the buffer may have left whole records behind).
         var filled = false
@@ -121,29 +144,36 @@ final class HandshakeExchange {
             switch stream.read(into: buffer.end, count: room) {
             case .done(let n):
                 filled = n == room
-                let start = buffer.count
-                buffer.count += n
-                var index = start
-                let input = UnsafeRawBufferPointer(start: buffer.base, count: buffer.count)
-                do throws(HTTPRequestError) {
-                    guard let head = try parser.parse(input, &index) else {
-                        buffer.count = 0  // the parser keeps what it needs of a partial head
-                        continue
-                    }
-                    return decide(head, parsed: index)
-                } catch {
-                    switch error {
-                    case .malformed(let why): return refuse(HandshakeRefusal.malformedRequest(why).response)
-                    case .headTooLarge(let limit): return refuse(HandshakeRefusal.headTooLarge(limit: limit).response)
-                    case .notHTTP(let byte): return closeNotHTTP(firstByte: byte)
-                    }
-                }
+                if consume(buffer, n) { return }
             case .wouldBlock:
                 return
             case .endOfStream, .failed:
                 return end()
             }
         } while filled || stream.hasBufferedInput
+    }
+
+    /// Parses the `count` bytes just added to `buffer`; true once the head was complete or
+    /// refused (the exchange has moved on).
+    private func consume(_ buffer: ByteBuffer, _ count: Int) -> Bool {
+        let start = buffer.count
+        buffer.count += count
+        var index = start
+        let input = UnsafeRawBufferPointer(start: buffer.base, count: buffer.count)
+        do throws(HTTPRequestError) {
+            guard let head = try parser.parse(input, &index) else {
+                buffer.count = 0  // the parser keeps what it needs of a partial head
+                return false
+            }
+            decide(head, parsed: index)
+        } catch {
+            switch error {
+            case .malformed(let why): refuse(HandshakeRefusal.malformedRequest(why).response)
+            case .headTooLarge(let limit): refuse(HandshakeRefusal.headTooLarge(limit: limit).response)
+            case .notHTTP(let byte): closeNotHTTP(firstByte: byte)
+            }
+        }
+        return true
     }
 
     /// A client that does not speak HTTP (a TLS ClientHello on this plain listener) gets no
@@ -169,6 +199,15 @@ final class HandshakeExchange {
             }
             if case .notWebSocketUpgrade = error, let health = server.configuration.policy.answerPlainGet(method: head.method, target: head.target) {
                 return refuse(health)
+            }
+            switch error {
+            case .notWebSocketUpgrade, .methodNotAllowed:
+                if let answer = server.site?.answer(head, policy: server.configuration.policy,
+                                                    mayKeepAlive: !server.configuration.oneClientAtATime,
+                                                    servesUpgrades: { server.mode?.servesUpgrades(at: $0) ?? false }) {
+                    return handToSite(answer, parsed: parsed)
+                }
+            default: break
             }
             return refuse(error.response)
         }
@@ -199,6 +238,18 @@ final class HandshakeExchange {
                 return refuse(HTTPResponse.refusalBytesOrPlain(status: 500, headers: [], body: "the server's response headers are not valid"))
             }
         }
+    }
+
+    /// The static site answers: the connection is its until the answer is written.
+    private func handToSite(_ answer: SiteAnswer, parsed: Int) {
+        finishWatching()
+        var pipelined: [UInt8] = []
+        if let buffer, parsed < buffer.count {
+            pipelined = Array(UnsafeRawBufferPointer(start: buffer.base + parsed, count: buffer.count - parsed))
+        }
+        buffer = nil
+        server?.exchangeEnded(self)
+        server?.serveSite(answer, connection: connection, stream: stream, pipelined: pipelined)
     }
 
     /// Writes the 101 (RFC 6455 §4.2.2); the stream goes to the server once it is out.

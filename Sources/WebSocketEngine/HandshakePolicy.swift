@@ -75,7 +75,7 @@ public struct HandshakePolicy: Sendable {
     }
 
     /// The 401 for a request without the bearer token (nil: none is required, or it is there).
-    private func bearerRefusal(_ head: HTTPRequestHead) -> Decision? {
+    func bearerRefusal(_ head: HTTPRequestHead) -> Decision? {
         guard let bearerToken else { return nil }
         let presented = head.values("Authorization").first.flatMap(HandshakePolicy.bearerCredential)
         guard let presented, HandshakePolicy.constantTimeEqual(Array(presented.utf8), Array(bearerToken.utf8)) else {

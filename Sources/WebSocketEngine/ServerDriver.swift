@@ -26,6 +26,8 @@ public struct ServerConfiguration: Sendable {
     /// permessage-deflate (RFC 7692) as the server answers it (`PerMessageDeflate.server()`:
     /// 4 KiB windows, memLevel 5); nil declines every offer (no extension in the 101).
     public var deflate: PerMessageDeflate?
+    /// Plain GETs answered with files and the console page (after the health and metrics paths).
+    public var site = StaticSiteConfiguration()
 
     public init() {}
 }
@@ -55,6 +57,9 @@ public protocol ServerMode: AnyObject {
     func handler(for connection: ServerConnection) -> ConnectionDelegate
     /// See the extension: nil accepts.
     func refusal(for request: HandshakeRequest) -> ModeRefusal?
+    /// Whether an upgrade at `target` would find something to serve (--devconsole's page is
+    /// for those paths only); by default every path.
+    func servesUpgrades(at target: String) -> Bool
     /// The connection's driver has started (`connection.driver` is set).
     func connectionDidStart(_ connection: ServerConnection)
     /// The driver exists and is about to start (pipelined frames are read at its start):
@@ -157,6 +162,7 @@ public extension ServerMode {
     /// Whether to refuse this handshake (checked after the policy accepted it, before the
     /// 101): nil accepts. By default every mode accepts.
     func refusal(for request: HandshakeRequest) -> ModeRefusal? { nil }
+    func servesUpgrades(at target: String) -> Bool { true }
 
     func connectionDidStart(_ connection: ServerConnection) {}
 
@@ -189,6 +195,10 @@ public final class ServerDriver {
 
     private var listeners: [Listener] = []
     private var exchanges: [ObjectIdentifier: HandshakeExchange] = [:]
+    /// Static-site answers being written.
+    private var siteExchanges: [ObjectIdentifier: SiteExchange] = [:]
+    /// Nil without --static or --devconsole.
+    let site: StaticSite?
     public private(set) var connections: [Int: ServerConnection] = [:]
     private var nextID = 1
     public private(set) var isShuttingDown = false
@@ -210,6 +220,7 @@ public final class ServerDriver {
         self.loop = loop
         self.configuration = configuration
         self.mode = mode
+        site = configuration.site.isEmpty ? nil : StaticSite(configuration.site)
     }
 
     /// Accepts on `socket` from now on; with `tls`, each connection's TLS handshake runs on
@@ -244,6 +255,30 @@ public final class ServerDriver {
         exchanges[ObjectIdentifier(exchange)] = exchange
         updateAccepting()
         exchange.start(timeout: configuration.handshakeTimeout)
+    }
+
+    /// The static site's answer to a request takes over the connection until it is written.
+    func serveSite(_ answer: SiteAnswer, connection: TCPStream, stream: ByteStream, pipelined: [UInt8]) {
+        guard !isShuttingDown else {
+            if let file = answer.file { close(file.descriptor) }
+            return stream.close()
+        }
+        let exchange = SiteExchange(loop: loop, connection: connection, stream: stream, server: self, answer: answer, pipelined: pipelined)
+        siteExchanges[ObjectIdentifier(exchange)] = exchange
+        exchange.start()
+    }
+
+    func siteExchangeEnded(_ exchange: SiteExchange) {
+        siteExchanges[ObjectIdentifier(exchange)] = nil
+    }
+
+    /// A kept-alive connection's next request is a handshake like a new client's.
+    func resumeHandshake(connection: TCPStream, stream: ByteStream, received: [UInt8], closing: Bool) {
+        guard !isShuttingDown else { return stream.close() }
+        let exchange = HandshakeExchange(loop: loop, connection: connection, stream: stream, server: self,
+                                         maximumHeadSize: configuration.maximumHeadSize)
+        exchanges[ObjectIdentifier(exchange)] = exchange
+        exchange.resume(received: received, closing: closing, timeout: configuration.handshakeTimeout)
     }
 
     func exchangeEnded(_ exchange: HandshakeExchange) {
@@ -367,6 +402,7 @@ public final class ServerDriver {
         for listener in listeners { listener.close() }
         listeners.removeAll()
         for exchange in Array(exchanges.values) { exchange.end() }
+        for exchange in Array(siteExchanges.values) { exchange.end() }
         if connections.isEmpty { return drained() }
         // A client already closing (a mode closed it: 1013) keeps its own Close, and its
         // close timeout bounds it.

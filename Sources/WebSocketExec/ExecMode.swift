@@ -57,6 +57,13 @@ public final class ExecMode: ServerMode {
                            body: "too many programs running (the limit is \(pool.limit))")
     }
 
+    /// --dir: only the paths that name a program (no -v line: this is a console page's question).
+    public func servesUpgrades(at target: String) -> Bool {
+        guard let directory else { return true }
+        if case .success = directory.program(for: target) { return true }
+        return false
+    }
+
     public func handler(for connection: ServerConnection) -> ConnectionDelegate {
         let info = connection.info
         let remote = ConnectionFacts.split(info.remoteAddress), local = ConnectionFacts.split(info.localAddress)

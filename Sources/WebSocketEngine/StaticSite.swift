@@ -1,0 +1,246 @@
+import Glibc
+import WebSocketCore
+import WebSocketTransport
+
+/// What a server answers to plain GETs besides --health and --metrics: files beneath a
+/// directory and a console page for its WebSocket paths.
+public struct StaticSiteConfiguration: Sendable {
+    /// The directory whose regular files are served (nil: none).
+    public var root: String?
+    /// Serve the console page at every path that accepts a WebSocket upgrade.
+    public var devConsole = false
+
+    public init() {}
+
+    var isEmpty: Bool { root == nil && !devConsole }
+}
+
+/// An answer to a plain HTTP request: its head, the part of a file that follows as its body
+/// (owned: closed by whoever sends it), and whether the connection stays open for the next request.
+struct SiteAnswer {
+    var head: [UInt8]
+    var body: [UInt8] = []
+    var file: (descriptor: Int32, offset: UInt64, count: UInt64)?
+    var keepAlive: Bool
+}
+
+/// Answers plain requests from a directory and the console page. The path rules are
+/// --dir's (`RequestPath`: decoded once, dot segments, dotfiles, backslash, NUL, empty and
+/// encoded-slash segments refused) and so is the opening (`BeneathResolver`: openat2 with
+/// RESOLVE_BENEATH and no symbolic links, or an O_NOFOLLOW walk), so nothing outside the
+/// directory is reached whatever the tree does meanwhile. Loop thread only: an open or
+/// fstat of a local file does not wait on the network.
+final class StaticSite {
+    let configuration: StaticSiteConfiguration
+    private let resolver: BeneathResolver?
+
+    init(_ configuration: StaticSiteConfiguration) {
+        self.configuration = configuration
+        resolver = configuration.root.flatMap { try? BeneathResolver(directory: $0) }
+    }
+
+    /// The answer to a request that is no WebSocket upgrade, or nil when the site has none
+    /// (the handshake's own refusal follows: 426, or 405 for another method).
+    /// `mayKeepAlive` false: every answer closes the connection (a server that takes one
+    /// client at a time does not hold an idle one).
+    /// `servesUpgrades`: the mode's word on a path (--dir: whether it names a program).
+    func answer(_ head: HTTPRequestHead, policy: HandshakePolicy, mayKeepAlive: Bool = true,
+                servesUpgrades: (String) -> Bool = { _ in true }) -> SiteAnswer? {
+        let fields = RequestFields(head)
+        let keepAlive = mayKeepAlive && StaticSite.keepsAlive(fields, version: head.version)
+        let readsOnly = head.method == "GET" || head.method == "HEAD"
+        if case .refuse(let status, let headers, let body) = policy.bearerRefusal(head) {
+            return small(status, headers, body, keepAlive, head)
+        }
+        if let resolver {
+            // A path the rules refuse (a dotfile, `..`, a backslash, NUL) is no file and no console.
+            guard let target = try? RequestPath(target: head.target) else {
+                return readsOnly ? small(404, [], "not found", keepAlive, head) : nil
+            }
+            switch StaticSite.resolve(target, with: resolver) {
+            case .file(let descriptor, let info, let name):
+                guard readsOnly else {
+                    close(descriptor)
+                    return small(405, [HTTPHeader(name: "Allow", value: "GET, HEAD")], "use GET or HEAD", keepAlive, head)
+                }
+                return fileAnswer(head, fields, descriptor: descriptor, info: info, name: name, keepAlive: keepAlive)
+            case .directoryWithoutSlash:
+                guard readsOnly else {
+                    return small(405, [HTTPHeader(name: "Allow", value: "GET, HEAD")], "use GET or HEAD", keepAlive, head)
+                }
+                return small(301, [HTTPHeader(name: "Location", value: StaticSite.slashLocation(head.target))], "", keepAlive, head)
+            case .none:
+                break
+            }
+        }
+        if configuration.devConsole, policy.path == nil || HandshakePolicy.pathOf(head.target) == policy.path,
+           servesUpgrades(head.target) {
+            guard readsOnly else {
+                return small(405, [HTTPHeader(name: "Allow", value: "GET, HEAD")], "use GET or HEAD", keepAlive, head)
+            }
+            let page = Array(DevConsolePage.html.utf8)
+            let headText = "HTTP/1.1 200 OK\r\nContent-Type: text/html; charset=utf-8\r\nContent-Length: \(page.count)\r\n"
+                + "Cache-Control: no-store\r\nX-Content-Type-Options: nosniff\r\n\(StaticSite.connectionHeader(keepAlive))\r\n"
+            return SiteAnswer(head: Array(headText.utf8), body: head.method == "HEAD" ? [] : page, keepAlive: keepAlive)
+        }
+        guard readsOnly else { return nil }
+        return small(404, [], "not found", keepAlive, head)
+    }
+
+    /// A 301's Location: the raw target's path with a slash added, its query kept. The raw
+    /// bytes passed the request parser (visible ASCII, no CR or LF); leading slashes are one,
+    /// so "//host" cannot become a redirect to another host.
+    static func slashLocation(_ target: String) -> String {
+        let (path, query) = target.firstIndex(of: "?").map { (target[..<$0], target[$0...]) } ?? (Substring(target), "")
+        return "/" + path.drop { $0 == "/" } + "/" + query
+    }
+
+    /// HTTP/1.1 keeps the connection unless the client says close; HTTP/1.0 only when it
+    /// asks for keep-alive. A request with a body ends it (we read no body).
+    static func keepsAlive(_ head: RequestFields, version: String) -> Bool {
+        if !head.values("Transfer-Encoding").isEmpty { return false }
+        if let length = head.values("Content-Length").first, length != "0" { return false }
+        if head.listContains("Connection", "close") { return false }
+        return version == "HTTP/1.1" ? true : head.listContains("Connection", "keep-alive")
+    }
+
+    static func reason(_ status: Int) -> String {
+        switch status {
+        case 200: return "OK"
+        case 206: return "Partial Content"
+        case 301: return "Moved Permanently"
+        default: return HTTPResponse.reasonPhrase(status)
+        }
+    }
+
+    static func connectionHeader(_ keepAlive: Bool) -> String {
+        keepAlive ? "Connection: keep-alive\r\n" : "Connection: close\r\n"
+    }
+
+    private func small(_ status: Int, _ headers: [HTTPHeader], _ text: String, _ keepAlive: Bool,
+                       _ head: HTTPRequestHead) -> SiteAnswer {
+        let body = text.isEmpty ? [] : Array((text + "\n").utf8)
+        var lines = "HTTP/1.1 \(status) \(StaticSite.reason(status))\r\n"
+        for header in headers { lines += "\(header.name): \(header.value)\r\n" }
+        if !body.isEmpty { lines += "Content-Type: text/plain; charset=utf-8\r\n" }
+        lines += "Content-Length: \(body.count)\r\n\(StaticSite.connectionHeader(keepAlive))\r\n"
+        return SiteAnswer(head: Array(lines.utf8), body: head.method == "HEAD" ? [] : body, keepAlive: keepAlive)
+    }
+
+    /// What a file's answers repeat while it does not change (formatting them is most of a
+    /// small file's cost), by device, inode, size and modification time.
+    private struct Described {
+        var validators: FileValidators
+        /// Content-Type, Accept-Ranges, X-Content-Type-Options, then `notModifiedLines`.
+        var lines: String
+        /// Last-Modified, ETag, Cache-Control.
+        var notModifiedLines: String
+    }
+    private struct Identity: Hashable {
+        var device, inode: UInt64
+        var size, seconds, nanoseconds: Int64
+        var name: String
+    }
+    private var described: [Identity: Described] = [:]
+
+    private func describe(_ info: EntryFacts, name: String) -> Described {
+        let identity = Identity(device: info.device, inode: info.inode, size: info.size, seconds: info.modifiedSeconds,
+                                nanoseconds: info.modifiedNanoseconds, name: name)
+        if let known = described[identity] { return known }
+        let validators = FileValidators(inode: info.inode, size: UInt64(max(0, info.size)), modifiedSeconds: info.modifiedSeconds,
+                                        modifiedNanoseconds: info.modifiedNanoseconds)
+        let shared = "Last-Modified: \(validators.lastModified)\r\nETag: \(validators.etag)\r\nCache-Control: no-cache\r\n"
+        let entry = Described(validators: validators,
+                              lines: "Content-Type: \(ContentTypes.forName(name))\r\nAccept-Ranges: bytes\r\nX-Content-Type-Options: nosniff\r\n"
+                                + shared,
+                              notModifiedLines: shared)
+        if described.count >= 1024 { described.removeAll(keepingCapacity: true) }  // a bound, not an LRU
+        described[identity] = entry
+        return entry
+    }
+
+    private func fileAnswer(_ head: HTTPRequestHead, _ fields: RequestFields, descriptor: Int32, info: EntryFacts, name: String,
+                            keepAlive: Bool) -> SiteAnswer {
+        let size = UInt64(max(0, info.size))
+        let description = describe(info, name: name)
+        let validators = description.validators
+        let connection = StaticSite.connectionHeader(keepAlive)
+        if validators.notModified(fields) {
+            close(descriptor)
+            return SiteAnswer(head: Array("HTTP/1.1 304 Not Modified\r\n\(description.notModifiedLines)\(connection)\r\n".utf8),
+                              keepAlive: keepAlive)
+        }
+        var lines = description.lines + connection
+        var (status, first, count) = (200, UInt64(0), size)
+        if let range = fields.values("Range").first, validators.rangeApplies(fields) {
+            switch ByteRangeRequest.parse(range, size: size) {
+            case .whole: break
+            case .range(let from, let last):
+                (status, first, count) = (206, from, last - from + 1)
+                lines += "Content-Range: bytes \(from)-\(last)/\(size)\r\n"
+            case .unsatisfiable:
+                close(descriptor)
+                return SiteAnswer(head: Array(("HTTP/1.1 416 Range Not Satisfiable\r\nContent-Range: bytes */\(size)\r\n"
+                                               + "Content-Length: 0\r\n\(StaticSite.connectionHeader(keepAlive))\r\n").utf8), keepAlive: keepAlive)
+            }
+        }
+        let text = "HTTP/1.1 \(status) \(StaticSite.reason(status))\r\nContent-Length: \(count)\r\n" + lines + "\r\n"
+        if head.method == "HEAD" || count == 0 {
+            close(descriptor)
+            return SiteAnswer(head: Array(text.utf8), keepAlive: keepAlive)
+        }
+        return SiteAnswer(head: Array(text.utf8), file: (descriptor, first, count), keepAlive: keepAlive)
+    }
+
+    enum Resolved {
+        /// An open regular file (ours to close), what fstat said and the name its type comes from.
+        case file(Int32, EntryFacts, String)
+        /// A directory asked for without its trailing slash (301).
+        case directoryWithoutSlash
+        /// Nothing to serve: missing, a symbolic link on the path, a device, a FIFO, a
+        /// directory without index.html, a file asked for with a trailing slash.
+        case none
+    }
+
+    static func resolve(_ target: RequestPath, with resolver: BeneathResolver) -> Resolved {
+        do throws(ResolveFailure) {
+            var entry = try resolver.open(segments: target.segments)
+            var name = target.segments.last.map { String(decoding: $0, as: UTF8.self) } ?? ""
+            switch entry.facts.kind {
+            case .directory:
+                guard target.hasTrailingSlash || target.segments.isEmpty else { return .directoryWithoutSlash }
+                entry = try resolver.open(Array("index.html".utf8), in: entry)
+                name = "index.html"
+                guard entry.facts.kind == .regular else { return .none }
+            case .regular:
+                guard !target.hasTrailingSlash else { return .none }
+            case .symlink, .other:
+                return .none
+            }
+            return .file(entry.take(), entry.facts, name)
+        } catch {
+            return .none
+        }
+    }
+}
+
+/// The few request headers the site reads, found in one pass without lowercasing every
+/// name for each question (HTTPHeaderFields' lookups do; a 4 KiB GET asks nine of them).
+struct RequestFields: HTTPHeaderFields {
+    var headers: [HTTPHeader] = []
+
+    private static let wanted: [[UInt8]] = ["connection", "content-length", "transfer-encoding", "range", "if-range",
+                                            "if-none-match", "if-modified-since"].map { Array($0.utf8) }
+
+    init(_ head: HTTPRequestHead) {
+        for header in head.headers where RequestFields.isWanted(header.name) { headers.append(header) }
+    }
+
+    private static func isWanted(_ name: String) -> Bool {
+        name.utf8.withContiguousStorageIfAvailable { bytes in
+            wanted.contains { word in
+                word.count == bytes.count && zip(word, bytes).allSatisfy { $0 == ($1 | 0x20) }
+            }
+        } ?? wanted.contains { $0 == Array(name.lowercased().utf8) }
+    }
+}

@@ -1,0 +1,316 @@
+// --static DIR and --devconsole against the real binary, read by a raw HTTP/1.1 client
+// (peers/http_client.py): validators and 304, HEAD, one Range, 405, the 301 from the raw
+// target, the path rules, keep-alive and pipelining, the plain-GET order, the bearer
+// token, TLS, and the memory of 100 slow downloads of a 1 GiB file.
+import Foundation
+import Glibc
+import TestSupport
+import XCTest
+
+final class StaticFilesTests: IntegrationTestCase {
+    struct Answer: Decodable {
+        var status: Int?
+        var headers: [[String]]?
+        var length: Int?
+        var body: String?
+        var sha256: String?
+        var closed: Bool?
+
+        func header(_ name: String) -> String? {
+            headers?.first { $0.first?.lowercased() == name.lowercased() }.flatMap { $0.count > 1 ? $0[1] : nil }
+        }
+    }
+
+    /// www/: index.html, a.txt, app.js, sub/ (index.html), noindex/, .env, link -> /etc/passwd,
+    /// the literal directory "x%0d%0aSet-Cookie:%20a=b".
+    private func makeTree() throws -> String {
+        let root = path("www")
+        let files = ["index.html": "<h1>home</h1>\n", "a.txt": "hello static\n", "app.js": "let x = 1;\n",
+                     "sub/index.html": "<p>sub</p>\n", "noindex/data.bin": "\u{1}\u{2}", ".env": "SECRET=1\n",
+                     "x%0d%0aSet-Cookie:%20a=b/index.html": "hostile\n"]
+        for (name, text) in files {
+            let file = root + "/" + name
+            try FileManager.default.createDirectory(atPath: (file as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
+            try Data(text.utf8).write(to: URL(fileURLWithPath: file))
+        }
+        try FileManager.default.createSymbolicLink(atPath: root + "/link", withDestinationPath: "/etc/passwd")
+        try FileManager.default.createSymbolicLink(atPath: root + "/linkdir", withDestinationPath: "/etc")
+        return root
+    }
+
+    /// The requests on one connection (pipelined with `sendAll`); each answer, then whether it closed.
+    private func exchange(_ port: Int, _ requests: [[String: Any]], sendAll: Bool = false, tls: Bool = false) throws -> [Answer] {
+        let spec = String(decoding: try JSONSerialization.data(withJSONObject: requests), as: UTF8.self)
+        let child = try ChildProcess(executable: Locations.python,
+                                     arguments: ["\(Locations.peers)/http_client.py", String(port), spec] + (sendAll ? ["--send-all"] : [])
+                                        + (tls ? ["--tls"] : []),
+                                     environment: Locations.baseEnvironment, stdin: .null)
+        let result = finish(child, timeout: 60)
+        let answers = try result.stdoutText.split(separator: "\n").map { try JSONDecoder().decode(Answer.self, from: Data($0.utf8)) }
+        XCTAssertEqual(answers.count, requests.count + 1, result.stdoutText + result.stderr)
+        guard answers.count == requests.count + 1 else { throw HarnessError("the HTTP client read \(answers.count) answers") }
+        return answers
+    }
+
+    func testAFileCarriesItsTypeLengthAndValidatorsAndBothValidatorsGive304OnOneConnection() throws {
+        let root = try makeTree()
+        let (server, port) = try startListening(["--echo", "--static", root])
+        let first = try exchange(port, [["target": "/a.txt"], ["target": "/app.js"], ["method": "HEAD", "target": "/index.html"]])
+        XCTAssertEqual(first[0].status, 200)
+        XCTAssertEqual(first[0].body, "hello static\n")
+        XCTAssertEqual(first[0].header("Content-Type"), "text/plain; charset=utf-8")
+        XCTAssertEqual(first[0].header("Content-Length"), "13")
+        XCTAssertEqual(first[1].header("Content-Type"), "text/javascript; charset=utf-8")
+        XCTAssertEqual(first[2].status, 200)
+        XCTAssertEqual(first[2].header("Content-Length"), "14", "HEAD says the GET's length")
+        XCTAssertEqual(first[3].closed, false, "HTTP/1.1 keeps the connection")
+        let etag = try XCTUnwrap(first[0].header("ETag"))
+        let modified = try XCTUnwrap(first[0].header("Last-Modified"))
+        XCTAssertTrue(modified.hasSuffix(" GMT") && modified.count == 29, modified)
+
+        let conditional = try exchange(port, [
+            ["target": "/a.txt", "headers": ["If-None-Match": etag]],
+            ["target": "/a.txt", "headers": ["If-None-Match": "W/" + etag + ", \"other\""]],
+            ["target": "/a.txt", "headers": ["If-Modified-Since": modified]],
+            // If-None-Match decides when both are there (RFC 9110 §13.1.3): no match, 200.
+            ["target": "/a.txt", "headers": ["If-None-Match": "\"other\"", "If-Modified-Since": modified]],
+            ["target": "/a.txt", "headers": ["If-Modified-Since": "Sat, 01 Jan 2000 00:00:00 GMT"]],
+            ["target": "/a.txt", "headers": ["Connection": "close"]],
+        ])
+        XCTAssertEqual(conditional.map(\.status), [304, 304, 304, 200, 200, 200, nil])
+        XCTAssertEqual(conditional[0].header("ETag"), etag)
+        XCTAssertEqual(conditional[3].body, "hello static\n")
+        XCTAssertEqual(conditional[5].header("Connection"), "close")
+        XCTAssertEqual(conditional[6].closed, true, "Connection: close ends it")
+        server.signal(SIGTERM)
+        assertExit(finish(server), 0)
+    }
+
+    func testPipelinedRequestsAreAnsweredInOrderAndAnUpgradeMayFollow() throws {
+        let root = try makeTree()
+        let (server, port) = try startListening(["--echo", "--static", root])
+        let key = "dGhlIHNhbXBsZSBub25jZQ=="
+        let answers = try exchange(port, [["target": "/a.txt"], ["method": "HEAD", "target": "/app.js"], ["target": "/sub/"],
+                                          ["target": "/nothing"], ["target": "/a.txt", "headers": ["Range": "bytes=6-"]],
+                                          ["target": "/", "headers": ["Upgrade": "websocket", "Connection": "Upgrade",
+                                                                      "Sec-WebSocket-Key": key, "Sec-WebSocket-Version": "13"]]],
+                                   sendAll: true)
+        XCTAssertEqual(answers.map(\.status), [200, 200, 200, 404, 206, 101, nil])
+        XCTAssertEqual(answers[0].body, "hello static\n")
+        XCTAssertEqual(answers[2].body, "<p>sub</p>\n")
+        XCTAssertEqual(answers[4].body, "static\n")
+        XCTAssertEqual(answers[5].header("Sec-WebSocket-Accept"), "s3pPLMBiTxaQ9kYGzzhZRbK+xOo=")
+        server.signal(SIGTERM)
+        assertExit(finish(server), 0)
+    }
+
+    func testOneRangeIs206AndOnePastTheEndIs416() throws {
+        let root = try makeTree()
+        let (server, port) = try startListening(["--echo", "--static", root])
+        let answers = try exchange(port, [
+            ["target": "/a.txt", "headers": ["Range": "bytes=0-4"]],
+            ["target": "/a.txt", "headers": ["Range": "bytes=-7"]],
+            ["target": "/a.txt", "headers": ["Range": "bytes=13-"]],
+            ["target": "/a.txt", "headers": ["Range": "bytes=0-1,4-5"]],  // several ranges: the whole file
+            ["target": "/a.txt", "headers": ["Range": "bytes=0-4", "If-Range": "\"stale\""]],
+        ])
+        XCTAssertEqual(answers.map(\.status), [206, 206, 416, 200, 200, nil])
+        XCTAssertEqual(answers[0].body, "hello")
+        XCTAssertEqual(answers[0].header("Content-Range"), "bytes 0-4/13")
+        XCTAssertEqual(answers[1].body, "static\n")
+        XCTAssertEqual(answers[2].header("Content-Range"), "bytes */13")
+        XCTAssertEqual(answers[0].header("Accept-Ranges"), "bytes")
+        server.signal(SIGTERM)
+        assertExit(finish(server), 0)
+    }
+
+    func testOtherMethodsGet405AndADirectoryWithoutItsSlashA301FromTheRawTarget() throws {
+        let root = try makeTree()
+        let (server, port) = try startListening(["--echo", "--static", root])
+        let answers = try exchange(port, [
+            ["method": "POST", "target": "/a.txt", "headers": ["Content-Length": "0"]],
+            ["method": "DELETE", "target": "/sub"],
+            ["target": "/sub?q=1"],
+            ["target": "/s%75b"],
+            ["target": "/sub?next=//other.example"],
+            ["target": "/x%250d%250aSet-Cookie:%2520a=b"],
+            ["target": "/x%250d%250aSet-Cookie:%2520a=b/"],
+        ])
+        XCTAssertEqual(answers.map(\.status), [405, 405, 301, 301, 301, 301, 200, nil])
+        XCTAssertEqual(answers[0].header("Allow"), "GET, HEAD")
+        XCTAssertEqual(answers[2].header("Location"), "/sub/?q=1")
+        XCTAssertEqual(answers[3].header("Location"), "/s%75b/", "the raw target, not its decoded bytes")
+        XCTAssertEqual(answers[4].header("Location"), "/sub/?next=//other.example")
+        XCTAssertEqual(answers[5].header("Location"), "/x%250d%250aSet-Cookie:%2520a=b/")
+        XCTAssertNil(answers[5].header("Set-Cookie"))
+        XCTAssertEqual(answers[6].body, "hostile\n")
+        server.signal(SIGTERM)
+        assertExit(finish(server), 0)
+    }
+
+    func testEscapesDotfilesLinksAndDirectoriesWithoutIndexAre404() throws {
+        let root = try makeTree()
+        let (server, port) = try startListening(["--echo", "--static", root])
+        let targets = ["/.env", "/%2eenv", "/../etc/passwd", "/%2e%2e/etc/passwd", "/sub/%2e%2e/a.txt", "/..%2fa.txt",
+                       "/sub%2f..%2fa.txt", "/a%5c.txt", "/sub\\..\\a.txt", "/a.txt%00", "/link", "/linkdir/passwd",
+                       "/noindex/", "/a.txt/", "/%252e%252e/a.txt", "/%zz", "//a.txt", "/sub//index.html"]
+        let answers = try exchange(port, targets.map { ["target": $0] })
+        XCTAssertEqual(answers.dropLast().map(\.status), Array(repeating: 404, count: targets.count),
+                       zip(targets, answers).map { "\($0) \($1.status ?? 0)" }.joined(separator: ", "))
+        XCTAssertFalse(answers.contains { $0.body?.contains("root:") == true || $0.body?.contains("SECRET") == true })
+        server.signal(SIGTERM)
+        assertExit(finish(server), 0)
+    }
+
+    func testPlainGetsGoToHealthThenFilesThenTheConsoleThen426() throws {
+        let root = try makeTree()
+        let (server, port) = try startListening(["--echo", "--health", "/healthz", "--static", root, "--devconsole", "--path", "/ws"])
+        let answers = try exchange(port, [["target": "/healthz"]])
+        XCTAssertEqual(answers[0].body, "ok\n")
+        let rest = try exchange(port, [["target": "/a.txt"], ["target": "/ws"], ["target": "/ws?x=1"], ["target": "/other"],
+                                       ["method": "HEAD", "target": "/ws"]])
+        XCTAssertEqual(rest.map(\.status), [200, 200, 200, 404, 200, nil])
+        XCTAssertEqual(rest[1].header("Content-Type"), "text/html; charset=utf-8")
+        XCTAssertTrue(rest[1].body?.hasPrefix("<!DOCTYPE html>") == true, rest[1].body ?? "")
+        server.signal(SIGTERM)
+        assertExit(finish(server), 0)
+
+        // Without --static and --devconsole a plain GET is still 426.
+        let (plain, plainPort) = try startListening(["--echo"])
+        XCTAssertEqual(try exchange(plainPort, [["target": "/a.txt"]])[0].status, 426)
+        plain.signal(SIGTERM)
+        assertExit(finish(plain), 0)
+    }
+
+    func testWithDirTheConsoleIsOnlyAtAProgramsPath() throws {
+        let programs = path("scripts")
+        try FileManager.default.createDirectory(atPath: programs, withIntermediateDirectories: true)
+        FileManager.default.createFile(atPath: programs + "/count", contents: Data("#!/bin/sh\necho 1\n".utf8),
+                                       attributes: [.posixPermissions: 0o755])
+        let (server, port) = try startListening(["--dir", programs, "--devconsole"])
+        let answers = try exchange(port, [["target": "/count"], ["target": "/count/more?x=1"], ["target": "/nothing"]])
+        XCTAssertEqual(answers.map(\.status), [200, 200, 404, nil])
+        XCTAssertTrue(answers[0].body?.hasPrefix("<!DOCTYPE html>") == true)
+        server.signal(SIGTERM)
+        assertExit(finish(server), 0)
+    }
+
+    func testTheConsolePageIsSelfContained() throws {
+        let (server, port) = try startListening(["--echo", "--devconsole"])
+        let page = try exchange(port, [["target": "/any/path"]])
+        let body = try XCTUnwrap(page.first?.body)
+        XCTAssertEqual(page.first?.status, 200)
+        // The first 200 bytes are in `body`; the whole page is checked through its hash's source.
+        XCTAssertTrue(body.hasPrefix("<!DOCTYPE html>"))
+        server.signal(SIGTERM)
+        assertExit(finish(server), 0)
+        let source = try String(contentsOfFile: Locations.packageRoot + "/Sources/WebSocketEngine/DevConsolePage.swift", encoding: .utf8)
+        for external in ["src=", "href=", "@import", "url(", "http://", "https://"] {
+            XCTAssertFalse(source.contains(external), "the console page refers to something outside it: \(external)")
+        }
+    }
+
+    func testRequireBearerCoversStaticFiles() throws {
+        let root = try makeTree()
+        let (server, port) = try startListening(["--echo", "--static", root, "--require-bearer", "--health", "/h"],
+                                                environment: ["WSPIPE_BEARER": "tok3n"])
+        let answers = try exchange(port, [["target": "/a.txt"], ["target": "/a.txt", "headers": ["Authorization": "Bearer tok3n"]],
+                                          ["target": "/h"]])
+        XCTAssertEqual(answers.map(\.status), [401, 200, 200, nil])
+        XCTAssertEqual(answers[0].header("WWW-Authenticate"), "Bearer realm=\"wspipe\"")
+        server.signal(SIGTERM)
+        assertExit(finish(server), 0)
+    }
+
+    func testFilesAreServedOverTLSInChunks() throws {
+        let root = try makeTree()
+        let big = randomBytes(1_000_003)
+        try Data(big).write(to: URL(fileURLWithPath: root + "/big.bin"))
+        let tls = try TLSMaterial.shared()
+        let (server, port) = try startListening(["--cert", tls.serverCert, "--key", tls.serverKey, "--echo", "--static", root], scheme: "wss")
+        let answers = try exchange(port, [["target": "/big.bin"], ["target": "/a.txt"]], tls: true)
+        XCTAssertEqual(answers.map(\.status), [200, 200, nil])
+        XCTAssertEqual(answers[0].length, big.count)
+        XCTAssertEqual(answers[0].sha256, sha256Hex(big))
+        XCTAssertEqual(answers[0].header("Content-Type"), "application/octet-stream")
+        XCTAssertEqual(answers[1].body, "hello static\n")
+        server.signal(SIGTERM)
+        assertExit(finish(server), 0)
+    }
+
+    func testAHundredSlowDownloadsOfAGigabyteKeepTheServerUnder32MiB() throws {
+        let root = try makeTree()
+        let file = root + "/huge.bin"
+        let fd = open(file, O_CREAT | O_WRONLY, 0o644)
+        XCTAssertEqual(ftruncate(fd, 1 << 30), 0)  // sparse: no disk used
+        close(fd)
+        let (server, port) = try startListening(["--echo", "--static", root])
+        let child = try ChildProcess(executable: Locations.python,
+                                     arguments: ["\(Locations.peers)/http_client.py", "slow", String(port), "/huge.bin", "100", "4"],
+                                     environment: Locations.baseEnvironment, stdin: .null)
+        let result = finish(child, timeout: 60)
+        XCTAssertTrue(result.stdoutText.contains("\"connections\": 100"), result.stdoutText + result.stderr)
+        XCTAssertTrue(result.stdoutText.contains("\"statuses\": [200]"), result.stdoutText)
+        // Each read some: the server sent to all of them (at least 100 x 16 KiB in all).
+        let read = Int(result.stdoutText.split(separator: "\"read\": ").last?.prefix { $0.isNumber } ?? "") ?? 0
+        XCTAssertGreaterThan(read, 100 * 16_384, result.stdoutText)
+        // VmHWM, not wait4's ru_maxrss: that one keeps the forked test runner's pages.
+        let status = try String(contentsOfFile: "/proc/\(server.pid)/status", encoding: .utf8)
+        let peak = try XCTUnwrap(status.split(separator: "\n").first { $0.hasPrefix("VmHWM:") }
+            .flatMap { Int($0.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first ?? "") })
+        XCTAssertLessThan(peak, 32 * 1024, "peak RSS \(peak) KiB")
+        server.signal(SIGTERM)
+        assertExit(finish(server), 0)
+    }
+
+    func testAStaticDirectoryThatCannotBeOpenedIsAUsageError() throws {
+        let result = try runWspipe(["-l", "0", "--echo", "--static", path("missing")])
+        assertExit(result, 2)
+        assertStderr(result, contains: "cannot serve --static '\(path("missing"))': No such file or directory")
+        try Data("x".utf8).write(to: URL(fileURLWithPath: path("file")))
+        let file = try runWspipe(["-l", "0", "--echo", "--staticdir", path("file")])
+        assertExit(file, 2)
+        assertStderr(file, contains: "not a directory")
+    }
+
+    func testAStaticDirectoryThatContainsOrIsInsideDirIsAUsageError() throws {
+        let programs = path("scripts")
+        try FileManager.default.createDirectory(atPath: programs + "/www", withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(atPath: path("www"), withIntermediateDirectories: true)
+        try FileManager.default.createSymbolicLink(atPath: path("alias"), withDestinationPath: programs)
+        for (files, dir, word) in [(programs + "/www", programs, "is inside"), (temporaryDirectory, programs, "contains"),
+                                   (path("alias"), programs + "/", "is")] {
+            let result = try runWspipe(["-l", "0", "--dir", dir, "--static", files])
+            assertExit(result, 2)
+            assertStderr(result, contains: "wspipe: --static '\(files)' \(word) --dir '\(dir)': it would serve the programs themselves")
+        }
+        // Beside each other is fine.
+        let (server, port) = try startListening(["--dir", programs, "--staticdir", path("www")])
+        XCTAssertEqual(try exchange(port, [["target": "/missing"]]).first?.status, 404)
+        server.signal(SIGTERM)
+        assertExit(finish(server), 0)
+    }
+
+    func testStaticFilesWorkBesideEveryMode() throws {
+        let root = try makeTree()
+        try FileManager.default.createDirectory(atPath: path("scripts"), withIntermediateDirectories: true)
+        for mode in [["--echo"], ["--broadcast"], ["--sh", "cat"], ["--dir", path("scripts")], []] {
+            // Standard input stays open: --broadcast ends at its end.
+            let server = try spawnWspipe(["-l", "0"] + mode + ["--static", root], stdin: .pipe)
+            let line = try XCTUnwrap(server.stderr.waitForLine(startingWith: "wspipe: listening on ws://127.0.0.1:", timeout: 15))
+            let port = try XCTUnwrap(Int(line.split(separator: ":").last?.split(separator: "/").first ?? ""))
+            XCTAssertEqual(try exchange(port, [["target": "/a.txt"]]).first?.body, "hello static\n", "\(mode)")
+            server.signal(SIGTERM)
+            _ = finish(server)
+        }
+    }
+}
+
+/// SHA-256 in hex, by the system's sha256sum (no crypto library in the tests).
+func sha256Hex(_ bytes: [UInt8]) -> String {
+    let file = NSTemporaryDirectory() + "sha-\(UUID().uuidString)"
+    FileManager.default.createFile(atPath: file, contents: Data(bytes))
+    defer { try? FileManager.default.removeItem(atPath: file) }
+    guard let child = try? ChildProcess(executable: "/usr/bin/sha256sum", arguments: [file], environment: [:], stdin: .null) else { return "" }
+    return String(String(decoding: child.wait(timeout: 30).stdout, as: UTF8.self).prefix(64))
+}
