@@ -15,6 +15,7 @@ import WebSocketTransport
 public func runServer(_ config: BridgeConfiguration, _ serve: ServeConfiguration) -> ExitStatus {
     wsp_ignore_sigpipe()
     let log = Diagnostics(verbosity: config.verbosity)
+    raiseDescriptorLimit(log)
     let loop: EventLoop
     do {
         loop = try EventLoop()
@@ -36,6 +37,14 @@ public func runServer(_ config: BridgeConfiguration, _ serve: ServeConfiguration
     let events = ServerEventLog(log: log, jsonLines: config.stdio.jsonLines, mode: mode)
     server.onEvent = { [unowned server] event in events.show(event, server: server) }
     return mode.run(server, on: listener)
+}
+
+/// Raises RLIMIT_NOFILE's soft limit to the hard one (each client, or each forwarded pair's
+/// two sockets, needs its descriptors); `-v` says so.
+func raiseDescriptorLimit(_ log: Diagnostics) {
+    if let raised = DescriptorLimit.raiseToHard() {
+        log.event("descriptor limit (RLIMIT_NOFILE) raised from \(raised.before) to \(raised.after)")
+    }
 }
 
 /// The certificate and key, then the listening socket: a mistake in either is no service

@@ -1,0 +1,73 @@
+// RLIMIT_NOFILE: the server modes and --forward-listen raise the soft limit to the hard one
+// at start, and at the limit a listener waits (the connection stays in the backlog) rather
+// than spinning on a socket it cannot accept from.
+import Foundation
+import TestSupport
+import XCTest
+
+final class DescriptorLimitTests: IntegrationTestCase {
+    /// Runs `wspipe ARGUMENTS` under /bin/sh after `limits` (ulimit arguments), killed at the end.
+    private func spawnLimited(_ limits: String, _ arguments: [String]) throws -> ChildProcess {
+        let quoted = ([Locations.wspipe] + arguments).map { "'\($0)'" }.joined(separator: " ")
+        let child = try ChildProcess(executable: "/bin/sh", arguments: ["-c", "ulimit \(limits) && exec \(quoted)"],
+                                     environment: Locations.baseEnvironment, stdin: .null)
+        addTeardownBlock { child.kill() }
+        return child
+    }
+
+    private func port(_ child: ChildProcess, scheme: String) throws -> Int {
+        let line = child.stderr.waitForLine(startingWith: "wspipe: listening on \(scheme)://127.0.0.1:", timeout: 15)
+        let after = line?.components(separatedBy: "127.0.0.1:").dropFirst().first
+        guard let digits = after?.prefix(while: \.isNumber), let port = Int(digits) else {
+            XCTFail("no listening line; stderr: \(child.stderr.text)")
+            throw HarnessError("not listening")
+        }
+        return port
+    }
+
+    /// The soft and hard "Max open files" of a process, from /proc/PID/limits.
+    private func openFilesLimits(_ pid: pid_t) throws -> (soft: String, hard: String) {
+        let text = try String(contentsOfFile: "/proc/\(pid)/limits", encoding: .utf8)
+        let line = try XCTUnwrap(text.split(separator: "\n").first { $0.hasPrefix("Max open files") })
+        let fields = line.dropFirst("Max open files".count).split(separator: " ")
+        return (String(fields[0]), String(fields[1]))
+    }
+
+    /// utime + stime of a process, in seconds.
+    private func cpuSeconds(_ pid: pid_t) throws -> Double {
+        let text = try String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8)
+        let fields = text[text.index(after: try XCTUnwrap(text.lastIndex(of: ")")))...].split(separator: " ")
+        // Fields 14 and 15 of stat(5), counted after the command's closing parenthesis.
+        return Double((Int(fields[11]) ?? 0) + (Int(fields[12]) ?? 0)) / Double(sysconf(Int32(_SC_CLK_TCK)))
+    }
+
+    func testTheServerRaisesTheSoftLimitToTheHardOne() throws {
+        let hard = try openFilesLimits(getpid()).hard
+        guard let hardLimit = Int(hard), hardLimit > 200 else { throw XCTSkip("the hard limit (\(hard)) leaves no room to lower the soft one") }
+        let server = try spawnLimited("-Sn 128", ["-v", "-l", "0", "--echo"])
+        _ = try port(server, scheme: "ws")
+        XCTAssertEqual(try openFilesLimits(server.pid).soft, hard)
+        XCTAssertTrue(server.stderr.text.contains("wspipe: * descriptor limit (RLIMIT_NOFILE) raised from 128 to \(hard)"), server.stderr.text)
+    }
+
+    func testAtTheLimitTheListenerWaitsInsteadOfSpinningAndServesAgainAfter() throws {
+        // 32 descriptors in all, soft and hard: 60 held connections leave some in the backlog.
+        let server = try spawnLimited("-n 32", ["-l", "0", "--echo", "--handshake-timeout", "30"])
+        let port = try port(server, scheme: "ws")
+        let holder = try ChildProcess(executable: Locations.python,
+                                      arguments: ["\(Locations.peers)/tcp_clients.py", "--port", "\(port)", "hold", "--count", "60"],
+                                      environment: Locations.baseEnvironment, stdin: .pipe)
+        addTeardownBlock { holder.kill() }
+        XCTAssertNotNil(holder.stdout.waitForLine(startingWith: "HELD 60", timeout: 15), holder.stderr.text)
+        let before = try cpuSeconds(server.pid)
+        Thread.sleep(forTimeInterval: 2)
+        let spent = try cpuSeconds(server.pid) - before
+        // Spinning on the listening socket would take all of the 2 s; the 100 ms pauses take a few ms.
+        XCTAssertLessThan(spent, 0.5, "the server used \(spent) s of CPU in 2 s at its descriptor limit")
+        holder.closeStdin()
+        _ = holder.wait(timeout: 10)
+        let client = try runWspipe(["-n", "1", "ws://127.0.0.1:\(port)/"], stdin: .bytes(Array("after\n".utf8)))
+        assertExit(client, 0)
+        assertStdout(client, "after\n")
+    }
+}
