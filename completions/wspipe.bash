@@ -28,6 +28,7 @@ _wspipe() {
         --queue-size --queue-bytes --queue-policy --send-file
         --exec --sh --close-grace --max-children --passenv --client-ca
         --metrics
+        --forward-listen
         --deflate-client-window-bits --deflate-server-window-bits --decompress"
 
     # A value given as --OPTION=value: complete the part after "=" as the value.

@@ -12,6 +12,9 @@ public struct BridgeConfiguration: Sendable {
     public var stdio = StdioConfiguration()
     /// -l/--listen: serve instead of connecting (`client` is then unused).
     public var serve: ServeConfiguration?
+    /// --forward-listen: listen for TCP on this address, each connection relayed over its
+    /// own client connection to `client.url` (`stdio` is then unused).
+    public var forwardListen: ListenAddress?
 
     // Every connection, either role.
     /// -1 quiet (errors only), 0 normal, 1 verbose.

@@ -32,6 +32,7 @@ extension Option {
                     options: [listen, reuseport, echo, broadcast, path, allowOrigin, requireProtocol, requireBearer, health, metrics, metricsPublic,
                               responseHeader, maxClients, handshakeTimeout, exec, sh, closeGrace, maxChildren, passenv, clientCA,
                               oneshot]),
+        HelpSection(title: "Forwarding TCP (see GATEWAY in the man page):", options: [forwardListen]),
     ]
 
     // MARK: Modes
