@@ -50,6 +50,15 @@ final class DescriptorLimitTests: IntegrationTestCase {
         XCTAssertTrue(server.stderr.text.contains("wspipe: * descriptor limit (RLIMIT_NOFILE) raised from 128 to \(hard)"), server.stderr.text)
     }
 
+    func testForwardListenRaisesTheSoftLimitToTheHardOne() throws {
+        let hard = try openFilesLimits(getpid()).hard
+        guard let hardLimit = Int(hard), hardLimit > 200 else { throw XCTSkip("the hard limit (\(hard)) leaves no room to lower the soft one") }
+        let forwarder = try spawnLimited("-Sn 128", ["-v", "--forward-listen", "0", "ws://127.0.0.1:9/"])
+        _ = try port(forwarder, scheme: "tcp")
+        XCTAssertEqual(try openFilesLimits(forwarder.pid).soft, hard)
+        XCTAssertTrue(forwarder.stderr.text.contains("wspipe: * descriptor limit (RLIMIT_NOFILE) raised from 128 to \(hard)"), forwarder.stderr.text)
+    }
+
     func testAtTheLimitTheListenerWaitsInsteadOfSpinningAndServesAgainAfter() throws {
         // 32 descriptors in all, soft and hard: 60 held connections leave some in the backlog.
         let server = try spawnLimited("-n 32", ["-l", "0", "--echo", "--handshake-timeout", "30"])
@@ -69,5 +78,30 @@ final class DescriptorLimitTests: IntegrationTestCase {
         let client = try runWspipe(["-n", "1", "ws://127.0.0.1:\(port)/"], stdin: .bytes(Array("after\n".utf8)))
         assertExit(client, 0)
         assertStdout(client, "after\n")
+    }
+
+    func testForwardListenAtTheLimitWaitsInsteadOfSpinningAndForwardsAgainAfter() throws {
+        let peer = try startPython("fwd_echo.py", [])
+        let forwarder = try spawnLimited("-n 32", ["--forward-listen", "0", "--no-deflate", "ws://127.0.0.1:\(peer.port)/"])
+        let port = try port(forwarder, scheme: "tcp")
+        let holder = try ChildProcess(executable: Locations.python,
+                                      arguments: ["\(Locations.peers)/tcp_clients.py", "--port", "\(port)", "hold", "--count", "60"],
+                                      environment: Locations.baseEnvironment, stdin: .pipe)
+        addTeardownBlock { holder.kill() }
+        XCTAssertNotNil(holder.stdout.waitForLine(startingWith: "HELD 60", timeout: 15), holder.stderr.text)
+        Thread.sleep(forTimeInterval: 0.5)  // the openings that find descriptors are done
+        let before = try cpuSeconds(forwarder.pid)
+        Thread.sleep(forTimeInterval: 2)
+        let spent = try cpuSeconds(forwarder.pid) - before
+        XCTAssertLessThan(spent, 0.5, "--forward-listen used \(spent) s of CPU in 2 s at its descriptor limit")
+        holder.closeStdin()
+        _ = holder.wait(timeout: 10)
+        let clients = try ChildProcess(executable: Locations.python,
+                                       arguments: ["\(Locations.peers)/tcp_clients.py", "--port", "\(port)", "echo", "--count", "3",
+                                                   "--bytes", "10000", "--timeout", "20"],
+                                       environment: Locations.baseEnvironment, stdin: .null)
+        addTeardownBlock { clients.kill() }
+        let result = clients.wait(timeout: 40)
+        XCTAssertEqual(result.stdoutText.split(separator: "\n").last, "DONE ok=3", "\(result)\n\(forwarder.stderr.text)")
     }
 }
