@@ -41,22 +41,23 @@ final class DescriptorLimitTests: IntegrationTestCase {
         return Double((Int(fields[11]) ?? 0) + (Int(fields[12]) ?? 0)) / Double(sysconf(Int32(_SC_CLK_TCK)))
     }
 
-    func testTheServerRaisesTheSoftLimitToTheHardOne() throws {
+    /// Starts `wspipe -v ARGUMENTS` with a soft limit of 128 and checks it runs with the hard one.
+    private func assertRaisesTheSoftLimit(_ arguments: [String], scheme: String, file: StaticString = #filePath, line: UInt = #line) throws {
         let hard = try openFilesLimits(getpid()).hard
         guard let hardLimit = Int(hard), hardLimit > 200 else { throw XCTSkip("the hard limit (\(hard)) leaves no room to lower the soft one") }
-        let server = try spawnLimited("-Sn 128", ["-v", "-l", "0", "--echo"])
-        _ = try port(server, scheme: "ws")
-        XCTAssertEqual(try openFilesLimits(server.pid).soft, hard)
-        XCTAssertTrue(server.stderr.text.contains("wspipe: * descriptor limit (RLIMIT_NOFILE) raised from 128 to \(hard)"), server.stderr.text)
+        let child = try spawnLimited("-Sn 128", ["-v"] + arguments)
+        _ = try port(child, scheme: scheme)
+        XCTAssertEqual(try openFilesLimits(child.pid).soft, hard, file: file, line: line)
+        XCTAssertTrue(child.stderr.text.contains("wspipe: * descriptor limit (RLIMIT_NOFILE) raised from 128 to \(hard)"),
+                      child.stderr.text, file: file, line: line)
+    }
+
+    func testTheServerRaisesTheSoftLimitToTheHardOne() throws {
+        try assertRaisesTheSoftLimit(["-l", "0", "--echo"], scheme: "ws")
     }
 
     func testForwardListenRaisesTheSoftLimitToTheHardOne() throws {
-        let hard = try openFilesLimits(getpid()).hard
-        guard let hardLimit = Int(hard), hardLimit > 200 else { throw XCTSkip("the hard limit (\(hard)) leaves no room to lower the soft one") }
-        let forwarder = try spawnLimited("-Sn 128", ["-v", "--forward-listen", "0", "ws://127.0.0.1:9/"])
-        _ = try port(forwarder, scheme: "tcp")
-        XCTAssertEqual(try openFilesLimits(forwarder.pid).soft, hard)
-        XCTAssertTrue(forwarder.stderr.text.contains("wspipe: * descriptor limit (RLIMIT_NOFILE) raised from 128 to \(hard)"), forwarder.stderr.text)
+        try assertRaisesTheSoftLimit(["--forward-listen", "0", "ws://127.0.0.1:9/"], scheme: "tcp")
     }
 
     func testAtTheLimitTheListenerWaitsInsteadOfSpinningAndServesAgainAfter() throws {
