@@ -83,6 +83,15 @@ final class ForwardListenTests: IntegrationTestCase {
         assertExit(finish(forwarder), 0)
     }
 
+    func testChunkSizeIsTheLargestMessageOneReadMakes() throws {
+        let peer = try startPython("fwd_echo.py", ["--largest"])
+        let (forwarder, port) = try startForwarding(url(peer), ["--chunk-size", "1000"])
+        XCTAssertEqual(try echoThrough(port, count: 1, bytes: 100_000).last, "DONE ok=1")
+        XCTAssertEqual(waitForLines(peer.process.stdout, "LARGEST", count: 1), ["LARGEST 1000"])
+        forwarder.signal(SIGTERM)
+        assertExit(finish(forwarder), 0)
+    }
+
     func testARefusedHandshakeResetsThatConnectionAndSaysWhyOthersPass() throws {
         let peer = try startPython("fwd_echo.py", ["--refuse-first"])
         let (forwarder, port) = try startForwarding(url(peer), ["-v"])
