@@ -28,7 +28,7 @@ extension Option {
 
 extension Settings {
     static let forwardListenWithServer = UsageError("--forward-listen cannot be combined with -l/--listen: it listens for TCP "
-                                                    + "and is a client of URL")
+                                                    + "and is a client of URL (a WebSocket server that forwards to TCP is -l with --forward)")
 
     /// --forward-listen takes the client options; refuses those of stdin and stdout, and
     /// --reconnect, each with why.

@@ -37,6 +37,8 @@ struct Settings {
     var closeGrace: Double?
     var maxChildren: Int?
     var passing: [String] = []
+    /// --forward/--forward-tokens (the gateway).
+    var forward = ForwardServing()
     /// Long names of the options given, for the checks of server mode. An array: a Set's
     /// metadata, made at run time, checks String's Hashable conformance against every
     /// conformance record of the binary (137,000 instructions at each start, callgrind).

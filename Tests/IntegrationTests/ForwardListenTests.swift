@@ -59,6 +59,21 @@ final class ForwardListenTests: IntegrationTestCase {
         _ = finish(server)
     }
 
+    func testFiftyConnectionsThroughWspipesOwnGatewayToATCPEchoWithHalfCloses() throws {
+        let echo = try startPeer(executable: Locations.python, arguments: ["\(Locations.peers)/tcp_clients.py", "--port", "0", "serve-echo"])
+        let (gateway, gatewayPort) = try startListening(["--forward", "tcp:127.0.0.1:\(echo.port)"])
+        let (forwarder, port) = try startForwarding("ws://127.0.0.1:\(gatewayPort)/", ["--no-deflate"])
+        // The half-close crosses both: local EOF -> Close 1000 -> the gateway's FIN to the echo,
+        // whose last bytes and EOF come back before the Close's answer.
+        let child = try tcpClients(["--port", "\(port)", "echo", "--count", "50", "--bytes", "100000", "--half-close"])
+        let result = finish(child, timeout: 45)
+        XCTAssertEqual(result.stdoutText.split(separator: "\n").last, "DONE ok=50", "\(result)\n\(forwarder.stderr.text)")
+        forwarder.signal(SIGTERM)
+        assertExit(finish(forwarder), 0)
+        gateway.signal(SIGTERM)
+        _ = finish(gateway)
+    }
+
     func testFiftyConnectionsThroughPythonWebsocketsEachEndWithClose1000() throws {
         let peer = try startPython("fwd_echo.py", [])
         let (forwarder, port) = try startForwarding(url(peer), ["--no-deflate"])
@@ -155,16 +170,19 @@ final class ForwardListenTests: IntegrationTestCase {
     }
 
     /// ssh -o ProxyCommand='wspipe -b ws://gw/ssh': wspipe -b as the stdio pipe of a TCP
-    /// stream, here to a TCP echo through a program per connection.
+    /// stream to a TCP echo, through the gateway (--forward) and through a program per
+    /// connection (socat).
     func testBinaryStdioPipeCarriesATCPStreamExactly() throws {
         let echo = try startPeer(executable: Locations.python, arguments: ["\(Locations.peers)/tcp_clients.py", "--port", "0", "serve-echo"])
-        let (server, serverPort) = try startListening(["-b", "--exec", "/usr/bin/socat", "-", "TCP:127.0.0.1:\(echo.port)"])
-        let bytes = randomBytes(300_000)
-        let result = try runWspipe(["-b", "ws://127.0.0.1:\(serverPort)/"], stdin: .bytes(bytes), timeout: 30)
-        assertExit(result, 0)
-        XCTAssertEqual(result.stdout.count, bytes.count)
-        XCTAssertTrue(result.stdout == bytes, "the stream came back changed")
-        server.signal(SIGTERM)
-        _ = finish(server)
+        for server in [["--forward", "tcp:127.0.0.1:\(echo.port)"], ["-b", "--exec", "/usr/bin/socat", "-", "TCP:127.0.0.1:\(echo.port)"]] {
+            let (gateway, serverPort) = try startListening(server)
+            let bytes = randomBytes(300_000)
+            let result = try runWspipe(["-b", "ws://127.0.0.1:\(serverPort)/"], stdin: .bytes(bytes), timeout: 30)
+            assertExit(result, 0)
+            XCTAssertEqual(result.stdout.count, bytes.count, "\(server)")
+            XCTAssertTrue(result.stdout == bytes, "the stream came back changed through \(server)")
+            gateway.signal(SIGTERM)
+            _ = finish(gateway)
+        }
     }
 }

@@ -66,10 +66,14 @@ final class ForwardListenOptionTests: XCTestCase {
 
     func testNotAServer() {
         XCTAssertEqual(message(["--forward-listen", "0", "-l", "0"]),
-                       "--forward-listen cannot be combined with -l/--listen: it listens for TCP and is a client of URL")
+                       "--forward-listen cannot be combined with -l/--listen: it listens for TCP and is a client of URL "
+                       + "(a WebSocket server that forwards to TCP is -l with --forward)")
         XCTAssertEqual(message(["--forward-listen", "0", "-l", "0", "ws://h/"]),
-                       "--forward-listen cannot be combined with -l/--listen: it listens for TCP and is a client of URL")
+                       "--forward-listen cannot be combined with -l/--listen: it listens for TCP and is a client of URL "
+                       + "(a WebSocket server that forwards to TCP is -l with --forward)")
         XCTAssertEqual(message(["--forward-listen", "0", "--echo", "ws://h/"]),
                        "--echo is a server option; --forward-listen is a client of URL")
+        XCTAssertEqual(message(["--forward-listen", "0", "--forward", "tcp:127.0.0.1:22", "ws://h/"]),
+                       "--forward is a server option; --forward-listen is a client of URL")
     }
 }

@@ -250,31 +250,9 @@ final class StreamRelayTests: XCTestCase {
         if case .timedOut = far { XCTAssertEqual(far.status, 504) } else { XCTAssertEqual(far.status, 502) }
     }
 
-    /// A listener whose backlog is full: the kernel drops further SYNs, so a connect to it
-    /// waits (the 504 case) without anything leaving the machine.
-    func unansweringPort() throws -> (port: UInt16, fds: [Int32]) {
-        let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        _ = withUnsafeMutablePointer(to: &address) { p in
-            p.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(listener, $0, length) == 0 && getsockname(listener, $0, &length) == 0 }
-        }
-        XCTAssertEqual(listen(listener, 0), 0)
-        var fds = [listener]
-        for _ in 0..<3 {
-            let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0)
-            _ = withUnsafePointer(to: &address) { p in p.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, length) } }
-            fds.append(fd)
-        }
-        usleep(50_000)
-        return (UInt16(bigEndian: address.sin_port), fds)
-    }
-
     func testADialNobodyAnswersTimesOutAs504() throws {
-        let (port, fds) = try unansweringPort()
-        defer { fds.forEach { close($0) } }
+        let full = try FullBacklog()
+        let port = UInt16(full.port)
         var result: Result<TCPStream, TargetDial.Failure>?
         let start = Instant.now()
         TargetDial(loop: loop, target: .tcp(HostPort(host: "127.0.0.1", port: port)), timeout: 0.5) { result = $0 }.start()
