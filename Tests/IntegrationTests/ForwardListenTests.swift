@@ -74,6 +74,25 @@ final class ForwardListenTests: IntegrationTestCase {
         _ = finish(gateway)
     }
 
+    func testWssWithTheClientsCAAndAnUnverifiedServerIsRefused() throws {
+        let tls = try TLSMaterial.shared()
+        let (server, serverPort) = try startListening(["--cert", tls.serverCert, "--key", tls.serverKey, "--echo"], scheme: "wss")
+        let (forwarder, port) = try startForwarding("wss://localhost:\(serverPort)/", ["--cacert", tls.caCert])
+        XCTAssertEqual(try echoThrough(port, count: 20, bytes: 50_000).last, "DONE ok=20", forwarder.stderr.text)
+        forwarder.signal(SIGTERM)
+        assertExit(finish(forwarder), 0)
+        // Without the CA the certificate is not trusted: each connection is reset, -v says why.
+        let (untrusting, untrustingPort) = try startForwarding("wss://localhost:\(serverPort)/", ["-v"])
+        XCTAssertEqual(try echoThrough(untrustingPort, count: 1, bytes: 1000), ["RESET 0", "DONE ok=0"])
+        untrusting.signal(SIGTERM)
+        let result = finish(untrusting)
+        assertExit(result, 0)
+        assertStderr(result, contains: "[1] WebSocket not opened, connection from 127.0.0.1:")
+        assertStderr(result, contains: "certificate")
+        server.signal(SIGTERM)
+        _ = finish(server)
+    }
+
     func testFiftyConnectionsThroughPythonWebsocketsEachEndWithClose1000() throws {
         let peer = try startPython("fwd_echo.py", [])
         let (forwarder, port) = try startForwarding(url(peer), ["--no-deflate"])
