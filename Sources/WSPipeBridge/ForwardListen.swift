@@ -22,7 +22,7 @@ public func runForwardListen(_ config: BridgeConfiguration, on address: ListenAd
     }
     if !address.isLoopback {
         log.warning("--forward-listen on \(address), which is not a loopback address: whoever reaches it gets a WebSocket "
-                    + "to \(Diagnostics.redactedURL(config.client.url.description)) with this command's credentials")
+                    + "to \(Diagnostics.redactedLocation(config.client.url.description)) with this command's credentials")
     }
     let forwarding: ForwardListening
     do throws(EventLoopError) {
@@ -31,7 +31,7 @@ public func runForwardListen(_ config: BridgeConfiguration, on address: ListenAd
         return log.report(.local(call: "eventfd", errno: errno))
     }
     return forwarding.run(announcing: "wspipe: listening on tcp://\(socket.localAddress), forwarding to "
-                          + Diagnostics.redactedURL(config.client.url.description))
+                          + Diagnostics.redactedLocation(config.client.url.description))
 }
 
 extension TCPStream {

@@ -73,7 +73,7 @@ final class ForwardListening {
         }()
         let opener = Opener(config: config, log: log)
         let openingLog = TaggedOpeningLog(log: log, tag: "\(id)")
-        log.event("[\(id)] accepted \(stream.remoteAddress): opening \(Diagnostics.redactedTarget(config.client.url.description))")
+        log.event("[\(id)] accepted \(stream.remoteAddress): opening \(Diagnostics.redactedLocation(config.client.url.description))")
         let started = openings.run({
             let buffer = ByteBuffer(capacity: ForwardListening.receiveBufferSize)
             do throws(OpenError) {
@@ -108,7 +108,7 @@ final class ForwardListening {
                 done.opened.stream.close()
                 return failed(id, stream, error)
             }
-            log.event("[\(id)] connected: \(Diagnostics.redactedTarget(done.opened.url.description))")
+            log.event("[\(id)] connected: \(Diagnostics.redactedLocation(done.opened.url.description))")
             let pair = ForwardedPair(loop: loop, local: stream, opened: done, extensions: extensions, config: config) { [unowned self] in
                 ended(id, $0)
             }

@@ -181,6 +181,28 @@ final class ForwardListenTests: IntegrationTestCase {
                      + "whoever reaches it gets a WebSocket to \(url(peer)) with this command's credentials")
     }
 
+    func testNoSecretOfTheURLReachesTheLog() throws {
+        let (server, serverPort) = try startListening(["--echo"])
+        let (forwarder, port) = try startForwarding("ws://someone:pw-Xq81z@127.0.0.1:\(serverPort)/?access_token=tok-Zr55w", ["-v"],
+                                                    address: "0.0.0.0:0")
+        XCTAssertEqual(try echoThrough(port, count: 1, bytes: 1000).last, "DONE ok=1")
+        forwarder.signal(SIGTERM)
+        let result = finish(forwarder)
+        assertExit(result, 0)
+        assertStderr(result, contains: "] connected: ")
+        XCTAssertFalse(result.stderr.contains("pw-Xq81z"), result.stderr)
+        XCTAssertFalse(result.stderr.contains("tok-Zr55w"), result.stderr)
+        server.signal(SIGTERM)
+        _ = finish(server)
+    }
+
+    func testAnAddressInUseFailsAtOnceWithStatus3() throws {
+        let taken = try LoopbackSocket(listening: true)
+        let result = try runWspipe(["--forward-listen", "\(taken.port)", "ws://127.0.0.1:9/"])
+        assertExit(result, 3)
+        XCTAssertFalse(result.stderr.contains("listening on"), result.stderr)
+    }
+
     func testReconnectIsRefused() throws {
         let result = try runWspipe(["--forward-listen", "0", "--reconnect", "ws://127.0.0.1:9/"])
         assertExit(result, 2)
