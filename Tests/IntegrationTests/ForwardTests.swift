@@ -194,6 +194,27 @@ final class ForwardTests: IntegrationTestCase {
         _ = stop(gateway)
     }
 
+    /// --idle-timeout and --max-clients apply per client as in the other modes; --jsonl
+    /// gives one forwarded object per client.
+    func testIdleTimeoutMaxClientsAndTheJSONLinesEvent() throws {
+        let echo = try target("echo")
+        let (gateway, port) = try startListening(["--jsonl", "--idle-timeout", "0.5", "--max-clients", "1",
+                                                  "--forward", "tcp:127.0.0.1:\(echo.port)"])
+        let holder = try ChildProcess(executable: Locations.python, arguments: [script, "hold", "ws://127.0.0.1:\(port)/"],
+                                      environment: Locations.baseEnvironment, stdin: .null)
+        XCTAssertNotNil(holder.stdout.waitForLine(startingWith: "held", timeout: 15), holder.stderr.text)
+        XCTAssertEqual(try client("status", ["ws://127.0.0.1:\(port)/"]), ["status 503"], "one client at most")
+        let line = try XCTUnwrap(holder.stdout.waitForLine(startingWith: "closed", timeout: 15))
+        XCTAssertTrue(line.hasPrefix("closed 1000 after "), line)
+        let after = Double(line.split(separator: " ").last ?? "") ?? -1
+        XCTAssertGreaterThanOrEqual(after, 0.4, line)
+        XCTAssertLessThan(after, 5, line)
+        XCTAssertTrue(waitForStdout(gateway, contains: #"{"type":"forwarded","client":1,"target":"tcp:127.0.0.1:\#(echo.port)","to_target":0,"from_target":0,"target_end":"closed"}"#),
+                      "the idle timeout closed the client, then the relay closed the target")
+        _ = stop(gateway)
+        _ = finish(holder)
+    }
+
     // MARK: The token file
 
     func writeTokens(_ text: String, mode: mode_t = 0o600) throws -> String {

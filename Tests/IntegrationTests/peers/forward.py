@@ -17,6 +17,8 @@ Clients (Python websockets), no port of their own:
     forward.py --port 0 many URL N        N connections at once, each echoes 10 bytes, then all close;
                                           prints "MANY <ok> <failed>"
     forward.py --port 0 flood URL SECS    sends 1 MiB messages for SECS without waiting; prints "SENT n"
+    forward.py --port 0 hold URL          connects, prints "held", then waits for the server's Close:
+                                          prints "closed CODE after S"
 """
 import asyncio
 import hashlib
@@ -211,6 +213,20 @@ async def flood(url, seconds):
         ws.transport.abort()
 
 
+async def hold(url):
+    from websockets.asyncio.client import connect
+    from websockets.exceptions import ConnectionClosed
+    loop = asyncio.get_running_loop()
+    async with connect(url, compression=None, ping_interval=None) as ws:
+        print("held", flush=True)
+        start = loop.time()
+        try:
+            await asyncio.wait_for(ws.recv(), 60)
+        except ConnectionClosed:
+            pass
+    print(f"closed {ws.close_code} after {loop.time() - start:.1f}", flush=True)
+
+
 targets = {"echo": echo, "sink": sink, "reset": reset, "halfclose": halfclose, "stall": stall}
 if mode in targets:
     asyncio.run(serve(targets[mode]))
@@ -226,6 +242,8 @@ elif mode == "status":
     asyncio.run(status(*rest))
 elif mode == "many":
     asyncio.run(many(rest[0], int(rest[1])))
+elif mode == "hold":
+    asyncio.run(hold(rest[0]))
 elif mode == "flood":
     asyncio.run(flood(rest[0], float(rest[1])))
 else:
