@@ -6,7 +6,7 @@ PY := .venv/bin/python
 PREFIX ?= /usr/local
 DESTDIR ?=
 
-.PHONY: all setup build demo test unit conformance autobahn autobahn-deflate docs consumer-check install uninstall fuzz bench bench-deflate bench-broadcast bench-exec profile clean
+.PHONY: all setup build demo test unit conformance autobahn autobahn-deflate docs consumer-check install uninstall fuzz bench bench-deflate bench-broadcast bench-exec bench-forward profile clean
 
 all: build
 
@@ -91,6 +91,9 @@ bench-broadcast: setup
 # --exec churn: connections/s of connect -> child -> first message -> close vs websocketd.
 bench-exec: setup
 	scripts/bench-exec $(BENCH_ARGS)
+
+bench-forward: setup
+	scripts/bench-forward $(BENCH_ARGS)
 
 # Instruction counts (valgrind --tool=callgrind) of fixed workloads: regressions show here.
 profile: setup

@@ -27,7 +27,9 @@ _wspipe() {
         --stale-timeout --retry-delay --retry-max-delay --max-retries --retry-reset
         --queue-size --queue-bytes --queue-policy --send-file
         --exec --sh --dir --close-grace --max-children --passenv --client-ca
+        --forward --forward-tokens
         --metrics --static --staticdir
+        --forward-listen
         --deflate-client-window-bits --deflate-server-window-bits --decompress"
 
     # A value given as --OPTION=value: complete the part after "=" as the value.
@@ -45,7 +47,7 @@ _wspipe() {
             compopt -o filenames 2>/dev/null
             COMPREPLY=($(compgen -f -- "$cur"))
             return ;;
-        --bearer-file|--cert|--key|--key-pass-file|--unix-socket|--send-file)
+        --bearer-file|--cert|--key|--key-pass-file|--unix-socket|--send-file|--forward-tokens)
             compopt -o filenames 2>/dev/null
             COMPREPLY=($(compgen -f -- "$cur"))
             return ;;
@@ -63,6 +65,9 @@ _wspipe() {
         --exec)
             compopt -o filenames 2>/dev/null
             COMPREPLY=($(compgen -c -- "$cur"))
+            return ;;
+        --forward)
+            COMPREPLY=($(compgen -W "tcp: unix:" -- "$cur"))
             return ;;
         --proxy)
             COMPREPLY=($(compgen -W "http:// https:// socks5:// socks5h://" -- "$cur"))

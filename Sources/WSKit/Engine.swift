@@ -107,19 +107,8 @@ final class ConnectPool: Sendable {
     }
 }
 
-/// Starts a detached thread running `body`.
+/// Starts a detached thread running `body`; the library cannot work without it.
 private func startThread(name: String, _ body: @escaping @Sendable () -> Void) {
-    final class Box: Sendable {
-        let body: @Sendable () -> Void
-        init(_ body: @escaping @Sendable () -> Void) { self.body = body }
-    }
-    let context = Unmanaged.passRetained(Box(body)).toOpaque()
-    var thread = pthread_t()
-    let status = pthread_create(&thread, nil, { raw in
-        guard let raw else { return nil }
-        Unmanaged<Box>.fromOpaque(raw).takeRetainedValue().body()
-        return nil
-    }, context)
+    let status = startDetachedThread(body)
     guard status == 0 else { fatalError("WSKit: cannot start the \(name) thread: \(String(cString: strerror(status)))") }
-    pthread_detach(thread)
 }

@@ -12,6 +12,9 @@ public struct BridgeConfiguration: Sendable {
     public var stdio = StdioConfiguration()
     /// -l/--listen: serve instead of connecting (`client` is then unused).
     public var serve: ServeConfiguration?
+    /// --forward-listen: listen for TCP on this address, each connection relayed over its
+    /// own client connection to `client.url` (`stdio` is then unused).
+    public var forwardListen: ListenAddress?
 
     // Every connection, either role.
     /// -1 quiet (errors only), 0 normal, 1 verbose.
@@ -196,6 +199,8 @@ public struct ServeConfiguration: Sendable {
         case exec(ExecServing)
         /// --broadcast: stdin messages to every client, client messages to stdout.
         case broadcast
+        /// --forward/--forward-tokens: each client relayed to a TCP or Unix connection.
+        case forward(ForwardServing)
         /// No mode given: stdin and stdout bridged to one client at a time.
         case stdio
     }
@@ -236,4 +241,17 @@ public struct ExecServing: Sendable, Equatable {
         self.command = ChildCommand(program: directory)
         self.directory = directory
     }
+}
+
+/// --forward TARGET / --forward-tokens FILE and their settings (the gateway, GATEWAY in the
+/// man page).
+public struct ForwardServing: Sendable, Equatable {
+    /// Where every client goes (--forward), or nil with a token file.
+    public var target: StreamTarget?
+    /// --forward-tokens: websockify's token file, checked at start-up and on each client.
+    public var tokenFile: String?
+    /// --close-grace: seconds the target has after the client's Close to finish.
+    public var closeGrace: Double = 1
+
+    public init() {}
 }

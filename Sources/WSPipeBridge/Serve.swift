@@ -13,14 +13,8 @@ import WebSocketTransport
 /// close timeout, and exits 0: a service asked to stop has succeeded.
 @inline(never)
 public func runServer(_ config: BridgeConfiguration, _ serve: ServeConfiguration) -> ExitStatus {
-    wsp_ignore_sigpipe()
     let log = Diagnostics(verbosity: config.verbosity)
-    let loop: EventLoop
-    do {
-        loop = try EventLoop()
-    } catch {
-        return log.report(.local(call: "epoll_create1", errno: errno))
-    }
+    guard let loop = startListeningRun(log) else { return log.report(.local(call: "epoll_create1", errno: errno)) }
     let mode = serve.mode.served(ModeContext(config: config, serve: serve, loop: loop, log: log))
     if let failure = mode.checkBeforeListening() { return log.report(failure) }
     let listener: Listener
@@ -36,6 +30,22 @@ public func runServer(_ config: BridgeConfiguration, _ serve: ServeConfiguration
     let events = ServerEventLog(log: log, jsonLines: config.stdio.jsonLines, mode: mode)
     server.onEvent = { [unowned server] event in events.show(event, server: server) }
     return mode.run(server, on: listener)
+}
+
+/// What a run that listens starts with: SIGPIPE ignored, the descriptor limit raised, its
+/// loop (nil when epoll or its eventfd cannot be made: errno says why).
+func startListeningRun(_ log: Diagnostics) -> EventLoop? {
+    wsp_ignore_sigpipe()
+    raiseDescriptorLimit(log)
+    return try? EventLoop()
+}
+
+/// Raises RLIMIT_NOFILE's soft limit to the hard one (each client, or each forwarded pair's
+/// two sockets, needs its descriptors); `-v` says so.
+func raiseDescriptorLimit(_ log: Diagnostics) {
+    if let raised = DescriptorLimit.raiseToHard() {
+        log.event("descriptor limit (RLIMIT_NOFILE) raised from \(raised.before) to \(raised.after)")
+    }
 }
 
 /// The certificate and key, then the listening socket: a mistake in either is no service

@@ -51,6 +51,7 @@ extension ServeConfiguration.Mode {
         case .echo: return UntilSignal(context, mode: EchoMode())
         case .broadcast: return BroadcastServing(context)
         case .exec(let exec): return ExecServingMode(context, exec)
+        case .forward(let forward): return ForwardServingMode(context, forward)
         }
     }
 }

@@ -112,6 +112,7 @@ public enum CommandLineParser {
 
         let url: WebSocketURL
         if given.contains(Option.listen.longName) {
+            if given.contains(Option.forwardListen.longName) { throw Settings.forwardListenWithServer }
             // A server has no URL; the configuration's is never used.
             if let urlText { throw UsageError("a URL ('\(Diagnostics.redactedURL(urlText))') cannot be combined with -l/--listen") }
             url = WebSocketURL.unusedByServer

@@ -22,6 +22,7 @@ public func wspipeMain(arguments: [String], environment: (String) -> String?) ->
         return 0
     case .run(let config):
         if let serve = config.serve { return runServer(config, serve).rawValue }
+        if let address = config.forwardListen { return runForwardListen(config, on: address).rawValue }
         return runBridge(config).rawValue
     }
 }

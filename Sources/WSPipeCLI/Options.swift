@@ -32,7 +32,8 @@ extension Option {
                     options: [listen, reuseport, echo, broadcast, path, allowOrigin, sameOrigin, requireProtocol, requireBearer, health, metrics, metricsPublic,
                               staticFiles, staticDir, devConsole, responseHeader, maxClients, handshakeTimeout, exec, sh, dir, closeGrace, maxChildren,
                               passenv, clientCA,
-                              oneshot]),
+                              forward, forwardTokens, oneshot]),
+        HelpSection(title: "Forwarding TCP (see GATEWAY in the man page):", options: [forwardListen]),
     ]
 
     // MARK: Modes
@@ -554,7 +555,8 @@ extension Option {
         return { $0.execDirectory = text }
     }
     static let closeGrace = seconds("--close-grace", help: "after a client closes or leaves, SECS its program may still write and",
-                                    "exit in; then its group gets SIGTERM (SIGKILL 0.5 s later; default 1)") {
+                                    "exit in; then its group gets SIGTERM (SIGKILL 0.5 s later; default 1);",
+                                    "with --forward: SECS the target may still send after the client's Close") {
         $0.closeGrace = $1
     }
     static let maxChildren = Option("--max-children", value: "N",
@@ -568,6 +570,23 @@ extension Option {
             throw UsageError("\(name) '\(text)' is not a variable name")
         }
         return { $0.passing.append(text) }
+    }
+
+    // MARK: The gateway
+
+    static let forward = Option("--forward", value: "TARGET", help: "server mode: relay each client's binary messages to its own connection",
+                                "to TARGET (tcp:HOST:PORT or unix:PATH), dialled before the 101 (502/504);",
+                                "see GATEWAY in the man page") { text, name throws(UsageError) in
+        guard let target = StreamTarget(parsing: text) else {
+            throw UsageError("\(name) '\(text)' is not tcp:HOST:PORT ([IPv6] in brackets) or unix:PATH")
+        }
+        return { $0.forward.target = target }
+    }
+    static let forwardTokens = Option("--forward-tokens", value: "FILE",
+                                      help: "server mode: like --forward, the target chosen by the client's ?token= (or",
+                                      "token cookie) in FILE ('TOKEN: HOST:PORT' lines, websockify's format)") { text, name throws(UsageError) in
+        guard !text.isEmpty else { throw UsageError("\(name) needs a file") }
+        return { $0.forward.tokenFile = text }
     }
 
     static let clientCA = Option("--client-ca", value: "FILE", help: "with -l and --cert: require a client certificate signed by a CA",

@@ -26,7 +26,7 @@ struct ServerModeDescriptor: Sendable {
     /// Whether `option` means something in this mode (client-only options aside).
     func accepts(_ option: Option) -> Bool {
         !refusals.contains { $0.options.contains(option) }
-            && ServerModeDescriptor.table.allSatisfy { $0.name == name || !$0.only.contains(option) }
+            && (only.contains(option) || ServerModeDescriptor.table.allSatisfy { !$0.only.contains(option) })
     }
 
     /// The usage error for the first refused option given, if any.
@@ -44,7 +44,7 @@ extension ServerModeDescriptor {
     /// Every server mode, the default first. The stdio mode uses every client option (the
     /// table in SERVER in the man page); --send, --timeout, --idle-timeout and --oneshot
     /// mean the same per client in every mode.
-    static let table: [ServerModeDescriptor] = [stdio, echo, broadcast, exec]
+    static let table: [ServerModeDescriptor] = [stdio, echo, broadcast, exec, forward]
 
     static let stdio = ServerModeDescriptor(name: "the stdio mode", flags: [], only: [], refusals: []) { _ in .stdio }
 
@@ -66,6 +66,16 @@ extension ServerModeDescriptor {
                                      .requireCount, .receiveOnly, .sendOnly, .stats, .noClose, .linger, .closeCode, .closeReason],
                            reason: nil)]) { settings throws(UsageError) in .exec(try settings.execServing()) }
 
+    static let forward = ServerModeDescriptor(
+        name: "--forward", flags: [Option.forward, .forwardTokens], only: [.closeGrace],
+        refusals: [Refusal(options: [.text, .binary, .null], reason: "--forward: the client's messages are bytes for the target either way"),
+                   Refusal(options: [.chunkSize], reason: "--forward: what one read from the target gives (at most 64 KiB) is one message"),
+                   Refusal(options: [.send], reason: "--forward: every byte to the client comes from the target"),
+                   Refusal(options: [.timestamps, .base64, .wholeInput, .maxMessages, .oneMessage, .requireCount, .receiveOnly,
+                                     .sendOnly, .stats, .noClose, .linger, .closeCode, .closeReason], reason: nil)]) { settings throws(UsageError) in
+        .forward(try settings.forwardServing())
+    }
+
     /// The modes whose flags are given, each with what it makes, in table order. Throws
     /// `UsageError` for an option of a mode not given, or a mode's own mistake (--exec
     /// with --sh).
@@ -73,8 +83,9 @@ extension ServerModeDescriptor {
         let given = settings.given
         let modes = table.filter { mode in mode.flags.contains { given.contains($0.longName) } }
         for mode in table where !modes.contains(where: { $0.name == mode.name }) {
-            if let option = mode.only.first(where: { given.contains($0.longName) }) {
-                let flags = mode.flags.map(\.longName)
+            // An option several modes take needs one of them.
+            if let option = mode.only.first(where: { option in given.contains(option.longName) && !modes.contains { $0.only.contains(option) } }) {
+                let flags = table.filter { $0.only.contains(option) }.flatMap(\.flags).map(\.longName)
                 let named = flags.count > 2 ? flags.dropLast().joined(separator: ", ") + " or " + flags[flags.count - 1]
                                             : flags.joined(separator: " or ")
                 throw UsageError("\(option.longName) needs \(named)")
@@ -90,7 +101,9 @@ extension ServerModeDescriptor {
         -> (ServerModeDescriptor, ServeConfiguration.Mode) {
         guard given.count <= 1 else {
             let names = given.map(\.0.name)
-            if names.contains(exec.name) { throw UsageError("--exec/--sh/--dir, --echo and --broadcast are different modes: choose one") }
+            if names.contains(exec.name) && !names.contains(forward.name) {
+                throw UsageError("--exec/--sh/--dir, --echo and --broadcast are different modes: choose one")
+            }
             throw UsageError("\(names[0]) cannot be combined with \(names[1]): choose one mode")
         }
         return given.first ?? (stdio, .stdio)

@@ -10,7 +10,7 @@ extension Option {
     static let serverOnly: [Option] = [reuseport, echo, broadcast, path, allowOrigin, sameOrigin, requireProtocol, requireBearer, health, metrics, metricsPublic,
                                        staticFiles, staticDir, devConsole, responseHeader, maxClients, handshakeTimeout, exec, sh, dir, closeGrace,
                                        maxChildren, passenv, clientCA,
-                                       oneshot]
+                                       forward, forwardTokens, oneshot]
     /// Options of a client connection, which a server has no use for.
     static let clientOnly: [Option] = [proxy, socks5, noproxy, unixSocket, connectTo, resolve, ipv4, ipv6, location, maxRedirs,
                                        insecure, cacert, sni, header, origin, userAgent, bearer, connectTimeout,
@@ -216,6 +216,18 @@ extension Settings {
         if let maxChildren { exec.maxChildren = maxChildren }
         exec.passing = passing
         return exec
+    }
+}
+
+extension Settings {
+    /// --forward or --forward-tokens with their settings (the gateway's factory). Throws `UsageError`.
+    func forwardServing() throws(UsageError) -> ForwardServing {
+        if forward.target != nil && forward.tokenFile != nil {
+            throw UsageError("--forward and --forward-tokens cannot be combined: one fixed target, or a table of them")
+        }
+        var serving = forward
+        if let closeGrace { serving.closeGrace = closeGrace }
+        return serving
     }
 }
 

@@ -37,6 +37,8 @@ struct Settings {
     var closeGrace: Double?
     var maxChildren: Int?
     var passing: [String] = []
+    /// --forward/--forward-tokens (the gateway).
+    var forward = ForwardServing()
     /// Long names of the options given, for the checks of server mode. An array: a Set's
     /// metadata, made at run time, checks String's Hashable conformance against every
     /// conformance record of the binary (137,000 instructions at each start, callgrind).
@@ -46,6 +48,8 @@ struct Settings {
     var reconnection = ClientConfiguration.Reconnection()
     var reconnectOptions: [String] = []
     var sendFile: String?
+    /// --forward-listen's address (ForwardListenSettings.swift).
+    var forwardListen: ListenAddress?
 
     /// Adds a subprotocol (already checked) unless it is offered already.
     mutating func addSubprotocol(_ name: String) {
@@ -54,9 +58,11 @@ struct Settings {
 
     /// The configuration, after the checks that need every option. Throws `UsageError`.
     func finish(environment: (String) -> String?, readFile: (String) -> [UInt8]?) throws(UsageError) -> BridgeConfiguration {
+        try checkForwardListen()
         if listen != nil || Option.serverOnly.contains(where: { given.contains($0.longName) }) { return try finishServer(environment: environment, readFile: readFile) }
         try checkCombinations()
         var config = self.config
+        config.forwardListen = forwardListen
         config.client.deflate = noDeflate ? nil : deflateOffer
         if reconnect {
             config.client.reconnect = reconnection

@@ -8,18 +8,9 @@ public enum UnixConnector {
     public static func connect(path: String, deadline: Deadline,
                                log: (String) -> Void = { _ in }) throws(TransportError) -> TCPStream {
         let target = "Unix socket \(path)"
-        var address = sockaddr_un()
-        address.sun_family = sa_family_t(AF_UNIX)
-        let abstract = path.hasPrefix("@")
-        var name = Array(path.utf8)
-        if abstract { name[0] = 0 }
-        let capacity = MemoryLayout.size(ofValue: address.sun_path)
-        guard !name.isEmpty, name.count < capacity, !name.dropFirst(abstract ? 1 : 0).contains(0) else {
-            throw .unixPathLength(path: path, limit: capacity - 1)
-        }
-        withUnsafeMutableBytes(of: &address.sun_path) { $0.copyBytes(from: name) }
-        let pathOffset = MemoryLayout<sockaddr_un>.offset(of: \sockaddr_un.sun_path) ?? 2
-        let length = socklen_t(pathOffset + name.count + (abstract ? 0 : 1))
+        let made = try socketAddress(path: path)
+        var address = made.0
+        let length = made.1
 
         let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { throw .system(call: "socket", errno: errno) }
@@ -66,7 +57,24 @@ public enum UnixConnector {
         return TCPStream(fileDescriptor: fd, remoteAddress: path)
     }
 
-    private static func refused(_ code: Int32, path: String) -> TransportError {
+    /// The sockaddr_un of `path` and its length (`@` names an abstract socket).
+    /// Throws `.unixPathLength` for an empty path, one too long, or one with a NUL.
+    public static func socketAddress(path: String) throws(TransportError) -> (sockaddr_un, socklen_t) {
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        let abstract = path.hasPrefix("@")
+        var name = Array(path.utf8)
+        if abstract { name[0] = 0 }
+        let capacity = MemoryLayout.size(ofValue: address.sun_path)
+        guard !name.isEmpty, name.count < capacity, !name.dropFirst(abstract ? 1 : 0).contains(0) else {
+            throw .unixPathLength(path: path, limit: capacity - 1)
+        }
+        withUnsafeMutableBytes(of: &address.sun_path) { $0.copyBytes(from: name) }
+        let pathOffset = MemoryLayout<sockaddr_un>.offset(of: \sockaddr_un.sun_path) ?? 2
+        return (address, socklen_t(pathOffset + name.count + (abstract ? 0 : 1)))
+    }
+
+    static func refused(_ code: Int32, path: String) -> TransportError {
         var info = stat()
         let notASocket = code == ENOTSOCK || (code == ECONNREFUSED && !path.hasPrefix("@") && stat(path, &info) == 0
                                               && info.st_mode & S_IFMT != S_IFSOCK)

@@ -27,17 +27,10 @@ public final class UnixListener: ListeningSocket {
     /// - Throws: `ListenError.system` (bind: EADDRINUSE for a live socket or another file,
     ///   EACCES...), `.invalidAddress` for a path that does not fit a sockaddr_un.
     public init(path: String, backlog: Int32 = 1024) throws(ListenError) {
-        var address = sockaddr_un()
-        address.sun_family = sa_family_t(AF_UNIX)
         let abstract = path.hasPrefix("@")
-        var name = Array(path.utf8)
-        if abstract { name[0] = 0 }
-        let capacity = MemoryLayout.size(ofValue: address.sun_path)
-        guard !name.isEmpty, name.count < capacity, !name.dropFirst(abstract ? 1 : 0).contains(0) else {
-            throw .invalidAddress(path)
-        }
-        withUnsafeMutableBytes(of: &address.sun_path) { $0.copyBytes(from: name) }
-        let length = socklen_t((MemoryLayout<sockaddr_un>.offset(of: \sockaddr_un.sun_path) ?? 2) + name.count + (abstract ? 0 : 1))
+        guard let made = try? UnixConnector.socketAddress(path: path) else { throw .invalidAddress(path) }
+        var address = made.0
+        let length = made.1
         let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { throw .system(call: "socket", address: path, errno: errno) }
         func bindOnce() -> Int32 {

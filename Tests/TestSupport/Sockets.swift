@@ -55,3 +55,32 @@ package func ipv6LoopbackAvailable() -> Bool {
         }
     }
 }
+
+/// A loopback listener whose backlog is full: the kernel drops further SYNs, so a connect
+/// to it waits (a target that does not answer) without anything leaving the machine.
+package final class FullBacklog {
+    package let port: Int
+    private var fds: [Int32] = []
+
+    package init() throws {
+        let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) { p in
+            p.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(listener, $0, length) == 0 && getsockname(listener, $0, &length) == 0 }
+        }
+        guard bound, listen(listener, 0) == 0 else { throw HarnessError("bind/listen") }
+        fds = [listener]
+        for _ in 0..<3 {
+            let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0)
+            _ = withUnsafePointer(to: &address) { p in p.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, length) } }
+            fds.append(fd)
+        }
+        usleep(50_000)
+        port = Int(UInt16(bigEndian: address.sin_port))
+    }
+
+    deinit { fds.forEach { close($0) } }
+}

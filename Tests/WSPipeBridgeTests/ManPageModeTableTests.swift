@@ -133,7 +133,13 @@ final class ManPageModeTableTests: XCTestCase {
                        "--stats has no meaning with -l/--listen --broadcast (see SERVER in the man page)")
         XCTAssertEqual(message(["-l", "0", "--sh", "cat", "-0"]),
                        "--null has no meaning with -l/--listen --exec/--sh/--dir (see SERVER in the man page)")
-        XCTAssertEqual(message(["-l", "0", "--echo", "--close-grace", "1"]), "--close-grace needs --exec, --sh or --dir")
+        XCTAssertEqual(message(["-l", "0", "--echo", "--close-grace", "1"]), "--close-grace needs --exec, --sh, --dir, --forward or --forward-tokens")
+        XCTAssertEqual(message(["-l", "0", "--forward", "tcp:127.0.0.1:1", "-b"]),
+                       "--binary has no meaning with --forward: the client's messages are bytes for the target either way")
+        XCTAssertEqual(message(["-l", "0", "--forward", "tcp:127.0.0.1:1", "--forward-tokens", "t"]),
+                       "--forward and --forward-tokens cannot be combined: one fixed target, or a table of them")
+        XCTAssertEqual(message(["-l", "0", "--forward", "127.0.0.1:1"]), "--forward '127.0.0.1:1' is not tcp:HOST:PORT ([IPv6] in brackets) or unix:PATH")
+        XCTAssertNil(message(["-l", "0", "--forward", "tcp:127.0.0.1:1", "--close-grace", "2", "--idle-timeout", "5"]))
         XCTAssertEqual(message(["-l", "0", "--echo", "--broadcast"]), "--echo cannot be combined with --broadcast: choose one mode")
         XCTAssertEqual(message(["-l", "0", "--broadcast", "--sh", "cat"]),
                        "--exec/--sh/--dir, --echo and --broadcast are different modes: choose one")

@@ -1,0 +1,108 @@
+// RLIMIT_NOFILE: the server modes and --forward-listen raise the soft limit to the hard one
+// at start, and at the limit a listener waits (the connection stays in the backlog) rather
+// than spinning on a socket it cannot accept from.
+import Foundation
+import TestSupport
+import XCTest
+
+final class DescriptorLimitTests: IntegrationTestCase {
+    /// Runs `wspipe ARGUMENTS` under /bin/sh after `limits` (ulimit arguments), killed at the end.
+    private func spawnLimited(_ limits: String, _ arguments: [String]) throws -> ChildProcess {
+        let quoted = ([Locations.wspipe] + arguments).map { "'\($0)'" }.joined(separator: " ")
+        let child = try ChildProcess(executable: "/bin/sh", arguments: ["-c", "ulimit \(limits) && exec \(quoted)"],
+                                     environment: Locations.baseEnvironment, stdin: .null)
+        addTeardownBlock { child.kill() }
+        return child
+    }
+
+    private func port(_ child: ChildProcess, scheme: String) throws -> Int {
+        let line = child.stderr.waitForLine(startingWith: "wspipe: listening on \(scheme)://127.0.0.1:", timeout: 15)
+        let after = line?.components(separatedBy: "127.0.0.1:").dropFirst().first
+        guard let digits = after?.prefix(while: \.isNumber), let port = Int(digits) else {
+            XCTFail("no listening line; stderr: \(child.stderr.text)")
+            throw HarnessError("not listening")
+        }
+        return port
+    }
+
+    /// The soft and hard "Max open files" of a process, from /proc/PID/limits.
+    private func openFilesLimits(_ pid: pid_t) throws -> (soft: String, hard: String) {
+        let text = try String(contentsOfFile: "/proc/\(pid)/limits", encoding: .utf8)
+        let line = try XCTUnwrap(text.split(separator: "\n").first { $0.hasPrefix("Max open files") })
+        let fields = line.dropFirst("Max open files".count).split(separator: " ")
+        return (String(fields[0]), String(fields[1]))
+    }
+
+    /// utime + stime of a process, in seconds.
+    private func cpuSeconds(_ pid: pid_t) throws -> Double {
+        let text = try String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8)
+        let fields = text[text.index(after: try XCTUnwrap(text.lastIndex(of: ")")))...].split(separator: " ")
+        // Fields 14 and 15 of stat(5), counted after the command's closing parenthesis.
+        return Double((Int(fields[11]) ?? 0) + (Int(fields[12]) ?? 0)) / Double(sysconf(Int32(_SC_CLK_TCK)))
+    }
+
+    /// Starts `wspipe -v ARGUMENTS` with a soft limit of 128 and checks it runs with the hard one.
+    private func assertRaisesTheSoftLimit(_ arguments: [String], scheme: String, file: StaticString = #filePath, line: UInt = #line) throws {
+        let hard = try openFilesLimits(getpid()).hard
+        guard let hardLimit = Int(hard), hardLimit > 200 else { throw XCTSkip("the hard limit (\(hard)) leaves no room to lower the soft one") }
+        let child = try spawnLimited("-Sn 128", ["-v"] + arguments)
+        _ = try port(child, scheme: scheme)
+        XCTAssertEqual(try openFilesLimits(child.pid).soft, hard, file: file, line: line)
+        XCTAssertTrue(child.stderr.text.contains("wspipe: * descriptor limit (RLIMIT_NOFILE) raised from 128 to \(hard)"),
+                      child.stderr.text, file: file, line: line)
+    }
+
+    func testTheServerRaisesTheSoftLimitToTheHardOne() throws {
+        try assertRaisesTheSoftLimit(["-l", "0", "--echo"], scheme: "ws")
+    }
+
+    func testForwardListenRaisesTheSoftLimitToTheHardOne() throws {
+        try assertRaisesTheSoftLimit(["--forward-listen", "0", "ws://127.0.0.1:9/"], scheme: "tcp")
+    }
+
+    func testAtTheLimitTheListenerWaitsInsteadOfSpinningAndServesAgainAfter() throws {
+        // 32 descriptors in all, soft and hard: 60 held connections leave some in the backlog.
+        let server = try spawnLimited("-n 32", ["-l", "0", "--echo", "--handshake-timeout", "30"])
+        let port = try port(server, scheme: "ws")
+        let holder = try ChildProcess(executable: Locations.python,
+                                      arguments: ["\(Locations.peers)/tcp_clients.py", "--port", "\(port)", "hold", "--count", "60"],
+                                      environment: Locations.baseEnvironment, stdin: .pipe)
+        addTeardownBlock { holder.kill() }
+        XCTAssertNotNil(holder.stdout.waitForLine(startingWith: "HELD 60", timeout: 15), holder.stderr.text)
+        let before = try cpuSeconds(server.pid)
+        Thread.sleep(forTimeInterval: 2)
+        let spent = try cpuSeconds(server.pid) - before
+        // Spinning on the listening socket would take all of the 2 s; the 100 ms pauses take a few ms.
+        XCTAssertLessThan(spent, 0.5, "the server used \(spent) s of CPU in 2 s at its descriptor limit")
+        holder.closeStdin()
+        _ = holder.wait(timeout: 10)
+        let client = try runWspipe(["-n", "1", "ws://127.0.0.1:\(port)/"], stdin: .bytes(Array("after\n".utf8)))
+        assertExit(client, 0)
+        assertStdout(client, "after\n")
+    }
+
+    func testForwardListenAtTheLimitWaitsInsteadOfSpinningAndForwardsAgainAfter() throws {
+        let peer = try startPython("fwd_echo.py", [])
+        let forwarder = try spawnLimited("-n 32", ["--forward-listen", "0", "--no-deflate", "ws://127.0.0.1:\(peer.port)/"])
+        let port = try port(forwarder, scheme: "tcp")
+        let holder = try ChildProcess(executable: Locations.python,
+                                      arguments: ["\(Locations.peers)/tcp_clients.py", "--port", "\(port)", "hold", "--count", "60"],
+                                      environment: Locations.baseEnvironment, stdin: .pipe)
+        addTeardownBlock { holder.kill() }
+        XCTAssertNotNil(holder.stdout.waitForLine(startingWith: "HELD 60", timeout: 15), holder.stderr.text)
+        Thread.sleep(forTimeInterval: 0.5)  // the openings that find descriptors are done
+        let before = try cpuSeconds(forwarder.pid)
+        Thread.sleep(forTimeInterval: 2)
+        let spent = try cpuSeconds(forwarder.pid) - before
+        XCTAssertLessThan(spent, 0.5, "--forward-listen used \(spent) s of CPU in 2 s at its descriptor limit")
+        holder.closeStdin()
+        _ = holder.wait(timeout: 10)
+        let clients = try ChildProcess(executable: Locations.python,
+                                       arguments: ["\(Locations.peers)/tcp_clients.py", "--port", "\(port)", "echo", "--count", "3",
+                                                   "--bytes", "10000", "--timeout", "20"],
+                                       environment: Locations.baseEnvironment, stdin: .null)
+        addTeardownBlock { clients.kill() }
+        let result = clients.wait(timeout: 40)
+        XCTAssertEqual(result.stdoutText.split(separator: "\n").last, "DONE ok=3", "\(result)\n\(forwarder.stderr.text)")
+    }
+}
