@@ -27,7 +27,7 @@ _wspipe() {
         --stale-timeout --retry-delay --retry-max-delay --max-retries --retry-reset
         --queue-size --queue-bytes --queue-policy --send-file
         --exec --sh --close-grace --max-children --passenv --client-ca
-        --metrics
+        --metrics --bus --bus-inbound --bus-password-file
         --deflate-client-window-bits --deflate-server-window-bits --decompress"
 
     # A value given as --OPTION=value: complete the part after "=" as the value.

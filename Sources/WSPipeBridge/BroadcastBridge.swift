@@ -36,8 +36,13 @@ final class BroadcastBridge {
     private let stdout = StdoutSink()
     private var stdoutWatch: EventLoop.Watch?
     private var stdoutBlocked = false
+    /// --bus: stdin messages go to the bus, the clients get them when the bus delivers
+    /// them (BusLink); nil: straight to `mode`.
+    private let bus: BusLink?
 
-    init(loop: EventLoop, server: ServerDriver, mode: BroadcastMode, config: BridgeConfiguration, log: Diagnostics) {
+    init(loop: EventLoop, server: ServerDriver, mode: BroadcastMode, config: BridgeConfiguration, log: Diagnostics,
+         bus: BusLink? = nil) {
+        self.bus = bus
         self.loop = loop
         self.server = server
         self.mode = mode
@@ -50,7 +55,11 @@ final class BroadcastBridge {
         readsStdin = !config.stdio.receiveOnly
         discards = config.stdio.sendOnly
         mode.onMessage = { [unowned self] info, kind, payload in write(info, kind, payload) }
-        mode.onRoom = { [weak self] in self?.resumeIfRoom() }
+        mode.onRoom = { [weak self] in
+            self?.bus?.clientsHaveRoom()
+            self?.resumeIfRoom()
+        }
+        bus?.onRoom = { [weak self] in self?.resumeIfRoom() }
         mode.onSlowClient = { [unowned self] id, waiting in
             self.log.event("client \(id) is more than \(ByteCount.text(UInt64(self.mode.queueLimit))) behind "
                       + "(\(ByteCount.text(UInt64(waiting))) waiting): closing it with 1013")
@@ -58,9 +67,11 @@ final class BroadcastBridge {
     }
 
     private var paused = false
+    private var hasRoom: Bool { mode.hasRoom && bus?.hasRoom != false }
+    private var sink: MessageSink { bus ?? mode }
 
     private func resumeIfRoom() {
-        guard paused, mode.hasRoom, let watch else { return }
+        guard paused, hasRoom, let watch else { return }
         paused = false
         if !loop.setInterest(watch, .readable) { loop.later { [weak self] in self?.pump() } }
     }
@@ -74,7 +85,7 @@ final class BroadcastBridge {
 
     private func pump() {
         for _ in 0..<16 {
-            if !mode.hasRoom {
+            if !hasRoom {
                 paused = true
                 if let watch { loop.setInterest(watch, []) }
                 return
@@ -85,7 +96,7 @@ final class BroadcastBridge {
             case .data(let n):
                 chunk.count = n
                 do throws(InputError) {
-                    let actions = try framer.consume(chunk, into: mode)
+                    let actions = try framer.consume(chunk, into: sink)
                     mode.flush()  // this chunk's messages go out now, and count for `hasRoom`
                     perform(actions)
                     if watch == nil { return }  // a close object: stdin is done
@@ -100,7 +111,7 @@ final class BroadcastBridge {
                 return
             case .end:
                 do throws(InputError) {
-                    let actions = try framer.finish(into: mode)
+                    let actions = try framer.finish(into: sink)
                     mode.flush()  // the last message, before the Close (or, with --no-close, at once)
                     perform(actions)
                     if watch == nil { return }  // a close object: that was the Close
@@ -114,7 +125,10 @@ final class BroadcastBridge {
                     return
                 }
                 log.event("end of stdin after \(framer.messages) message\(framer.messages == 1 ? "" : "s"): closing every client with \(close.code?.rawValue ?? 1000)")
-                return end(nil, close: close)
+                guard let bus else { return end(nil, close: close) }
+                if let watch { loop.remove(watch) }
+                watch = nil
+                return bus.whenDelivered { [weak self] in self?.end(nil, close: close) }  // ours come back first
             case .failed(let why):
                 return end(.localOutput(why: why))
             }
@@ -161,6 +175,7 @@ final class BroadcastBridge {
             out = payload
             if let separator { out.append(separator) }
         }
+        bus?.clientMessage(info, kind, payload, jsonLine: out)
         writeLine(out)
     }
 

@@ -2,6 +2,7 @@ import WebSocketCore
 import WebSocketEngine
 import WebSocketTransport
 import WSPipeBridge
+import WSPipeBus
 
 /// The configuration as the options build it, with the few values that can only be
 /// combined once every option is read (files to read, the URL's own socket and port).
@@ -30,6 +31,10 @@ struct Settings {
     var reusePort = false
     /// --metrics-public: the metrics without a token on a non-loopback listener.
     var metricsPublic = false
+    /// --bus, --bus-inbound, --bus-password-file (--broadcast only).
+    var bus: BusAddress?
+    var busInbound: String?
+    var busPasswordFile: String?
     // --exec/--sh and their settings.
     var execProgram: String?
     var execArguments: [String] = []
