@@ -139,9 +139,13 @@ final class BusLine {
         onEnd?(why)
     }
 
+    /// Bytes wait for the socket: queued, or in a TLS record not yet written.
+    private var hasOutput: Bool { written < outbound.count || stream?.hasPendingOutput == true }
+
     private func ready(_ events: IOEvents) {
         guard isOpen else { return }
-        if !writeWants.isEmpty && !events.intersection(writeWants.union([.error, .hangUp])).isEmpty {
+        let wanted = writeWants.isEmpty ? IOEvents.writable : writeWants
+        if hasOutput && !events.intersection(wanted.union([.error, .hangUp])).isEmpty {
             writeWants = []
             flush()
             guard isOpen else { return }
@@ -214,7 +218,7 @@ final class BusLine {
         guard let watch, isOpen else { return }
         var interest = writeWants
         if !readingPaused { interest.formUnion(readWants.isEmpty ? .readable : readWants) }
-        if written < outbound.count && writeWants.isEmpty { interest.insert(.writable) }
+        if hasOutput && writeWants.isEmpty { interest.insert(.writable) }
         if !loop.setInterest(watch, interest) { end(.failed(.system(errno: EBADF))) }
     }
 }
