@@ -22,7 +22,7 @@ public struct BusServing: Sendable {
 /// the bus's one order. Words the bus's events: warnings and -v lines on stderr, and with
 /// --jsonl `bus_lost`/`bus_restored` objects on stdout (in order with the messages).
 final class BusLink: MessageSink {
-    private let bus: RedisBus
+    private let bus: BusSession
     private let mode: BroadcastMode
     private let log: Diagnostics
     private let inbound: [UInt8]?
@@ -44,8 +44,11 @@ final class BusLink: MessageSink {
         }
         let dial = BusDial(host: address.host, port: address.port, tls: tls, names: commandLineNames)
         let maximum = Int(min(maximumMessage, UInt64(Int.max - 1)))
-        bus = RedisBus(loop: loop, settings: RedisBus.Settings(address: address, dial: dial, maximumMessage: maximum,
-                                                               outboundLimit: mode.queueLimit))
+        let settings = BusSession.Settings(address: address, dial: dial, maximumMessage: maximum, outboundLimit: mode.queueLimit)
+        switch address.kind {
+        case .redis: bus = RedisBus(loop: loop, settings: settings)
+        case .nats: bus = NATSBus(loop: loop, settings: settings)
+        }
         self.mode = mode
         self.log = log
         self.jsonLines = jsonLines
@@ -67,7 +70,7 @@ final class BusLink: MessageSink {
     var hasRoom: Bool { bus.hasRoom }
 
     func start() {
-        log.event("bus \(bus.address): connecting (subscriber and publisher)")
+        log.event("bus \(bus.address): connecting" + (bus.address.kind == .redis ? " (subscriber and publisher)" : ""))
         bus.start()
     }
 
@@ -168,6 +171,7 @@ final class BusLink: MessageSink {
         case .line(.failed(let failure)): return failure.description
         case .line(.tooSlow(let bytes)): return "\(ByteCount.text(UInt64(bytes))) waited for it (too slow)"
         case .notRESP(let error): return "it sent bytes that are not RESP (\(error))"
+        case .notNATS(let error): return "it sent bytes that are not the NATS protocol (\(error))"
         case .unexpected(let text): return "it answered \(Diagnostics.terminalSafe(text))"
         }
     }

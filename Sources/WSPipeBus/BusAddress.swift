@@ -3,7 +3,7 @@ import WebSocketCore
 /// `--bus URL`: which bus, where, over TLS or not, the channel, and the credentials given
 /// in the URL. `redis://[[USER]:PASSWORD@]HOST[:PORT]/CHANNEL`, `rediss://` over TLS.
 public struct BusAddress: Sendable, Equatable, CustomStringConvertible {
-    public enum Kind: Sendable, Equatable { case redis }
+    public enum Kind: Sendable, Equatable { case redis, nats }
 
     public var kind: Kind
     public var tls: Bool
@@ -38,18 +38,22 @@ public struct BusAddress: Sendable, Equatable, CustomStringConvertible {
         guard let colon = text.firstIndex(of: ":"), text[colon...].hasPrefix("://") else { throw .scheme(text) }
         let scheme = text[..<colon].lowercased()
         switch scheme {
-        case "redis": tls = false
-        case "rediss": tls = true
-        case "nats", "tls": throw .notYetSupported(scheme)
+        case "redis": (kind, tls) = (.redis, false)
+        case "rediss": (kind, tls) = (.redis, true)
+        case "nats": (kind, tls) = (.nats, false)
+        case "tls": throw .notYetSupported(scheme)
         default: throw .scheme(scheme)
         }
-        kind = .redis
         var rest = text[text.index(colon, offsetBy: 3)...]
         guard let slash = rest.firstIndex(of: "/") else { throw .noChannel }
         var authority = rest[..<slash]
         rest = rest[rest.index(after: slash)...]
         guard !rest.isEmpty else { throw .noChannel }
         guard rest.utf8.allSatisfy({ $0 > 0x20 && $0 != 0x7F }) else { throw .badChannel(String(rest)) }
+        // A NATS subject is tokens between dots; no wildcards: we publish on it too.
+        if kind == .nats, rest.hasPrefix(".") || rest.hasSuffix(".") || rest.contains("..") || rest.contains("*") || rest.contains(">") {
+            throw .badChannel(String(rest))
+        }
         channel = String(rest)
         user = nil
         password = nil
@@ -91,13 +95,13 @@ public struct BusAddress: Sendable, Equatable, CustomStringConvertible {
             guard let number = UInt16(portText), number > 0 else { throw .badPort(String(portText)) }
             port = number
         } else {
-            port = 6379
+            port = kind == .nats ? 4222 : 6379
         }
     }
 
     /// The URL without its password (for -v lines and errors).
     public var description: String {
-        var out = tls ? "rediss://" : "redis://"
+        var out = kind == .nats ? "nats://" : tls ? "rediss://" : "redis://"
         if let user { out += user + ":***@" } else if password != nil { out += "***@" }
         out += host.contains(":") ? "[\(host)]" : host
         return out + ":\(port)/\(channel)"

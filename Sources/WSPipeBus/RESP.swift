@@ -73,17 +73,14 @@ public struct RESPParser: Sendable {
         while index < count {
             switch state {
             case .line:
-                // Up to and including LF; the line must end in CRLF.
-                var end = index
-                while end < count && bytes[end] != 0x0A { end += 1 }
-                line.append(contentsOf: UnsafeRawBufferPointer(rebasing: bytes[index..<end]))
-                if line.count > RESPParser.maximumLine { throw .lineTooLong }
-                guard end < count else { return }
-                index = end + 1
-                guard line.last == 0x0D else { throw .missingTerminator }
-                line.removeLast()
-                try header(&values)
-                line.removeAll(keepingCapacity: true)
+                switch LineCollector.collect(bytes, from: &index, into: &line, maximum: RESPParser.maximumLine) {
+                case .needMore: return
+                case .tooLong: throw .lineTooLong
+                case .noCR: throw .missingTerminator
+                case .complete:
+                    try header(&values)
+                    line.removeAll(keepingCapacity: true)
+                }
             case .bulk(let remaining, let skipping, let length):
                 let take = min(remaining, count - index)
                 if !skipping { bulk.append(contentsOf: UnsafeRawBufferPointer(rebasing: bytes[index..<(index + take)])) }
@@ -179,4 +176,26 @@ public enum RESPCommand {
     }
 
     public static func encode(_ arguments: String...) -> [UInt8] { encode(arguments.map { Array($0.utf8) }) }
+}
+
+/// Collects one CRLF-terminated line across reads: the header lines of RESP and of NATS.
+enum LineCollector {
+    enum Outcome { case needMore, complete, tooLong, noCR }
+
+    /// Appends `bytes` from `index` up to the next LF to `line` and moves `index` past it;
+    /// `.complete` with the line without its CRLF, `.needMore` when no LF came yet.
+    static func collect(_ bytes: UnsafeRawBufferPointer, from index: inout Int, into line: inout [UInt8], maximum: Int) -> Outcome {
+        var end = index
+        while end < bytes.count && bytes[end] != 0x0A { end += 1 }
+        line.append(contentsOf: UnsafeRawBufferPointer(rebasing: bytes[index..<end]))
+        if line.count > maximum { return .tooLong }
+        guard end < bytes.count else {
+            index = end
+            return .needMore
+        }
+        index = end + 1
+        guard line.last == 0x0D else { return .noCR }
+        line.removeLast()
+        return .complete
+    }
 }

@@ -83,8 +83,9 @@ final class BusTests: IntegrationTestCase {
     }
 
     private func startClients(_ count: Int, expecting: Int, seconds: Double, ports: [Int],
-                              expected: [(text: Bool, bytes: [UInt8])]? = nil) throws -> ChildProcess {
+                              expected: [(text: Bool, bytes: [UInt8])]? = nil, dump: String? = nil) throws -> ChildProcess {
         var environment = Locations.baseEnvironment
+        if let dump { environment["BUS_DUMP"] = dump }
         if let expected {
             let file = path("expected.txt")
             try expected.map { ($0.text ? "t " : "b ") + $0.bytes.map { String(format: "%02x", $0) }.joined() }
@@ -338,11 +339,12 @@ final class BusTests: IntegrationTestCase {
         assertExit(finish(b), 0)
     }
 
-    /// NATS is not built yet: its schemes are a usage error, as are the bus options without
+    /// NATS over TLS is not built yet: tls:// is a usage error, as are the bus options without
     /// --broadcast or --bus.
     func testUsageErrors() throws {
         for (arguments, message) in [
-            (["--broadcast", "--bus", "nats://127.0.0.1:4222/t"], "wspipe: --bus 'nats://127.0.0.1:4222/t': nats:// (NATS) is not supported yet"),
+            (["--broadcast", "--bus", "tls://127.0.0.1:4222/t"], "wspipe: --bus 'tls://127.0.0.1:4222/t': tls:// (NATS over TLS) is not supported yet"),
+            (["--broadcast", "--bus", "nats://127.0.0.1/t.*"], "a NATS subject has no wildcards"),
             (["--broadcast", "--bus", "redis://127.0.0.1"], "no channel"),
             (["--echo", "--bus", "redis://127.0.0.1/t"], "--bus needs --broadcast"),
             (["--broadcast", "--bus-inbound", "x"], "--bus-inbound needs --bus"),
@@ -353,5 +355,122 @@ final class BusTests: IntegrationTestCase {
             assertExit(run, 2)
             assertStderr(run, contains: message)
         }
+    }
+
+    // MARK: - NATS
+
+    /// Debian installs it in /usr/sbin.
+    private static let natsServer = ["/usr/sbin/nats-server", "/usr/bin/nats-server"]
+        .first { FileManager.default.isExecutableFile(atPath: $0) } ?? "/usr/sbin/nats-server"
+
+    /// nats-server on 127.0.0.1:`port` (a free one when nil), ready for connections.
+    private func startNATS(port: Int? = nil, _ extra: [String] = []) throws -> (ChildProcess, Int) {
+        guard FileManager.default.isExecutableFile(atPath: Self.natsServer) else {
+            throw XCTSkip("nats-server not installed (scripts/setup installs it): skipping the nats:// tests")
+        }
+        let port = try port ?? LoopbackSocket(listening: false).port
+        let child = try ChildProcess(executable: Self.natsServer, arguments: ["-a", "127.0.0.1", "-p", "\(port)"] + extra,
+                                     environment: Locations.baseEnvironment, stdin: .null)
+        addTeardownBlock { child.kill() }
+        guard child.stderr.wait(timeout: 15, until: { String(decoding: $0, as: UTF8.self).contains("Server is ready") }) else {
+            child.kill()
+            throw HarnessError("nats-server did not start: \(child.stderr.text)")
+        }
+        return (child, port)
+    }
+
+    private func natsPublish(_ port: Int, _ subject: String, _ messages: [[UInt8]], credentials: String? = nil,
+                             expectExit: Int32 = 0) throws {
+        let lines = messages.map { $0.map { String(format: "%02x", $0) }.joined() }.joined(separator: "\n") + "\n"
+        let child = try ChildProcess(executable: Locations.python,
+                                     arguments: ["\(Locations.peers)/nats_pub.py", "\(port)", subject] + (credentials.map { [$0] } ?? []),
+                                     environment: Locations.baseEnvironment, stdin: .bytes(Array(lines.utf8)))
+        let result = child.wait(timeout: 30)
+        XCTAssertEqual(result.exitCode, expectExit, "nats_pub.py: \(result)")
+    }
+
+    /// Two processes, 200 clients over them; 1,000 messages from one process's stdin and
+    /// 1,000 from a raw NATS publisher at the same time: every client gets all 2,000
+    /// byte-exact, the clients of one process in one order, each publisher's messages in
+    /// the order it sent them (core NATS orders per publisher).
+    func testNATSTwoProcessesEveryMessageInEachPublishersOrder() throws {
+        let (_, nats) = try startNATS()
+        let bus = "nats://127.0.0.1:\(nats)/ticker"
+        let (a, portA) = try startBroadcast(bus, ["--jsonl"])
+        let (b, portB) = try startBroadcast(bus)
+        var fromStdin: [(text: Bool, bytes: [UInt8])] = []
+        var published: [[UInt8]] = []
+        var fromNATS: [(text: Bool, bytes: [UInt8])] = []
+        for i in 0..<1000 {
+            fromStdin.append(i % 2 == 0 ? (true, Array("s\(i) é".utf8)) : (false, [0x02, UInt8(i % 256)] + Array("s\(i)".utf8)))
+            if i % 2 == 0 {
+                published.append(Array("n\(i) {\"p\":\(i)}".utf8)); fromNATS.append((true, published.last!))
+            } else {
+                published.append([0x02, 0xFF] + Array("n\(i)".utf8)); fromNATS.append((false, [0xFF] + Array("n\(i)".utf8)))
+            }
+        }
+        let dump = path("client0.txt")
+        let clients = try startClients(200, expecting: 2000, seconds: 180, ports: [portA, portB], expected: fromStdin + fromNATS,
+                                       dump: dump)
+        for slice in 0..<10 {
+            let lines = fromStdin[(slice * 100)..<(slice * 100 + 100)].map { jsonLine(text: $0.text, $0.bytes) }.joined()
+            XCTAssertTrue(a.writeStdin(Array(lines.utf8)))
+            try natsPublish(nats, "ticker", Array(published[(slice * 100)..<(slice * 100 + 100)]))
+        }
+        let (expected, lines) = results(clients, timeout: 240)
+        XCTAssertEqual(lines.count, 200)
+        XCTAssertEqual(lines.filter { $0.count != 2000 }.count, 0, "clients short of 2,000: \(Set(lines.map(\.count)))")
+        XCTAssertEqual(Set(lines.map(\.set)), [expected ?? "?"], "the messages, byte-exact and with their types")
+        for process in [0, 1] {
+            XCTAssertEqual(Set(lines.filter { $0.process == process }.map(\.order)).count, 1, "one order for the clients of process \(process)")
+        }
+        XCTAssertEqual(Set(lines.map(\.close)), ["open"])
+        // Client 0's messages: each publisher's in its own order.
+        let got = try String(contentsOfFile: dump, encoding: .utf8).split(separator: "\n").map(String.init)
+        func hex(_ m: (text: Bool, bytes: [UInt8])) -> String { (m.text ? "t " : "b ") + m.bytes.map { String(format: "%02x", $0) }.joined() }
+        let stdinOrder = Set(fromStdin.map(hex)), natsOrder = Set(fromNATS.map(hex))
+        XCTAssertEqual(got.filter { stdinOrder.contains($0) }, fromStdin.map(hex), "stdin's messages in stdin's order")
+        XCTAssertEqual(got.filter { natsOrder.contains($0) }, fromNATS.map(hex), "the publisher's in its order")
+        for server in [a, b] { server.closeStdin() }
+        for server in [a, b] { assertExit(finish(server, timeout: 30), 0) }
+    }
+
+    /// NATS credentials (user and password, a token; a wrong one is exit 5), a payload over
+    /// --max-message-size dropped, and nats-server killed and restarted on its port: the
+    /// client stays and delivery resumes, the gap reported.
+    func testNATSCredentialsLimitAndRestart() throws {
+        var (natsChild, nats) = try startNATS(port: nil, ["--user", "app", "--pass", "apppw"])
+        let wrong = try runWspipe(["-l", "0", "-v", "--broadcast", "--bus", "nats://app:hunter2@127.0.0.1:\(nats)/t"], stdin: .pipe)
+        assertExit(wrong, 5)
+        assertStderr(wrong, contains: "refused us: Authorization Violation")
+        XCTAssertFalse(wrong.stderr.contains("hunter2"), wrong.stderr)
+
+        let (server, port) = try startBroadcast("nats://app:apppw@127.0.0.1:\(nats)/t", ["--max-message-size", "100", "--jsonl"])
+        let client = try spawnWspipe(["ws://127.0.0.1:\(port)/", "-n", "3"], stdin: .pipe)
+        XCTAssertTrue(server.stderr.wait(timeout: 15) { String(decoding: $0, as: UTF8.self).contains("client 1 connected") }, server.stderr.text)
+        try natsPublish(nats, "t", [[UInt8](repeating: 0x78, count: 150), Array("first".utf8)], credentials: "app:apppw")
+        XCTAssertTrue(client.stdout.wait(timeout: 15) { String(decoding: $0, as: UTF8.self).contains("first\n") }, client.stdout.text)
+        natsChild.kill()
+        XCTAssertTrue(server.stderr.wait(timeout: 15) { String(decoding: $0, as: UTF8.self).contains("/t lost: ") }, server.stderr.text)
+        (natsChild, nats) = try startNATS(port: nats, ["--user", "app", "--pass", "apppw"])
+        XCTAssertTrue(server.stderr.wait(timeout: 30) { String(decoding: $0, as: UTF8.self).contains(" restored after ") }, server.stderr.text)
+        XCTAssertTrue(server.writeStdin(Array("{\"type\":\"text\",\"data\":\"after the restart\"}\n".utf8)))
+        try natsPublish(nats, "t", [Array("third".utf8)], credentials: "app:apppw")
+        let got = finish(client)
+        assertExit(got, 0)
+        assertStdout(got, "first\nafter the restart\nthird\n")
+        server.closeStdin()
+        let end = finish(server)
+        assertExit(end, 0)
+        assertStderr(end, contains: "a bus message of 150 bytes is over --max-message-size (100 bytes): dropped")
+        XCTAssertTrue(end.stdoutText.contains("{\"type\":\"bus_lost\",\"ts\":"), end.stdoutText)
+        XCTAssertTrue(end.stdoutText.contains("{\"type\":\"bus_restored\",\"ts\":"), end.stdoutText)
+        XCTAssertFalse(end.stderr.contains("apppw"), end.stderr)
+
+        // A token: the URL's password alone.
+        let (_, tokenPort) = try startNATS(port: nil, ["--auth", "s3cret-token"])
+        let (tokenServer, _) = try startBroadcast("nats://s3cret-token@127.0.0.1:\(tokenPort)/t")
+        tokenServer.closeStdin()
+        assertExit(finish(tokenServer), 0)
     }
 }

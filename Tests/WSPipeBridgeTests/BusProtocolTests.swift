@@ -102,7 +102,13 @@ final class BusProtocolTests: XCTestCase {
         func problem(_ text: String) -> BusAddress.Problem? {
             do { _ = try BusAddress(parsing: text); return nil } catch { return error }
         }
-        XCTAssertEqual(problem("nats://127.0.0.1:4222/ticker"), .notYetSupported("nats"))
+        let nats = try BusAddress(parsing: "nats://app:pw@127.0.0.1/chat.in")
+        XCTAssertEqual(nats.kind, .nats)
+        XCTAssertEqual(nats.port, 4222)
+        XCTAssertEqual(nats.description, "nats://app:***@127.0.0.1:4222/chat.in")
+        XCTAssertEqual(problem("nats://h/a.*"), .badChannel("a.*"), "no wildcards: we publish on the subject too")
+        XCTAssertEqual(problem("nats://h/a..b"), .badChannel("a..b"))
+        XCTAssertEqual(problem("nats://h/>"), .badChannel(">"))
         XCTAssertEqual(problem("tls://127.0.0.1:4222/ticker"), .notYetSupported("tls"))
         XCTAssertEqual(problem("http://h/t"), .scheme("http"))
         XCTAssertEqual(problem("127.0.0.1:6379"), .scheme("127.0.0.1:6379"))
@@ -136,5 +142,49 @@ final class BusProtocolTests: XCTestCase {
         XCTAssertEqual(BusEnvelope.decode([0xC3, 0x28])?.kind, .binary)
         XCTAssertEqual(BusEnvelope.decode([])?.kind, .text)
         XCTAssertNil(BusEnvelope.decode([0x01, 0xC3, 0x28]), "tagged text that is not UTF-8 is dropped")
+    }
+
+    private func parseNATS(_ pieces: [[UInt8]], maximumPayload: Int = 1 << 20) throws -> [NATSOperation] {
+        var parser = NATSParser(maximumPayload: maximumPayload)
+        var operations: [NATSOperation] = []
+        for piece in pieces { try piece.withUnsafeBytes { try parser.consume($0, into: &operations) } }
+        return operations
+    }
+
+    func testNATSOperationsAtEverySplitPoint() throws {
+        let stream = Array("INFO {\"server_id\":\"N1\",\"max_payload\":1048576}\r\n+OK\r\nPING\r\npong\r\n".utf8)
+            + Array("MSG ticker 1 8\r\n\u{1}{\"p\":1}\r\nMSG ticker 1 _INBOX.x 3\r\n".utf8) + [0x02, 0x0D, 0x0A] + [0x0D, 0x0A]
+            + Array("MSG t 1 0\r\n\r\nMSG big 1 12\r\nxxxxxxxxxxxx\r\n-ERR 'Authorization Violation'\r\n".utf8)
+        let expected: [NATSOperation] = [
+            .info(Array("{\"server_id\":\"N1\",\"max_payload\":1048576}".utf8)), .ok, .ping, .pong,
+            .message(subject: Array("ticker".utf8), sid: [0x31], payload: Array("\u{1}{\"p\":1}".utf8)),
+            .message(subject: Array("ticker".utf8), sid: [0x31], payload: [0x02, 0x0D, 0x0A]),
+            .message(subject: [0x74], sid: [0x31], payload: []),
+            .oversized(12),
+            .error(Array("Authorization Violation".utf8)),
+        ]
+        for cut in 0...stream.count {
+            XCTAssertEqual(try parseNATS([Array(stream[..<cut]), Array(stream[cut...])], maximumPayload: 11), expected, "cut at \(cut)")
+        }
+        XCTAssertEqual(try parseNATS(stream.map { [$0] }, maximumPayload: 11), expected, "byte by byte")
+    }
+
+    func testWhatIsNotNATSIsAnError() {
+        XCTAssertThrowsError(try parseNATS([Array("HMSG t 1 5 10\r\n".utf8)])) { XCTAssertEqual($0 as? NATSError, .unknownOperation) }
+        XCTAssertThrowsError(try parseNATS([Array("MSG t 1\r\n".utf8)])) { XCTAssertEqual($0 as? NATSError, .badArguments) }
+        XCTAssertThrowsError(try parseNATS([Array("MSG t 1 -3\r\n".utf8)])) { XCTAssertEqual($0 as? NATSError, .badArguments) }
+        XCTAssertThrowsError(try parseNATS([Array("MSG t 1 3\r\nabcd".utf8)])) { XCTAssertEqual($0 as? NATSError, .missingTerminator) }
+        XCTAssertThrowsError(try parseNATS([Array("PING\n".utf8)])) { XCTAssertEqual($0 as? NATSError, .missingTerminator) }
+        XCTAssertThrowsError(try parseNATS([Array("\r\n".utf8)])) { XCTAssertEqual($0 as? NATSError, .unknownOperation) }
+    }
+
+    func testNATSCommands() {
+        XCTAssertEqual(String(decoding: NATSCommand.connect(user: "app", password: "p\"w\u{1}", tls: false, name: "wspipe", version: "0"), as: UTF8.self),
+                       "CONNECT {\"verbose\":false,\"pedantic\":false,\"tls_required\":false,\"name\":\"wspipe\",\"lang\":\"swift\","
+                       + "\"version\":\"0\",\"protocol\":1,\"echo\":true,\"user\":\"app\",\"pass\":\"p\\\"w\\u0001\"}\r\n")
+        XCTAssertTrue(String(decoding: NATSCommand.connect(user: nil, password: "tok", tls: false, name: "w", version: "0"), as: UTF8.self)
+            .contains(",\"auth_token\":\"tok\"}"), "the password alone is a token")
+        XCTAssertEqual(NATSCommand.publish(Array("t".utf8), [0x02, 0x0D, 0x0A]), Array("PUB t 3\r\n".utf8) + [0x02, 0x0D, 0x0A, 0x0D, 0x0A])
+        XCTAssertEqual(String(decoding: NATSCommand.subscribe(Array("chat.in".utf8), sid: 1), as: UTF8.self), "SUB chat.in 1\r\n")
     }
 }
