@@ -40,9 +40,12 @@ final class BusLink: MessageSink {
         var tls: TLSOptions?
         if address.tls {
             let isIP = IPAddress(Substring(address.host)) != nil
-            tls = TLSOptions(serverName: address.host, serverNameIsIP: isIP, verifyPeer: !serving.insecure, caFile: serving.caFile)
+            let plain = address.kind == .nats ? "nats://" : "redis://"
+            tls = TLSOptions(serverName: address.host, serverNameIsIP: isIP, verifyPeer: !serving.insecure, caFile: serving.caFile,
+                             plainPeerHint: " (is the bus plain? use \(plain) for it)")
         }
-        let dial = BusDial(host: address.host, port: address.port, tls: tls, names: commandLineNames)
+        var dial = BusDial(host: address.host, port: address.port, tls: tls, names: commandLineNames)
+        dial.lineBeforeTLS = address.kind == .nats && address.tls
         let maximum = Int(min(maximumMessage, UInt64(Int.max - 1)))
         let settings = BusSession.Settings(address: address, dial: dial, maximumMessage: maximum, outboundLimit: mode.queueLimit)
         switch address.kind {

@@ -1,7 +1,8 @@
 import WebSocketCore
 
 /// `--bus URL`: which bus, where, over TLS or not, the channel, and the credentials given
-/// in the URL. `redis://[[USER]:PASSWORD@]HOST[:PORT]/CHANNEL`, `rediss://` over TLS.
+/// in the URL. `redis://[[USER]:PASSWORD@]HOST[:PORT]/CHANNEL`, `rediss://` over TLS;
+/// `nats://[USER:PASSWORD@|TOKEN@]HOST[:PORT]/SUBJECT`, `tls://` over TLS.
 public struct BusAddress: Sendable, Equatable, CustomStringConvertible {
     public enum Kind: Sendable, Equatable { case redis, nats }
 
@@ -18,8 +19,6 @@ public struct BusAddress: Sendable, Equatable, CustomStringConvertible {
     public enum Problem: Error, Equatable, Sendable {
         /// A scheme we do not speak (`scheme` as given, lowercased).
         case scheme(String)
-        /// A bus scheme of a later version (nats://, tls://).
-        case notYetSupported(String)
         case noHost
         /// A host that is neither a name nor a bracketed IPv6 address.
         case badHost(String)
@@ -41,7 +40,7 @@ public struct BusAddress: Sendable, Equatable, CustomStringConvertible {
         case "redis": (kind, tls) = (.redis, false)
         case "rediss": (kind, tls) = (.redis, true)
         case "nats": (kind, tls) = (.nats, false)
-        case "tls": throw .notYetSupported(scheme)
+        case "tls": (kind, tls) = (.nats, true)
         default: throw .scheme(scheme)
         }
         var rest = text[text.index(colon, offsetBy: 3)...]
@@ -101,7 +100,7 @@ public struct BusAddress: Sendable, Equatable, CustomStringConvertible {
 
     /// The URL without its password (for -v lines and errors).
     public var description: String {
-        var out = kind == .nats ? "nats://" : tls ? "rediss://" : "redis://"
+        var out = kind == .nats ? (tls ? "tls://" : "nats://") : (tls ? "rediss://" : "redis://")
         if let user { out += user + ":***@" } else if password != nil { out += "***@" }
         out += host.contains(":") ? "[\(host)]" : host
         return out + ":\(port)/\(channel)"

@@ -13,6 +13,9 @@ public struct BusDial: Sendable {
     public var timeout: Double = 10
     /// How the face names the TLS settings in error sentences.
     public var names: SettingNames
+    /// NATS: the server's INFO line comes in the clear; TLS starts after it (the line is
+    /// read and set aside by the dial).
+    public var lineBeforeTLS = false
 
     public init(host: String, port: UInt16, tls: TLSOptions?, names: SettingNames) {
         self.host = host
@@ -223,6 +226,19 @@ final class BusLine {
     }
 }
 
+/// Reads up to and including the first LF (NATS's INFO, before its TLS handshake).
+private func skipLine(_ stream: ByteStream, until deadline: Deadline) throws(TransportError) {
+    var byte: UInt8 = 0
+    for _ in 0..<(64 * 1024) {
+        switch stream.read(into: &byte, count: 1) {
+        case .done: if byte == 0x0A { return }
+        case .wouldBlock(let interest): try stream.wait(for: interest, until: deadline, stage: .tlsHandshake(proxy: nil))
+        case .endOfStream, .failed: throw .tls(.closedDuringHandshake(hint: ""))
+        }
+    }
+    throw .tls(.closedDuringHandshake(hint: " (no INFO line from the NATS server)"))
+}
+
 /// A dial on its own thread: TCP (DNS and Happy Eyeballs within the deadline), then TLS.
 /// The thread writes `result` before it signals `doneFD`; the loop reads it after.
 final class DialJob: @unchecked Sendable {
@@ -244,6 +260,7 @@ final class DialJob: @unchecked Sendable {
                 let deadline = Deadline(seconds: job.dial.timeout)
                 let tcp = try TCPConnector.connect(host: job.dial.host, port: job.dial.port, deadline: deadline)
                 guard let tls = job.dial.tls else { return tcp }
+                if job.dial.lineBeforeTLS { try skipLine(tcp, until: deadline) }
                 return try TLSStream.connect(over: tcp, options: tls, deadline: deadline, names: job.dial.names)
             }
             wsp_eventfd_signal(job.doneFD)

@@ -24,6 +24,8 @@ public final class NATSBus: BusSession {
         parser = NATSParser(maximumPayload: settings.maximumMessage &+ 1)
         super.init(loop: loop, settings: settings)
         line.onBytes = { [unowned self] bytes in received(bytes) }
+        // Over TLS the dial read the INFO line already (it comes before the handshake).
+        line.onOpen = { [unowned self] in if self.settings.dial.lineBeforeTLS { handle(.info([])) } }
         line.onEnd = { [unowned self] why in lost(.line(why)) }
         line.onRoom = { [unowned self] in if isUp { onRoom?() } }
     }

@@ -463,7 +463,7 @@ extension Option {
     static let broadcast = Option("--broadcast", help: "server mode: every stdin message to every client; client messages to",
                                   "stdout (--jsonl: with \"client\"); a client that falls behind gets 1013") { _ in }
     static let bus = Option("--bus", value: "URL", help: "with --broadcast: redis://[[USER]:PASSWORD@]HOST[:PORT]/CHANNEL (rediss://",
-                            "over TLS) or nats://.../SUBJECT: stdin publishes there, clients get what it carries (see BUS)") { text, name throws(UsageError) in
+                            "over TLS) or nats://.../SUBJECT (tls://): stdin publishes there, clients get what it carries (BUS)") { text, name throws(UsageError) in
         do throws(BusAddress.Problem) {
             let address = try BusAddress(parsing: text)
             return { $0.bus = address }
@@ -601,8 +601,7 @@ extension Option {
 /// A --bus URL's problem, worded.
 func busProblem(_ problem: BusAddress.Problem) -> String {
     switch problem {
-    case .scheme(let scheme): return "'\(scheme)' is not a bus scheme (redis://, rediss:// or nats://)"
-    case .notYetSupported(let scheme): return "\(scheme):// (NATS over TLS) is not supported yet: use nats://, or rediss:// for TLS"
+    case .scheme(let scheme): return "'\(scheme)' is not a bus scheme (redis://, rediss://, nats:// or tls://)"
     case .noHost: return "no host"
     case .badHost(let host): return "'\(host)' is not a host name or a bracketed IPv6 address"
     case .badPort(let port): return "'\(port)' is not a port"

@@ -339,11 +339,11 @@ final class BusTests: IntegrationTestCase {
         assertExit(finish(b), 0)
     }
 
-    /// NATS over TLS is not built yet: tls:// is a usage error, as are the bus options without
+    /// Bad --bus URLs are usage errors, as are the bus options without
     /// --broadcast or --bus.
     func testUsageErrors() throws {
         for (arguments, message) in [
-            (["--broadcast", "--bus", "tls://127.0.0.1:4222/t"], "wspipe: --bus 'tls://127.0.0.1:4222/t': tls:// (NATS over TLS) is not supported yet"),
+            (["--broadcast", "--bus", "nats2://127.0.0.1:4222/t"], "wspipe: --bus 'nats2://127.0.0.1:4222/t': 'nats2' is not a bus scheme"),
             (["--broadcast", "--bus", "nats://127.0.0.1/t.*"], "a NATS subject has no wildcards"),
             (["--broadcast", "--bus", "redis://127.0.0.1"], "no channel"),
             (["--echo", "--bus", "redis://127.0.0.1/t"], "--bus needs --broadcast"),
@@ -380,10 +380,11 @@ final class BusTests: IntegrationTestCase {
     }
 
     private func natsPublish(_ port: Int, _ subject: String, _ messages: [[UInt8]], credentials: String? = nil,
-                             expectExit: Int32 = 0) throws {
+                             tlsCA: String? = nil, expectExit: Int32 = 0) throws {
         let lines = messages.map { $0.map { String(format: "%02x", $0) }.joined() }.joined(separator: "\n") + "\n"
         let child = try ChildProcess(executable: Locations.python,
-                                     arguments: ["\(Locations.peers)/nats_pub.py", "\(port)", subject] + (credentials.map { [$0] } ?? []),
+                                     arguments: ["\(Locations.peers)/nats_pub.py"] + (tlsCA.map { ["--tls", $0] } ?? [])
+                                         + ["\(port)", subject] + (credentials.map { [$0] } ?? []),
                                      environment: Locations.baseEnvironment, stdin: .bytes(Array(lines.utf8)))
         let result = child.wait(timeout: 30)
         XCTAssertEqual(result.exitCode, expectExit, "nats_pub.py: \(result)")
@@ -472,5 +473,20 @@ final class BusTests: IntegrationTestCase {
         let (tokenServer, _) = try startBroadcast("nats://s3cret-token@127.0.0.1:\(tokenPort)/t")
         tokenServer.closeStdin()
         assertExit(finish(tokenServer), 0)
+    }
+
+    /// tls:// to `nats-server --tls` with a CA made for the test: the INFO line in the
+    /// clear, then TLS (--cacert trusts the CA), then CONNECT.
+    func testNATSOverTLS() throws {
+        let tls = try TLSMaterial.shared()
+        let (_, nats) = try startNATS(port: nil, ["--tls", "--tlscert", tls.serverCert, "--tlskey", tls.serverKey])
+        let (server, port) = try startBroadcast("tls://127.0.0.1:\(nats)/t", ["--cacert", tls.caCert])
+        let got = try receive(1, from: server, port: port) {
+            try natsPublish(nats, "t", [Array("over TLS".utf8)], tlsCA: tls.caCert)
+        }
+        assertExit(got, 0)
+        assertStdout(got, "over TLS\n")
+        server.closeStdin()
+        assertExit(finish(server), 0)
     }
 }

@@ -109,7 +109,7 @@ final class BusProtocolTests: XCTestCase {
         XCTAssertEqual(problem("nats://h/a.*"), .badChannel("a.*"), "no wildcards: we publish on the subject too")
         XCTAssertEqual(problem("nats://h/a..b"), .badChannel("a..b"))
         XCTAssertEqual(problem("nats://h/>"), .badChannel(">"))
-        XCTAssertEqual(problem("tls://127.0.0.1:4222/ticker"), .notYetSupported("tls"))
+        XCTAssertEqual(try BusAddress(parsing: "tls://tok@h/t").description, "tls://***@h:4222/t")
         XCTAssertEqual(problem("http://h/t"), .scheme("http"))
         XCTAssertEqual(problem("127.0.0.1:6379"), .scheme("127.0.0.1:6379"))
         XCTAssertEqual(problem("redis://h"), .noChannel)
