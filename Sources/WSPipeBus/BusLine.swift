@@ -56,6 +56,8 @@ final class BusLine {
     /// Stops reading (the local clients are behind); writes go on.
     var readingPaused = false { didSet { if readingPaused != oldValue { refresh(); if !readingPaused { resumeSoon() } } } }
     let outboundLimit: Int
+    /// 64 KiB reads in one turn of the loop before the others get theirs.
+    var readsPerTurn = 16
 
     var onOpen: (() -> Void)?
     var onBytes: ((UnsafeRawBufferPointer) -> Void)?
@@ -169,7 +171,7 @@ final class BusLine {
 
     private func read() {
         guard let stream else { return }
-        for _ in 0..<16 {
+        for _ in 0..<readsPerTurn {
             switch stream.read(into: buffer, count: 64 * 1024) {
             case .done(let n):
                 onBytes?(UnsafeRawBufferPointer(start: buffer, count: n))

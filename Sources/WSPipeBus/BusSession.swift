@@ -95,6 +95,11 @@ public class BusSession {
         channel = Array(settings.address.channel.utf8)
     }
 
+    /// One 64 KiB read of the channel per turn of the loop: a bus holding a backlog would
+    /// otherwise pour it in faster than the clients' sockets take it (stdin, a pipe, gives
+    /// what its writer wrote), and every client but the fastest would fall behind.
+    func pace(_ line: BusLine) { line.readsPerTurn = 1 }
+
     public var address: BusAddress { settings.address }
 
     /// Whether a message may be published now: the bus is up and its publishing connection

@@ -23,6 +23,7 @@ public final class NATSBus: BusSession {
         line = BusLine(loop: loop, outboundLimit: settings.outboundLimit + settings.maximumMessage + 1024)
         parser = NATSParser(maximumPayload: settings.maximumMessage &+ 1)
         super.init(loop: loop, settings: settings)
+        pace(line)
         line.onBytes = { [unowned self] bytes in received(bytes) }
         // Over TLS the dial read the INFO line already (it comes before the handshake).
         line.onOpen = { [unowned self] in if self.settings.dial.lineBeforeTLS { handle(.info([])) } }

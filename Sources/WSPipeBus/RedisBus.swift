@@ -43,6 +43,7 @@ public final class RedisBus: BusSession {
         publisher = Side(line: BusLine(loop: loop, outboundLimit: settings.outboundLimit + maximum + 1024),
                          parser: RESPParser(maximumBulk: 1024))
         super.init(loop: loop, settings: settings)
+        pace(subscriber.line)
         for side in [subscriber, publisher] {
             side.line.onOpen = { [unowned self, unowned side] in opened(side) }
             side.line.onBytes = { [unowned self, unowned side] bytes in received(bytes, on: side) }
