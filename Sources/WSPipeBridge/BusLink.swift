@@ -22,6 +22,9 @@ public struct BusServing: Sendable {
 /// the bus's one order. Words the bus's events: warnings and -v lines on stderr, and with
 /// --jsonl `bus_lost`/`bus_restored` objects on stdout (in order with the messages).
 final class BusLink: MessageSink {
+    /// The "type" values of its --jsonl events; stdin skips them, so output replays as input.
+    static let eventTypes: Set<String> = ["bus_lost", "bus_restored"]
+
     private let bus: BusSession
     private let mode: BroadcastMode
     private let log: Diagnostics

@@ -22,8 +22,7 @@ enum ConnectionEvent: Equatable {
     case givingUp(attempts: Int, exit: Int32)
 
     /// The "type" members stdin ignores in --jsonl mode, so output replays as input.
-    static let types: Set<String> = ["connecting", "connected", "disconnected", "retry", "resubscribed", "dropped", "giving_up",
-                                   "bus_lost", "bus_restored"]  // --broadcast --bus (BusLink)
+    static let types: Set<String> = ["connecting", "connected", "disconnected", "retry", "resubscribed", "dropped", "giving_up"]
 
     var json: [UInt8] {
         var out: [UInt8] = []
