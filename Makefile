@@ -6,7 +6,7 @@ PY := .venv/bin/python
 PREFIX ?= /usr/local
 DESTDIR ?=
 
-.PHONY: all setup build demo test unit conformance autobahn autobahn-deflate docs consumer-check install uninstall fuzz bench bench-deflate bench-broadcast bench-exec bench-forward profile clean
+.PHONY: all setup build demo test unit conformance autobahn autobahn-deflate docs consumer-check install uninstall fuzz bench bench-deflate bench-broadcast bench-bus bench-exec bench-forward profile clean
 
 all: build
 
@@ -87,6 +87,9 @@ bench-deflate: setup
 # against websocat's broadcast: mode (~5 minutes; BENCH_ARGS=--quick for a smoke run).
 bench-broadcast: setup
 	scripts/bench-broadcast $(BENCH_ARGS)
+
+bench-bus: setup
+	scripts/bench-bus $(BENCH_ARGS)
 
 # --exec churn: connections/s of connect -> child -> first message -> close vs websocketd.
 bench-exec: setup

@@ -81,16 +81,22 @@ let package = Package(
             name: "WebSocketExec",
             dependencies: ["WebSocketEngine", "WebSocketCore", "WebSocketTransport", "CWSPipeShims"]
         ),
+        // The message bus of --broadcast --bus: the client side of Redis's RESP (sans-I/O
+        // parser and encoder) and its pub/sub session on the engine's loop.
+        .target(
+            name: "WSPipeBus",
+            dependencies: ["WebSocketEngine", "WebSocketTransport", "WebSocketCore", "CWSPipeShims"]
+        ),
         .target(
             name: "WSPipeBridge",
-            dependencies: ["WebSocketCore", "WebSocketTransport", "WebSocketEngine", "WebSocketExec", "CWSPipeShims"],
+            dependencies: ["WebSocketCore", "WebSocketTransport", "WebSocketEngine", "WebSocketExec", "WSPipeBus", "CWSPipeShims"],
             // The engine runs on one thread: Swift's run-time exclusivity checks cost 15% of
             // the instructions per small message (callgrind) and can never fire here.
             swiftSettings: [.unsafeFlags(["-enforce-exclusivity=unchecked", "-cross-module-optimization"], .when(configuration: .release))]
         ),
         .target(
             name: "WSPipeCLI",
-            dependencies: ["WSPipeBridge", "WebSocketCore", "WebSocketTransport", "WebSocketEngine", "WebSocketExec", "CWSPipeShims"]
+            dependencies: ["WSPipeBridge", "WSPipeBus", "WebSocketCore", "WebSocketTransport", "WebSocketEngine", "WebSocketExec", "CWSPipeShims"]
         ),
         .executableTarget(
             name: "wspipe",
@@ -174,7 +180,7 @@ let package = Package(
         ),
         .testTarget(
             name: "WSPipeBridgeTests",
-            dependencies: ["WSPipeBridge", "WSPipeCLI", "WebSocketEngine", "WebSocketTransport", "TestSupport", "EngineTestSupport"]
+            dependencies: ["WSPipeBridge", "WSPipeCLI", "WSPipeBus", "WebSocketEngine", "WebSocketTransport", "TestSupport", "EngineTestSupport"]
         ),
         .testTarget(
             name: "WSKitTests",

@@ -185,6 +185,24 @@ SEEDS["inflate"] = {
 }
 
 
+# bus: two cut points, the bulk limit (255: 1 MiB), then what a Redis or NATS server sends.
+SEEDS["bus"] = {
+    "subscribe-message": b"\x05\x20\xff+OK\r\n*3\r\n$9\r\nsubscribe\r\n$6\r\nticker\r\n:1\r\n"
+                         b"*3\r\n$7\r\nmessage\r\n$6\r\nticker\r\n$8\r\n\x01{\"p\":1}\r\n",
+    "binary-message": b"\x10\x30\xff*3\r\n$7\r\nmessage\r\n$1\r\nt\r\n$5\r\n\x02\x00\r\n\xff\r\n",
+    "oversized": b"\x07\x21\x08*3\r\n$7\r\nmessage\r\n$1\r\nt\r\n$20\r\n" + b"x" * 20 + b"\r\n+PONG\r\n",
+    "errors": b"\x00\x00\xff-WRONGPASS invalid username-password pair or user is disabled.\r\n-NOAUTH Authentication required.\r\n",
+    "publish-replies": b"\x03\x09\xff:3\r\n:0\r\n:-1\r\n$-1\r\n*-1\r\n*0\r\n$0\r\n\r\n",
+    "pong-nested": b"\x02\x11\xff*2\r\n$4\r\npong\r\n$0\r\n\r\n*2\r\n*1\r\n:7\r\n*1\r\n+a\r\n",
+    "url": b"\x00\x00\xffrediss://app:s%40cret@[::1]:6380/chat.in",
+    "url-plain": b"\x00\x00\xffredis://127.0.0.1/ticker",
+    "nats-session": b"\x06\x30\xffINFO {\"server_id\":\"x\",\"max_payload\":1048576}\r\n+OK\r\nPING\r\nPONG\r\n"
+                    b"MSG ticker 1 8\r\n\x01{\"p\":1}\r\nMSG ticker 1 reply.to 3\r\n\x02\r\n\r\n-ERR 'Authorization Violation'\r\n",
+    "nats-oversized": b"\x05\x19\x04MSG t 1 10\r\n0123456789\r\nmsg t 1 0\r\n\r\n",
+    "url-nats": b"\x00\x00\xffnats://user:pa%20ss@127.0.0.1:4222/chat.in",
+}
+
+
 def main():
     for target, seeds in SEEDS.items():
         directory = os.path.join(HERE, "corpus", target)

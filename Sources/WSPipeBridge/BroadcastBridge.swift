@@ -31,8 +31,13 @@ final class BroadcastBridge: StdinReaderOwner {
     /// Set when stdin failed (exit 1) or a line was not valid input.
     private(set) var failure: Failure?
     private let stdout: StdoutWriter
+    /// --bus: stdin messages go to the bus, the clients get them when the bus delivers
+    /// them (BusLink); nil: straight to `mode`.
+    private let bus: BusLink?
 
-    init(loop: EventLoop, server: ServerDriver, mode: BroadcastMode, config: BridgeConfiguration, log: Diagnostics) {
+    init(loop: EventLoop, server: ServerDriver, mode: BroadcastMode, config: BridgeConfiguration, log: Diagnostics,
+         bus: BusLink? = nil) {
+        self.bus = bus
         self.loop = loop
         self.server = server
         self.mode = mode
@@ -45,7 +50,11 @@ final class BroadcastBridge: StdinReaderOwner {
         readsStdin = !config.stdio.receiveOnly
         stdout.onChange = { [unowned self] in refreshStdout() }
         mode.onMessage = { [unowned self] info, kind, payload in write(info, kind, payload) }
-        mode.onRoom = { [weak self] in self?.stdin?.refresh() }
+        mode.onRoom = { [weak self] in
+            self?.bus?.clientsHaveRoom()
+            self?.stdin?.refresh()
+        }
+        bus?.onRoom = { [weak self] in self?.stdin?.refresh() }
         mode.onSlowClient = { [unowned self] id, waiting in
             self.log.event("client \(id) is more than \(ByteCount.text(UInt64(self.mode.queueLimit))) behind "
                       + "(\(ByteCount.text(UInt64(waiting))) waiting): closing it with 1013")
@@ -61,7 +70,7 @@ final class BroadcastBridge: StdinReaderOwner {
         reader.refresh()
     }
 
-    var wantsStdin: Bool { mode.hasRoom }
+    var wantsStdin: Bool { mode.hasRoom && bus?.hasRoom != false }
     func stdinTurnEnded() {}
 
     /// One read of stdin: its messages to every client. False: stdin is done or failed.
@@ -89,7 +98,12 @@ final class BroadcastBridge: StdinReaderOwner {
                 return false
             }
             log.event("end of stdin after \(framer.messages) message\(framer.messages == 1 ? "" : "s"): closing every client with \(close.code?.rawValue ?? 1000)")
-            end(nil, close: close)
+            guard let bus else {
+                end(nil, close: close)
+                return false
+            }
+            stdin?.stop()
+            bus.whenDelivered { [weak self] in self?.end(nil, close: close) }  // ours come back first
             return false
         case .failed(let why):
             end(.localOutput(why: why))
@@ -99,10 +113,12 @@ final class BroadcastBridge: StdinReaderOwner {
 
     /// Where stdin's messages leave the endpoint: a read's messages (nil: what stdin's end
     /// completes) go to every client through the fan-out, at once, so that they count for
-    /// `BroadcastMode.hasRoom` before the next read.
+    /// `BroadcastMode.hasRoom` before the next read; with --bus, to the bus, whose
+    /// deliveries reach the fan-out (one order for every process).
     private func handToFanOut(_ chunk: ByteBuffer?) throws(InputError) -> [InputAction] {
         let actions: [InputAction]
-        if let chunk { actions = try framer.consume(chunk, into: mode) } else { actions = try framer.finish(into: mode) }
+        let sink: MessageSink = bus ?? mode
+        if let chunk { actions = try framer.consume(chunk, into: sink) } else { actions = try framer.finish(into: sink) }
         mode.flush()
         return actions
     }
@@ -130,6 +146,7 @@ final class BroadcastBridge: StdinReaderOwner {
     }
 
     private func write(_ info: ClientInfo, _ kind: MessageKind, _ payload: [UInt8]) {
+        bus?.clientMessage(info, kind, payload)
         stdout.assembler.message(kind, payload, client: info.id)
         submit()
     }

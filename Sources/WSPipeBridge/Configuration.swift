@@ -218,6 +218,8 @@ public struct ServeConfiguration: Sendable {
     public var server = ServerConfiguration()
     /// --cert/--key with -l: serve wss:// (--tls-min, --client-ca for mutual TLS).
     public var tls: TLSServerOptions?
+    /// --broadcast --bus URL: the message bus between processes.
+    public var bus: BusServing?
 
     public init(listen: ListenAddress) { self.listen = listen }
 }

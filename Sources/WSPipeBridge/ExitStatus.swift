@@ -16,7 +16,7 @@ public enum ExitStatus: Int32, Sendable, CaseIterable {
     /// certificate or key cannot be loaded.
     case tlsFailure = 4
     /// The server refused the WebSocket handshake (non-101, bad Accept, subprotocol or
-    /// extension mismatch, not HTTP).
+    /// extension mismatch, not HTTP); when serving with --bus, the bus refused our credentials.
     case handshakeRejected = 5
     /// The server broke the protocol; we failed the connection (1002, 1007, 1009).
     case protocolViolation = 6

@@ -252,7 +252,7 @@ struct InputFramer {
             throw .invalidJSONLine(line: number, why: "expected an object with a \"type\"")
         }
         // A connection event of wspipe's own output: replayed output is valid input.
-        if ConnectionEvent.types.contains(type) { return }
+        if ConnectionEvent.types.contains(type) || BusLink.eventTypes.contains(type) { return }
         // A member of the wrong type, or both payload forms at once, is a mistake to report,
         // not something to guess around.
         for member in ["data", "base64", "reason"] {

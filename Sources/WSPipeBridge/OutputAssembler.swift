@@ -133,7 +133,7 @@ struct OutputAssembler {
 
     /// `{"type":"text","data":...}` or `{"type":"binary","base64":...}`, then `"client"` and
     /// `"ts"` when given; without its newline.
-    private static func jsonLine(_ kind: MessageKind, _ payload: [UInt8], client: Int?, timestamps: Bool, reserve size: Int) -> [UInt8] {
+    static func jsonLine(_ kind: MessageKind, _ payload: [UInt8], client: Int?, timestamps: Bool, reserve size: Int) -> [UInt8] {
         var line: [UInt8] = []
         line.reserveCapacity(size + size / 3 + 64)
         line += Array("{\"type\":".utf8)

@@ -13,6 +13,9 @@ public enum Failure: Error {
     /// (not for an unreadable file or an unset variable).
     case usage(String, pointsAtHelp: Bool)
 
+    /// --bus: the bus refused our credentials or wants some (`reply`: its error line); exit 5.
+    case busRefused(bus: String, reply: String)
+
     // Opening the connection.
     /// The connection never opened: dialing, TLS, proxy, handshake, redirects.
     case open(OpenError)
@@ -125,6 +128,8 @@ public func report(_ failure: Failure, as role: Role = .client) -> (message: Str
         return ("cannot run '\(path)': \(errnoText(code))", .localError)
     case .cannotOpenDirectory(let path, let code):
         return ("cannot serve programs from '\(path)': \(errnoText(code))", .localError)
+    case .busRefused(let bus, let reply):
+        return ("the bus \(bus) refused us: \(Diagnostics.terminalSafe(reply)) (see BUS in the man page)", .handshakeRejected)
     }
 }
 

@@ -151,25 +151,42 @@ final class BroadcastServing: UntilSignal {
     private let broadcast: BroadcastMode
     private let config: BridgeConfiguration
     private var face: BroadcastBridge?
+    /// --bus: the bus between processes; `busFailure` when it refused us.
+    private var bus: BusLink?
+    private var busFailure: Failure?
 
     init(_ context: ModeContext) {
         broadcast = BroadcastMode(loop: context.loop)
         if let deflate = context.serve.server.deflate { broadcast.memoryLevel = deflate.memoryLevel }
         config = context.config
+        if let serving = context.serve.bus {
+            bus = BusLink(serving, loop: context.loop, mode: broadcast, maximumMessage: context.config.maxMessageSize,
+                          jsonLines: context.config.stdio.jsonLines, log: context.log)
+        }
         super.init(context, mode: broadcast)
     }
 
     override func writeEvent(_ json: [UInt8]) { face?.writeLine(json) }  // in order with the clients' messages
 
     override func run(_ server: ServerDriver, on listener: Listener) -> ExitStatus {
-        face = BroadcastBridge(loop: loop, server: server, mode: broadcast, config: config, log: log)
+        face = BroadcastBridge(loop: loop, server: server, mode: broadcast, config: config, log: log, bus: bus)
+        bus?.writeEvent = { [unowned self] in face?.writeLine($0) }
+        bus?.onRefused = { [unowned self, unowned server] failure in
+            busFailure = failure
+            server.shutdown(ClosePayload(code: .internalError, reason: Array("bus refused".utf8)), within: server.configuration.connection.closeTimeout)
+        }
         return super.run(server, on: listener)
     }
 
-    override func start(_ server: ServerDriver) { face?.start() }
+    override func start(_ server: ServerDriver) {
+        bus?.start()
+        face?.start()
+    }
 
     override func finish() -> Failure? {
+        bus?.stop()
         face?.finish()
+        if let busFailure { return busFailure }
         if broadcast.droppedSlowClients > 0 { log.warning("closed \(broadcast.droppedSlowClients) slow client(s) with 1013") }
         if broadcast.compressedOnce > 0 {
             log.event("permessage-deflate: \(broadcast.compressedOnce) message(s) compressed once for \(broadcast.sharedSends) copies "

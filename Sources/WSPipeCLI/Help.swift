@@ -43,6 +43,7 @@ Sizes take K, M, G suffixes (1024-based). Sizes and seconds must be positive.
 
 Environment:
   WSPIPE_BEARER              bearer token when neither --bearer nor --bearer-file is given
+  WSPIPE_BUS_PASSWORD        the --bus password when neither its URL nor --bus-password-file has one
   wss_proxy, https_proxy, all_proxy
                              proxy for wss:// URLs: the first one set (each also in upper case,
                              lower case first)
@@ -55,7 +56,8 @@ Environment:
 Exit status:
   0 clean close (or the stdout reader went away)   1 local input/output error
   2 usage error     3 cannot connect (also to the proxy) / connect timeout     4 TLS failure
-  5 handshake rejected     6 server broke the protocol (we closed with 1002/1007/1009)
+  5 handshake rejected (serving: the --bus refused our credentials)
+  6 server broke the protocol (we closed with 1002/1007/1009)
   7 connection lost without a closing handshake, or ping timeout
   8 server closed with a code other than 1000     124 --timeout expired
   9 the proxy refused or failed (CONNECT status not 2xx, SOCKS5 failure, proxy authentication)

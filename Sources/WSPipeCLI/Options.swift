@@ -3,6 +3,7 @@ import WebSocketCore
 import WebSocketEngine
 import WebSocketTransport
 import WSPipeBridge
+import WSPipeBus
 
 // Every option, one declaration each: names, value, --help text, and what it sets. Values
 // are checked when the option is read; combinations and files in `Settings.finish`.
@@ -29,7 +30,7 @@ extension Option {
                     notes: [("URL user:password@", "sends Basic authentication")]),
         HelpSection(title: "Output:", options: [verbose, quiet, help, version]),
         HelpSection(title: "Server (-l; see SERVER in the man page):",
-                    options: [listen, reuseport, echo, broadcast, path, allowOrigin, sameOrigin, requireProtocol, requireBearer, health, metrics, metricsPublic,
+                    options: [listen, reuseport, echo, broadcast, bus, busInbound, busPasswordFile, path, allowOrigin, sameOrigin, requireProtocol, requireBearer, health, metrics, metricsPublic,
                               staticFiles, staticDir, devConsole, responseHeader, maxClients, handshakeTimeout, exec, sh, dir, closeGrace, maxChildren,
                               passenv, clientCA,
                               forward, forwardTokens, oneshot]),
@@ -463,6 +464,26 @@ extension Option {
     static let echo = Option("--echo", help: "server mode: every message back to its client, with its type") { _ in }
     static let broadcast = Option("--broadcast", help: "server mode: every stdin message to every client; client messages to",
                                   "stdout (--jsonl: with \"client\"); a client that falls behind gets 1013") { _ in }
+    static let bus = Option("--bus", value: "URL", help: "with --broadcast: redis://[[USER]:PASSWORD@]HOST[:PORT]/CHANNEL (rediss://",
+                            "over TLS) or nats://.../SUBJECT (tls://): stdin publishes there, clients get what it carries (BUS)") { text, name throws(UsageError) in
+        do throws(BusAddress.Problem) {
+            let address = try BusAddress(parsing: text)
+            return { $0.bus = address }
+        } catch {
+            throw UsageError("\(name) '\(Diagnostics.redactedURL(text))': \(busProblem(error))")
+        }
+    }
+    static let busInbound = Option("--bus-inbound", value: "CHANNEL",
+                                   help: "with --bus: also publish every client message on CHANNEL") { text, name throws(UsageError) in
+        guard !text.isEmpty, text.utf8.allSatisfy({ $0 > 0x20 && $0 != 0x7F }) else {
+            throw UsageError("\(name) '\(text)' is not a channel name (no spaces or control characters)")
+        }
+        return { $0.busInbound = text }
+    }
+    static let busPasswordFile = Option("--bus-password-file", value: "FILE",
+                                        help: "with --bus: the bus's password from FILE (or WSPIPE_BUS_PASSWORD)") { text, _ in
+        { $0.busPasswordFile = text }
+    }
     static let oneshot = Option("--oneshot", help: "serve one client, then exit with the status its ending gives (as the",
                                 "client's: 0 for a normal close)") {
         $0.oneshot = true
@@ -616,4 +637,18 @@ extension Option {
         })
     }
 
+}
+
+/// A --bus URL's problem, worded.
+func busProblem(_ problem: BusAddress.Problem) -> String {
+    switch problem {
+    case .scheme(let scheme): return "'\(scheme)' is not a bus scheme (redis://, rediss://, nats:// or tls://)"
+    case .noHost: return "no host"
+    case .badHost(let host): return "'\(host)' is not a host name or a bracketed IPv6 address"
+    case .badPort(let port): return "'\(port)' is not a port"
+    case .noChannel: return "no channel: write it as the path (redis://HOST/CHANNEL)"
+    case .badChannel(let channel):
+        return "'\(channel)' is not a channel name (no spaces or control characters; a NATS subject has no wildcards or empty tokens)"
+    case .badEscape: return "a %-escape in the user or password is not two hex digits, or not UTF-8"
+    }
 }

@@ -3,11 +3,12 @@ import WebSocketCore
 import WebSocketEngine
 import WebSocketTransport
 import WSPipeBridge
+import WSPipeBus
 import WebSocketExec
 
 extension Option {
     /// Options that mean something only when serving.
-    static let serverOnly: [Option] = [reuseport, echo, broadcast, path, allowOrigin, sameOrigin, requireProtocol, requireBearer, health, metrics, metricsPublic,
+    static let serverOnly: [Option] = [reuseport, echo, broadcast, bus, busInbound, busPasswordFile, path, allowOrigin, sameOrigin, requireProtocol, requireBearer, health, metrics, metricsPublic,
                                        staticFiles, staticDir, devConsole, responseHeader, maxClients, handshakeTimeout, exec, sh, dir, closeGrace,
                                        maxChildren, passenv, clientCA,
                                        forward, forwardTokens, oneshot]
@@ -58,7 +59,9 @@ extension Settings {
             let name = Option.serverOnly.first { given.contains($0.longName) }?.longName ?? "this option"
             throw UsageError("\(name) is a server option: it needs -l/--listen")
         }
-        if let option = Option.clientOnly.first(where: { given.contains($0.longName) }) {
+        // A TLS bus (rediss://) is dialed as a client: it takes --cacert and -k.
+        let busTakes: [Option] = bus?.tls == true ? [.cacert, .insecure] : []
+        if let option = Option.clientOnly.first(where: { given.contains($0.longName) && !busTakes.contains($0) }) {
             let hint = option == Option.cacert ? " (the CAs of client certificates: --client-ca)" : ""
             throw UsageError("\(option.longName) is a client option; it cannot be used with -l/--listen\(hint)")
         }
@@ -105,6 +108,7 @@ extension Settings {
             }
         }
         serve.mode = serveMode
+        serve.bus = try busServing(environment: environment, readFile: readFile)
         serve.tls = try serverTLS(environment: environment, readFile: readFile)
         serve.oneshot = oneshot
         if serveMode != .stdio {
@@ -266,5 +270,31 @@ extension Settings {
         guard let resolved = realpath(path, nil) else { return nil }
         defer { free(resolved) }
         return String(cString: resolved)
+    }
+
+    /// --bus and its options (the CLI's table already said they need --broadcast): the
+    /// password from the URL, else --bus-password-file, else WSPIPE_BUS_PASSWORD.
+    func busServing(environment: (String) -> String?, readFile: (String) -> [UInt8]?) throws(UsageError) -> BusServing? {
+        guard var address = bus else {
+            if let option = [Option.busInbound, .busPasswordFile].first(where: { given.contains($0.longName) }) {
+                throw UsageError("\(option.longName) needs --bus")
+            }
+            return nil
+        }
+        if let busPasswordFile {
+            if address.password != nil { throw UsageError("--bus-password-file: the --bus URL has a password already") }
+            guard let bytes = readFile(busPasswordFile) else {
+                throw UsageError("cannot read --bus-password-file '\(busPasswordFile)': \(whyUnreadable(busPasswordFile))", pointsAtHelp: false)
+            }
+            guard UTF8Validator.isValid(bytes) else { throw UsageError("--bus-password-file '\(busPasswordFile)' is not UTF-8 text", pointsAtHelp: false) }
+            address.password = HTTPText.trimmed(String(decoding: bytes, as: UTF8.self), also: [0x0A, 0x0D])
+        } else if address.password == nil, let value = environment("WSPIPE_BUS_PASSWORD"), !value.isEmpty {
+            address.password = value
+        }
+        var serving = BusServing(address: address)
+        serving.inbound = busInbound
+        serving.caFile = config.client.caFile
+        serving.insecure = config.client.insecure
+        return serving
     }
 }

@@ -2,6 +2,7 @@ import WebSocketCore
 import WebSocketEngine
 import WebSocketTransport
 import WSPipeBridge
+import WSPipeBus
 
 /// The configuration as the options build it, with the few values that can only be
 /// combined once every option is read (files to read, the URL's own socket and port).
@@ -28,6 +29,10 @@ struct Settings {
     var metricsPublic = false
     /// --static (--staticdir) and --devconsole.
     var site = StaticSiteConfiguration()
+    /// --bus, --bus-inbound, --bus-password-file (--broadcast only).
+    var bus: BusAddress?
+    var busInbound: String?
+    var busPasswordFile: String?
     // --exec/--sh and their settings.
     var execProgram: String?
     var execArguments: [String] = []

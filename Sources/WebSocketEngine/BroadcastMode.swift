@@ -117,6 +117,8 @@ public final class BroadcastMode: ServerMode, MessageSink {
     /// Payload bytes of the batch's messages (the metrics' bytes sent).
     private var batchPayload = 0
     public private(set) var encodedPayloadSent: UInt64 = 0
+    /// Times the face's message bus was lost (--bus), for the metrics; nil: no bus.
+    public var busLosses: UInt64?
     private var flushScheduled = false
 
     /// Encodes one whole message at the end of the batch (a frame of the server role: no

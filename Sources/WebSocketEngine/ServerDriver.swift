@@ -77,6 +77,8 @@ public protocol ServerMode: AnyObject {
     /// Payload bytes the mode sent as frames it encoded itself (`sendFrames`), which no
     /// driver counts as framed (a broadcast's batches), summed over its clients.
     var encodedPayloadSent: UInt64 { get }
+    /// Times the message bus was lost (--bus), for the metrics; nil: a mode without a bus.
+    var busLosses: UInt64? { get }
 }
 
 /// A valid WebSocket request that the server's policy accepted, waiting for its mode to
@@ -177,6 +179,7 @@ public extension ServerMode {
     func serverWillShutDown() {}
     var childrenRunning: Int? { nil }
     var encodedPayloadSent: UInt64 { 0 }
+    var busLosses: UInt64? { nil }
 }
 
 /// A WebSocket server on one `EventLoop`: listeners, the opening handshake of each accepted
@@ -388,6 +391,7 @@ public final class ServerDriver {
         for (status, count) in refusals { handshakes[status, default: 0] += UInt64(count) }
         metrics.handshakes = handshakes
         metrics.childrenRunning = mode?.childrenRunning
+        metrics.busLosses = mode?.busLosses
         metrics.startTime = startTime
         return metrics
     }

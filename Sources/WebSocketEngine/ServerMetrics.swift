@@ -42,6 +42,8 @@ public struct MetricsExposition: Sendable {
     public var handshakes: [Int: UInt64] = [:]
     /// Child processes running (--exec); nil in a mode without children (reported as 0).
     public var childrenRunning: Int?
+    /// Times the message bus was lost (--bus); nil without a bus (the family is left out).
+    public var busLosses: UInt64?
     /// When the server started, in seconds since the Unix epoch.
     public var startTime: Double = 0
 
@@ -80,6 +82,10 @@ public struct MetricsExposition: Sendable {
                one(totals.deflateIn))
         family("wspipe_deflate_bytes_out_total", "counter", "Compressed payload bytes of permessage-deflate messages sent.",
                one(totals.deflateOut))
+        if let busLosses {
+            family("wspipe_bus_lost_total", "counter", "Times the message bus (--bus) was lost; what it carried meanwhile was not delivered.",
+                   one(busLosses))
+        }
         family("wspipe_start_time_seconds", "gauge", "When the server started, in seconds since the Unix epoch.",
                [("", String(format3(startTime)))])
         return out

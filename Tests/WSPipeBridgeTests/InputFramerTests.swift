@@ -231,6 +231,7 @@ final class InputFramerTests: XCTestCase {
         let input = Array(("{\"type\":\"text\",\"data\":\"line one\\nline two\"}\r\n"
                            + " {\"type\":\"binary\",\"base64\":\"AP/+gA==\",\"ts\":1.5} \n"
                            + "{\"type\":\"connected\",\"url\":\"ws://h/\"}\n"
+                           + "{\"type\":\"bus_lost\",\"ts\":1764633600.125,\"reason\":\"x\",\"unconfirmed\":0}\n"
                            + "{\"type\":\"ping\",\"data\":\"p\"}\n"
                            + "{\"type\":\"binary\",\"data\":\"as text\"}\n"
                            + "{\"type\":\"close\",\"code\":4000,\"reason\":\"done\"}\n").utf8)
