@@ -595,7 +595,7 @@ extension Option {
 
     // MARK: The gateway
 
-    static let forward = Option("--forward", value: "TARGET", help: "server mode: relay each client's binary messages to its own connection",
+    static let forward = Option("--forward", value: "TARGET", help: "server mode: relay each client's message bytes to its own connection",
                                 "to TARGET (tcp:HOST:PORT or unix:PATH), dialled before the 101 (502/504);",
                                 "see GATEWAY in the man page") { text, name throws(UsageError) in
         guard let target = StreamTarget(parsing: text) else {

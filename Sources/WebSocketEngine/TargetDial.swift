@@ -28,7 +28,7 @@ public final class TargetDial {
             switch self {
             case .resolve(let reason): return "cannot resolve the target: \(reason)"
             case .refused(let code, let address): return "cannot connect to \(address): \(errnoText(code))"
-            case .timedOut(let seconds): return "the target did not answer within \(seconds.formatted)s"
+            case .timedOut(let seconds): return "the target did not answer within \(seconds.secondsText)s"
             }
         }
     }
@@ -171,7 +171,7 @@ public final class TargetDial {
 
 extension Double {
     /// "2", "0.5": seconds as a user wrote them.
-    var formatted: String { self == rounded() && abs(self) < 1e15 ? String(Int(self)) : String(self) }
+    var secondsText: String { self == rounded() && abs(self) < 1e15 ? String(Int(self)) : String(self) }
 }
 
 /// One getaddrinfo on its own thread; the loop watches `doneFD` for its end.
