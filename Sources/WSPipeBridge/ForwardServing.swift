@@ -61,7 +61,8 @@ final class ForwardServingMode: UntilSignal {
     }
 
     override func configure(_ configuration: inout ServerConfiguration) {
-        mode?.refusesOrigins = configuration.policy.allowedOrigins.isEmpty
+        // --allow-origin and --sameorigin are checked by the policy first; either admits.
+        mode?.refusesOrigins = configuration.policy.allowedOrigins.isEmpty && !configuration.policy.requiresSameOrigin
         // The dial waits inside the handshake's time: leave the 502/504 room to be written.
         mode?.dialTimeout = max(0.1, min(5, configuration.handshakeTimeout - 0.5))
     }

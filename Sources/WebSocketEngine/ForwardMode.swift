@@ -54,7 +54,7 @@ public final class ForwardMode: ServerMode {
     public func review(_ handshake: PendingHandshake) {
         let request = handshake.request
         if refusesOrigins, let origin = request.origin {
-            return refuse(handshake, 403, "origin '\(shown(origin))' is not allowed (a gateway admits browsers only from --allow-origin)")
+            return refuse(handshake, 403, "origin '\(shown(origin))' is not allowed (a gateway admits browsers only from --allow-origin or --sameorigin)")
         }
         let subprotocol = handshake.subprotocol ?? (request.subprotocols.contains("binary") ? "binary" : nil)
         if subprotocol == nil && request.subprotocols.contains("base64") {
