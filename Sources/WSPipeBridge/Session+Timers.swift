@@ -59,7 +59,6 @@ extension Session {
             stopStdin()
             if let linger = lingerTimer { loop.arm(linger, at: nil) }
             driver.close(ClosePayload(code: .normalClosure))
-        case .messages: break
         }
     }
 

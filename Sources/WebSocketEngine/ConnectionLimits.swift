@@ -59,9 +59,9 @@ public struct ConnectionLimits: Sendable, Equatable {
     public var countsMessages: Bool { idleTimeout != nil || maximumMessages != nil }
 }
 
-/// Which limit ended a connection.
+/// Which timed limit is up (`LimitKeeper.onLimit`; -n is answered by `received`).
 public enum LimitReason: Sendable, Equatable {
-    case messages, idle, timeLimit
+    case idle, timeLimit
 }
 
 /// The decisions of the limits, without a loop or a socket: the counts, the idle clock and
