@@ -44,7 +44,7 @@ final class BroadcastBridge: StdinReaderOwner {
         self.log = log
         framer = InputFramer(mode: config.stdio.inputMode)
         framer.skipsBadLine = { [log] error in log.error(error.description) }
-        // -n counts per client in the engine (`ClientLimits`), not here.
+        // -n counts per client in the engine (`ConnectionLimits`, through `LimitKeeper`), not here.
         stdout = StdoutWriter(loop: loop, assembler: OutputAssembler(format: config.stdio.outputFormat, discard: config.stdio.sendOnly))
         endOfInputClose = config.stdio.closeOnEndOfInput ? ClosePayload(code: config.stdio.closeCode, reason: Array(config.stdio.closeReason.utf8)) : nil
         readsStdin = !config.stdio.receiveOnly

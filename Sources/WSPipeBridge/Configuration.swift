@@ -162,6 +162,13 @@ public struct StdioConfiguration: Sendable {
     /// --stats: a one-line JSON summary on stderr at exit.
     public var stats = false
 
+    /// --send, -n, --timeout and --idle-timeout as one value, applied by the engine's
+    /// `LimitKeeper` in every mode; `span` and `idleClock` are what the mode documents.
+    public func limits(span: ConnectionLimits.Span, idleClock: ConnectionLimits.IdleClock) -> ConnectionLimits {
+        ConnectionLimits(greeting: sendMessages.map { Array($0.utf8) }, idleTimeout: idleTimeout, timeLimit: sessionTimeout,
+                         maximumMessages: maxMessages, idleClock: idleClock, span: span)
+    }
+
     /// Whether stdin EOF starts the closing handshake: not with --no-close, and not when a
     /// message count (-n, -1) decides the end.
     var closesAtEndOfInput: Bool { closeOnEndOfInput && maxMessages == nil && !receiveOnly }

@@ -65,7 +65,7 @@ final class StdioServing: ServedMode {
     private let oneshot: Bool
 
     init(_ context: ModeContext) {
-        session = Session(config: context.config, log: context.log, loop: context.loop)
+        session = Session(config: context.config, log: context.log, loop: context.loop, span: .connection)
         mode = StdioMode(session: session)
         log = context.log
         oneshot = context.serve.oneshot

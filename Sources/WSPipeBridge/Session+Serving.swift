@@ -7,8 +7,6 @@ import WebSocketTransport
 struct Serving {
     var servesOnce: Bool?               // --oneshot; nil: not serving
     var clientsServed = 0
-    var clientDeadline: EventLoop.Timer? // --timeout, per client
-    var idleCheck: EventLoop.Timer?      // --idle-timeout's timer, armed again per client
 }
 
 // MARK: - Serving one client at a time (-l without a mode)
@@ -27,10 +25,7 @@ extension Session {
         serving.servesOnce = oneshot
         startStandardStreams()
         Signals.exitAtOnce.store(false, ordering: .relaxed)
-        sessionDeadline = nil
         startTimers()
-        if config.stdio.sessionTimeout != nil { serving.clientDeadline = loop.timer { [unowned self] in sessionTimedOut() } }
-        if let idle = serving.idleCheck { loop.arm(idle, at: nil) }  // armed per client
         continuesAfter = { [unowned self] ending in clientLeft(ending) }
         refreshStdout()
         loop.run()
@@ -70,12 +65,6 @@ extension Session {
 
     /// Its driver started: stdin flows, its timers run.
     func clientStarted() {
-        let now = Instant.now()
-        if let timer = serving.clientDeadline, let seconds = config.stdio.sessionTimeout {
-            sessionDeadline = now.adding(seconds: seconds)
-            loop.arm(timer, at: sessionDeadline)
-        }
-        if let timer = serving.idleCheck, let idle = config.stdio.idleTimeout { loop.arm(timer, at: lastActivity.adding(seconds: idle)) }
         refreshStdin()
         refreshStdout()
     }
@@ -91,9 +80,7 @@ extension Session {
         // --whole-input: all of stdin is the first client's one message (its first fragments
         // may be on their way already), so the server ends with that client.
         guard serving.servesOnce == false, localEnd == nil, endOfInputAt == nil, !config.stdio.wholeInput else { return false }
-        if let timer = serving.clientDeadline { loop.arm(timer, at: nil) }
-        if let timer = serving.idleCheck { loop.arm(timer, at: nil) }
-        sessionDeadline = nil
+        limits.detach()  // its --timeout and --idle-timeout stop; the next client's start anew
         endedDriver = driver
         driver = nil
         refreshStdin()

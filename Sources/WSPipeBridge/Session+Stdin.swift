@@ -23,7 +23,7 @@ extension Session {
         do throws(InputError) {
             let before = framer.messages
             defer {
-                if framer.messages != before { lastActivity = .now() }
+                if framer.messages != before { limits.sent() }
             }
             switch read {
             case .data(let chunk):
@@ -104,7 +104,7 @@ extension Session {
             case .limitReached:
                 log.event("sent stdin's first message (-1); no more stdin")
                 stopStdin()
-                if serving.servesOnce != nil && stdout.assembler.limitReached { connectionDidProcessInput(driver) }
+                if serving.servesOnce != nil && limits.limitReached { connectionDidProcessInput(driver) }
             }
         }
     }

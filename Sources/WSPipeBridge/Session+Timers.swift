@@ -47,34 +47,18 @@ extension Session {
             loop.arm(timer, at: lastReceived.adding(seconds: stale))
             timers.append(timer)
         }
-        if let deadline = sessionDeadline {
-            let timer = loop.timer { [unowned self] in sessionTimedOut() }
-            loop.arm(timer, at: deadline)
-            timers.append(timer)
-        }
-        if let idle = config.stdio.idleTimeout {
-            var idleTimer: EventLoop.Timer?
-            let timer = loop.timer { [unowned self] in
-                guard let timer = idleTimer else { return }
-                guard let driver else {
-                    // Reconnecting: counted again from the next connection.
-                    loop.arm(timer, at: Instant.now().adding(seconds: idle))
-                    return
-                }
-                let now = Instant.now()
-                if driver.state == .open && now.seconds(since: lastActivity) >= idle {
-                    log.event("no message for \(formatSeconds(idle)) s (--idle-timeout); closing")
-                    stopStdin()
-                    if let linger = lingerTimer { loop.arm(linger, at: nil) }
-                    driver.close(ClosePayload(code: .normalClosure))
-                } else if driver.state == .open {
-                    loop.arm(timer, at: lastActivity.adding(seconds: idle))
-                }
-            }
-            idleTimer = timer
-            serving.idleCheck = timer
-            loop.arm(timer, at: lastActivity.adding(seconds: idle))
-            timers.append(timer)
+    }
+
+    /// --timeout or --idle-timeout is up (LimitKeeper); -n's close is connectionDidProcessInput's.
+    func limitUp(_ reason: LimitReason) {
+        switch reason {
+        case .timeLimit: sessionTimedOut()
+        case .idle:
+            guard let driver else { return }
+            log.event("no message for \(formatSeconds(config.stdio.idleTimeout ?? 0)) s (--idle-timeout); closing")
+            stopStdin()
+            if let linger = lingerTimer { loop.arm(linger, at: nil) }
+            driver.close(ClosePayload(code: .normalClosure))
         }
     }
 

@@ -40,9 +40,10 @@ public final class Session: ConnectionDelegate, StdinReaderOwner {
     lazy var warnsOnBinary = config.stdio.outputFormat == .raw(separator: config.stdio.separator)
     // Counted and timed sessions.
     let started = Instant.now()
-    var sessionDeadline: Instant?       // --timeout
+    /// --send, -n, --timeout and --idle-timeout (ConnectionLimits): the run's, or each
+    /// client's when serving. The -n close and the endings' side effects are the session's.
+    let limits: LimitKeeper
     var timedOut = false
-    var lastActivity = Instant.now()    // last data message either way (--idle-timeout)
     var messagesSeen: UInt64 = 0
     var limitClosing = false            // -n reached
     var endOfInputAt: Instant?
@@ -78,11 +79,12 @@ public final class Session: ConnectionDelegate, StdinReaderOwner {
             guard case .cannotCreate(let what, let code) = error else { throw .local(call: "epoll", errno: 0) }
             throw .local(call: what, errno: code)
         }
-        self.init(config: config, log: log, loop: loop)
+        self.init(config: config, log: log, loop: loop, span: .run)
     }
 
-    /// A session on `loop` (the one-client server's, shared with its listener).
-    init(config: BridgeConfiguration, log: Diagnostics, loop: EventLoop) {
+    /// A session on `loop` (the one-client server's, shared with its listener, whose limits
+    /// span each client: `span` .connection).
+    init(config: BridgeConfiguration, log: Diagnostics, loop: EventLoop, span: ConnectionLimits.Span) {
         self.config = config
         self.log = log
         self.loop = loop
@@ -95,13 +97,16 @@ public final class Session: ConnectionDelegate, StdinReaderOwner {
                               assembler: OutputAssembler(format: config.stdio.outputFormat, limit: config.stdio.maxMessages.map { UInt64($0) },
                                                          discard: config.stdio.sendOnly),
                               decompress: config.stdio.decompress, maximumMessageSize: config.maxMessageSize)
+        limits = LimitKeeper(config.stdio.limits(span: span, idleClock: .bothWaysReported), loop: loop, runStart: started) { _ in }
         stdin.owner = self
         stdout.onChange = { [unowned self] in refreshStdout() }
         stdout.watchesReader = { [unowned self] in localEnd == nil && driver?.state == .open }
         stdout.onDecompressFailure = { [unowned self] error in decompressFailed(error) }
-        let start = started
-        sessionDeadline = config.stdio.sessionTimeout.map { start.adding(seconds: $0) }
+        limits.onLimit = { [unowned self] reason in limitUp(reason) }
     }
+
+    /// --timeout (also between connections or before the first) and --idle-timeout.
+    var sessionDeadline: Instant? { limits.deadline }
 
     /// Runs the session to its end and returns the exit status (errors already printed).
     public func run() -> ExitStatus {
@@ -184,13 +189,12 @@ public final class Session: ConnectionDelegate, StdinReaderOwner {
         self.driver = driver
         ending = nil
         deliveryConfirmed = nil
-        lastActivity = .now()  // --idle-timeout counts from the open connection
-        lastReceived = lastActivity
-        for text in config.stdio.sendMessages {
-            driver.send(.text, bytes: Array(text.utf8))
-            sent.messages += 1
-            sent.bytes += UInt64(text.utf8.count)
-        }
+        let now = Instant.now()
+        countReceived(at: now)  // what the last connection's last read brought counts in its span
+        lastReceived = now
+        let greeting = limits.attach(driver)  // --send; --idle-timeout counts from here
+        sent.messages += greeting.messages
+        sent.bytes += greeting.bytes
         if let file = config.client.sendFile { sendFile(file, into: driver) }
     }
 
@@ -267,11 +271,11 @@ public final class Session: ConnectionDelegate, StdinReaderOwner {
 
     public func connectionDidProcessInput(_ connection: ConnectionDriver) {
         if stdout.assembler.messages != messagesSeen {
-            messagesSeen = stdout.assembler.messages
-            lastActivity = .now()  // once per read, not per message
-            lastReceived = lastActivity
+            let now = Instant.now()  // once per read, not per message
+            countReceived(at: now)
+            lastReceived = now
         }
-        if stdout.assembler.limitReached && !limitClosing && !awaitsOneMessage {
+        if limits.limitReached && !limitClosing && !awaitsOneMessage {
             // -n: enough messages; the ones that still arrive before the server's Close
             // are not written. The Close waits until they are on stdout (1011 if that fails).
             limitClosing = true
@@ -282,6 +286,14 @@ public final class Session: ConnectionDelegate, StdinReaderOwner {
             if localEnd == nil { connection.close(ClosePayload(code: .normalClosure)) }
         }
         submitOutput()
+    }
+
+    /// The messages received since the last count go to the limits (-n, --idle-timeout).
+    @inline(__always)
+    func countReceived(at now: Instant) {
+        guard stdout.assembler.messages != messagesSeen else { return }
+        _ = limits.received(Int(stdout.assembler.messages - messagesSeen), at: now)
+        messagesSeen = stdout.assembler.messages
     }
 
     /// Serving with -1: the client's message may come before stdin's one message went out;

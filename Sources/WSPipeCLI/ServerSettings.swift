@@ -112,11 +112,9 @@ extension Settings {
         serve.tls = try serverTLS(environment: environment, readFile: readFile)
         serve.oneshot = oneshot
         if serveMode != .stdio {
-            // What the stdio mode's session does itself, the engine does for the others.
-            serve.server.perClient.greeting = config.stdio.sendMessages.map { Array($0.utf8) }
-            serve.server.perClient.idleTimeout = config.stdio.idleTimeout
-            serve.server.perClient.timeLimit = config.stdio.sessionTimeout
-            serve.server.perClient.maximumMessages = config.stdio.maxMessages
+            // Each client's own limits, applied by its ServerConnection (the stdio mode's
+            // session applies the same value through its endpoint: Session+Serving).
+            serve.server.perClient = config.stdio.limits(span: .connection, idleClock: .receivedAndSentCount)
         }
         serve.server.policy = policy
         serve.server.site = site

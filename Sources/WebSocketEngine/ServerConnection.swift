@@ -24,23 +24,6 @@ public struct ClientInfo: Sendable {
     public var tlsSummary: String? = nil
 }
 
-/// What a server does to every client, whatever its mode (the CLI's --send, --idle-timeout,
-/// --timeout and -n with --echo, --broadcast and --exec).
-public struct ClientLimits: Sendable, Equatable {
-    /// Text messages sent to each client as soon as its handshake is done.
-    public var greeting: [[UInt8]] = []
-    /// Seconds without a data message either way, after which the client is closed with
-    /// 1000 (checked at this interval: the close comes between one and two of them after
-    /// the last message sent to it, exactly one after the last received).
-    public var idleTimeout: Double?
-    /// Seconds a client may stay connected; then it is closed with 1000.
-    public var timeLimit: Double?
-    /// The client is closed with 1000 after it sent this many messages.
-    public var maximumMessages: Int?
-
-    public init() {}
-}
-
 /// One accepted client: its facts and its driver, between the server and the mode's
 /// handler (the driver's events go to `handler`; its ending also to the server).
 public final class ServerConnection: ConnectionDelegate {
@@ -57,63 +40,29 @@ public final class ServerConnection: ConnectionDelegate {
         self.server = server
     }
 
-    private var limits = ClientLimits()
+    /// The server's `perClient` limits, applied to this client (nil: none set).
+    private var limits: LimitKeeper?
     /// Data messages and their payload bytes received from the client (the metrics).
     public private(set) var messagesReceived: UInt64 = 0
     public private(set) var bytesReceived: UInt64 = 0
-    private var received = 0
     private var countsMessages = false
-    private var lastActivity = Instant.now()
-    private var sentAtCheck: UInt64 = 0
-    private var timers: [EventLoop.Timer] = []
 
-    func start(_ driver: ConnectionDriver, limits: ClientLimits) {
+    func start(_ driver: ConnectionDriver, limits settings: ConnectionLimits) {
         self.driver = driver
-        self.limits = limits
-        countsMessages = limits.idleTimeout != nil || limits.maximumMessages != nil
-        for text in limits.greeting { driver.send(.text, bytes: text) }
-        sentAtCheck = driver.messagesSent
+        countsMessages = settings.countsMessages
+        if settings != ConnectionLimits(), let loop = server?.loop {
+            let keeper = LimitKeeper(settings, loop: loop) { [weak self] _ in
+                self?.driver?.close(ClosePayload(code: .normalClosure))
+            }
+            keeper.attach(driver)
+            limits = keeper
+        }
         driver.start()
-        guard let loop = server?.loop else { return }
-        if let seconds = limits.timeLimit {
-            let timer = loop.timer { [weak self] in self?.driver?.close(ClosePayload(code: .normalClosure)) }
-            loop.arm(timer, at: Instant.now().adding(seconds: seconds))
-            timers.append(timer)
-        }
-        if let idle = limits.idleTimeout {
-            let timer = loop.timer { [weak self] in self?.checkIdle(idle) }
-            idleTimer = timer
-            loop.arm(timer, at: lastActivity.adding(seconds: idle))
-            timers.append(timer)
-        }
-    }
-
-    private var idleTimer: EventLoop.Timer?
-
-    private func checkIdle(_ idle: Double) {
-        guard let driver, let idleTimer, let loop = server?.loop, driver.canSendData else { return }
-        let now = Instant.now()
-        if driver.messagesSent != sentAtCheck {
-            sentAtCheck = driver.messagesSent
-            lastActivity = now
-        }
-        if now.seconds(since: lastActivity) >= idle {
-            driver.close(ClosePayload(code: .normalClosure))
-        } else {
-            loop.arm(idleTimer, at: lastActivity.adding(seconds: idle))
-        }
-    }
-
-    /// After the handler saw the message: the idle clock and -n.
-    private func countMessage(_ driver: ConnectionDriver) {
-        if limits.idleTimeout != nil { lastActivity = .now() }
-        received += 1
-        if let limit = limits.maximumMessages, received == limit { driver.close(ClosePayload(code: .normalClosure)) }
     }
 
     /// -n reached: messages that came in the same read as the last one counted are not
     /// the handler's (a broadcast would write them to stdout).
-    private var pastLimit: Bool { limits.maximumMessages.map { received >= $0 } ?? false }
+    private var pastLimit: Bool { limits?.limitReached ?? false }
 
     public func connection(_ c: ConnectionDriver, didStartMessage kind: MessageKind) {
         if !pastLimit { handler?.connection(c, didStartMessage: kind) }
@@ -126,7 +75,8 @@ public final class ServerConnection: ConnectionDelegate {
         messagesReceived &+= 1
         guard !pastLimit else { return }
         handler?.connectionDidEndMessage(c)
-        if countsMessages { countMessage(c) }
+        // After the handler saw the message: the idle clock and -n.
+        if countsMessages, limits?.received() == true { c.close(ClosePayload(code: .normalClosure)) }
     }
     public func connection(_ c: ConnectionDriver, didReceivePing payload: [UInt8]) { handler?.connection(c, didReceivePing: payload) }
     public func connection(_ c: ConnectionDriver, didReceivePong payload: [UInt8], roundTrip: Double?) {
@@ -140,8 +90,8 @@ public final class ServerConnection: ConnectionDelegate {
     public func connectionHasRoom(_ c: ConnectionDriver) { handler?.connectionHasRoom(c) }
     public func connection(_ c: ConnectionDriver, didEnd ending: ConnectionEnding) {
         handler?.connection(c, didEnd: ending)
-        if let loop = server?.loop { for timer in timers { loop.arm(timer, at: nil) } }
-        timers = []
+        limits?.cancel()
+        limits = nil
         handler = nil
         driver = nil
         server?.connectionEnded(self, c, ending)

@@ -22,7 +22,7 @@ public struct ServerConfiguration: Sendable {
     public var oneClientAtATime = false
     /// What every client gets whatever the mode: messages on connect, idle and time limits,
     /// a message count.
-    public var perClient = ClientLimits()
+    public var perClient = ConnectionLimits()
     /// permessage-deflate (RFC 7692) as the server answers it (`PerMessageDeflate.server()`:
     /// 4 KiB windows, memLevel 5); nil declines every offer (no extension in the 101).
     public var deflate: PerMessageDeflate?

@@ -137,6 +137,23 @@ final class ServerStdioTests: IntegrationTestCase {
         XCTAssertEqual(result.stdoutText, "a\nb\n", "the third message came after -n's count")
     }
 
+    /// -n counts each client's messages from 0 (the session's limits span a connection): the
+    /// second client's one message is under the count, so idleness closes it, not -n.
+    func testTheCountStartsAgainForEachClient() throws {
+        let (server, port) = try startStdioServer(["-n", "2", "--idle-timeout", "1"])
+        let url = "ws://127.0.0.1:\(port)/"
+        let first = finish(try pythonClient(["wait", url, "a", "b", "c"]), timeout: 30)
+        XCTAssertTrue(first.stdoutText.hasPrefix("closed 1000 after "), "\(first)")
+        let second = finish(try pythonClient(["wait", url, "d"]), timeout: 30)
+        let seconds = Double(second.stdoutText.split(separator: " ").last?.trimmingCharacters(in: .whitespacesAndNewlines) ?? "") ?? 0
+        XCTAssertTrue(second.stdoutText.hasPrefix("closed 1000 after ") && seconds >= 0.9 && seconds < 5,
+                      "the idle timeout closed it, not the first client's count: \(second)")
+        server.signal(SIGTERM)
+        let result = finish(server, timeout: 20)
+        assertExit(result, 0)
+        XCTAssertEqual(result.stdoutText, "a\nb\nd\n")
+    }
+
     func testOneStdinMessagePerClientWithOneMessage() throws {
         let (server, port) = try startStdioServer(["-1"])
         server.writeStdin("q1\nq2\nq3\n")  // one read: -1 keeps what follows for the next clients
