@@ -96,10 +96,11 @@ final class StaticSite {
     }
 
     /// HTTP/1.1 keeps the connection unless the client says close; HTTP/1.0 only when it
-    /// asks for keep-alive. A request with a body ends it (we read no body).
+    /// asks for keep-alive. A request with a body ends it (we read no body): any length but
+    /// "0" on any of its Content-Length lines, or the body would be read as the next request.
     static func keepsAlive(_ head: RequestFields, version: String) -> Bool {
         if !head.values("Transfer-Encoding").isEmpty { return false }
-        if let length = head.values("Content-Length").first, length != "0" { return false }
+        if head.values("Content-Length").contains(where: { $0 != "0" }) { return false }
         if head.listContains("Connection", "close") { return false }
         return version == "HTTP/1.1" ? true : head.listContains("Connection", "keep-alive")
     }

@@ -104,6 +104,22 @@ final class StaticFilesTests: IntegrationTestCase {
         assertExit(finish(server), 0)
     }
 
+    /// A body we do not read must end the connection, whatever else its Content-Length
+    /// lines say: with "0" first and "40" after it, the 40 bytes were read as a second
+    /// request (a proxy that takes the last length sees one request, we answered two).
+    func testARepeatedContentLengthEndsTheConnectionInsteadOfReadingTheBodyAsARequest() throws {
+        let root = try makeTree()
+        let (server, port) = try startListening(["--echo", "--static", root])
+        let smuggled = "GET /sub/ HTTP/1.1\r\nHost: x\r\n\r\n"
+        let raw = "GET /a.txt HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nContent-Length: \(smuggled.utf8.count)\r\n\r\n" + smuggled
+        let answers = try exchange(port, [["raw": raw]])
+        XCTAssertEqual(answers[0].status, 200)
+        XCTAssertEqual(answers[0].header("Connection"), "close")
+        XCTAssertEqual(answers[1].closed, true, "the body is no request: nothing more is answered")
+        server.signal(SIGTERM)
+        assertExit(finish(server), 0)
+    }
+
     func testOneRangeIs206AndOnePastTheEndIs416() throws {
         let root = try makeTree()
         let (server, port) = try startListening(["--echo", "--static", root])
