@@ -69,6 +69,10 @@ final class StaticSite {
                     return small(405, [HTTPHeader(name: "Allow", value: "GET, HEAD")], "use GET or HEAD", keepAlive, head)
                 }
                 return small(301, [HTTPHeader(name: "Location", value: StaticSite.slashLocation(head.target))], "", keepAlive, head)
+            case .outOfDescriptors:
+                // Not a 404 (a cache would keep that); closing gives one descriptor back.
+                return small(503, [HTTPHeader(name: "Retry-After", value: "1")], "the server has no file descriptor left to open the file",
+                             false, head)
             case .none:
                 break
             }
@@ -198,6 +202,9 @@ final class StaticSite {
         case file(Int32, EntryFacts, String)
         /// A directory asked for without its trailing slash (301).
         case directoryWithoutSlash
+        /// The process or system is out of descriptors (EMFILE, ENFILE): the file may well
+        /// exist (503, not 404).
+        case outOfDescriptors
         /// Nothing to serve: missing, a symbolic link on the path, a device, a FIFO, a
         /// directory without index.html, a file asked for with a trailing slash.
         case none
@@ -220,6 +227,7 @@ final class StaticSite {
             }
             return .file(entry.take(), entry.facts, name)
         } catch {
+            if case .failed(let code) = error, code == EMFILE || code == ENFILE { return .outOfDescriptors }
             return .none
         }
     }
