@@ -227,7 +227,7 @@ final class StaticSite {
             }
             return .file(entry.take(), entry.facts, name)
         } catch {
-            if case .failed(let code) = error, code == EMFILE || code == ENFILE { return .outOfDescriptors }
+            if error.isOutOfDescriptors { return .outOfDescriptors }
             return .none
         }
     }

@@ -128,4 +128,21 @@ final class DescriptorLimitTests: IntegrationTestCase {
         addTeardownBlock { client.kill() }
         XCTAssertEqual(client.wait(timeout: 30).stdoutText, "{\"statuses\": {\"200\": 1}}\n")
     }
+
+    /// The same for --dir: out of descriptors, a program that exists is 503, not 404.
+    func testOutOfDescriptorsAnExistingProgramIs503NotFound() throws {
+        let programs = path("scripts")
+        try FileManager.default.createDirectory(atPath: programs, withIntermediateDirectories: true)
+        try Data("#!/bin/sh\nsleep 20\n".utf8).write(to: URL(fileURLWithPath: programs + "/wait"))
+        chmod(programs + "/wait", 0o755)
+        let server = try spawnLimited("-n 40", ["-l", "0", "--dir", programs, "--handshake-timeout", "30"])
+        let port = try port(server, scheme: "ws")
+        let many = try ChildProcess(executable: Locations.python,
+                                    arguments: ["\(Locations.peers)/http_client.py", "many", String(port), "/wait", "60", "--upgrade"],
+                                    environment: Locations.baseEnvironment, stdin: .null)
+        addTeardownBlock { many.kill() }
+        let result = many.wait(timeout: 30)
+        XCTAssertTrue(result.stdoutText.contains("\"503\""), result.stdoutText + result.stderr)
+        XCTAssertFalse(result.stdoutText.contains("\"404\""), result.stdoutText)
+    }
 }
