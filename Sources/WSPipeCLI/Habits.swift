@@ -6,20 +6,24 @@ import WSPipeBridge
 
 /// Hints for what users of other tools type: the nearest option, websocat's flags.
 enum Habits {
-    /// "did you mean --timeout?" for a long option within two edits of a real one (the
-    /// first in --help order among the nearest), and fewer edits than it has letters: '--ca'
-    /// is not near '--sh', every letter of it changed.
+    /// "did you mean --timeout?" for a long option within two edits of a real one, and fewer
+    /// edits than it has letters: '--ca' is not near '--sh', every letter of it changed.
+    /// Options equally near are all named, in --help order ('--statc': "--stats or
+    /// --static?"; naming only the first sent a --static user to --stats).
     static func suggestion(for name: String) -> String? {
         var letters = Substring(name)
         while letters.first == "-" { letters = letters.dropFirst() }
         let limit = min(2, letters.utf8.count - 1)
         guard limit >= 1 else { return nil }
-        var best: (name: String, distance: Int)?
+        var nearest: [String] = [], best = limit + 1
         for option in Option.allCases {
             let distance = editDistance(name, option.longName, limit: limit)
-            if distance <= limit && distance < (best?.distance ?? limit + 1) { best = (option.longName, distance) }
+            if distance < best { (nearest, best) = ([], distance) }
+            if distance == best, distance <= limit, !nearest.contains(option.longName) { nearest.append(option.longName) }
         }
-        return best.map { "did you mean \($0.name)?" }
+        guard !nearest.isEmpty else { return nil }
+        let named = nearest.count == 1 ? nearest[0] : nearest.dropLast().joined(separator: ", ") + " or " + nearest[nearest.count - 1]
+        return "did you mean \(named)?"
     }
 
     /// A long option written with one dash (`-timeout 3`, as in Go's and Java's tools), which

@@ -192,22 +192,16 @@ final class HandshakeExchange {
         do throws(HandshakeRefusal) {
             request = try ServerHandshake.validate(head)
         } catch {
-            switch error {
-            case .notWebSocketUpgrade, .methodNotAllowed:
+            if HandshakeExchange.isPlainRequest(error, head) {
                 if let answer = server.configuration.policy.metricsAnswer(head, text: { server.exposition.text }) { return refuse(answer) }
-            default: break
-            }
-            if case .notWebSocketUpgrade = error, let health = server.configuration.policy.answerPlainGet(method: head.method, target: head.target) {
-                return refuse(health)
-            }
-            switch error {
-            case .notWebSocketUpgrade, .methodNotAllowed:
+                if let health = server.configuration.policy.answerPlainGet(method: head.method, target: head.target) {
+                    return refuse(health)
+                }
                 if let answer = server.site?.answer(head, policy: server.configuration.policy,
                                                     mayKeepAlive: !server.configuration.oneClientAtATime,
                                                     servesUpgrades: { server.mode?.servesUpgrades(at: $0) ?? false }) {
                     return handToSite(answer, parsed: parsed)
                 }
-            default: break
             }
             return refuse(error.response)
         }
@@ -237,6 +231,18 @@ final class HandshakeExchange {
             } catch {
                 return refuse(HTTPResponse.refusalBytesOrPlain(status: 500, headers: [], body: "the server's response headers are not valid"))
             }
+        }
+    }
+
+    /// A request that asks for no WebSocket: --metrics, --health and the site may answer it.
+    /// RFC 6455's method and version rules are the upgrade's, not plain HTTP's: a HEAD
+    /// (refused as a method first) and an HTTP/1.0 request without `Upgrade: websocket` are
+    /// plain requests too (HAProxy's httpchk and `curl -0` send HTTP/1.0).
+    static func isPlainRequest(_ refusal: HandshakeRefusal, _ head: HTTPRequestHead) -> Bool {
+        switch refusal {
+        case .notWebSocketUpgrade, .methodNotAllowed: return true
+        case .unsupportedHTTPVersion: return head.http1MinorVersion == 0 && !head.listContains("Upgrade", "websocket")
+        default: return false
         }
     }
 

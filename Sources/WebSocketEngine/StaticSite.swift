@@ -69,6 +69,10 @@ final class StaticSite {
                     return small(405, [HTTPHeader(name: "Allow", value: "GET, HEAD")], "use GET or HEAD", keepAlive, head)
                 }
                 return small(301, [HTTPHeader(name: "Location", value: StaticSite.slashLocation(head.target))], "", keepAlive, head)
+            case .outOfDescriptors:
+                // Not a 404 (a cache would keep that); closing gives one descriptor back.
+                return small(503, [HTTPHeader(name: "Retry-After", value: "1")], "the server has no file descriptor left to open the file",
+                             false, head)
             case .none:
                 break
             }
@@ -96,10 +100,11 @@ final class StaticSite {
     }
 
     /// HTTP/1.1 keeps the connection unless the client says close; HTTP/1.0 only when it
-    /// asks for keep-alive. A request with a body ends it (we read no body).
+    /// asks for keep-alive. A request with a body ends it (we read no body): any length but
+    /// "0" on any of its Content-Length lines, or the body would be read as the next request.
     static func keepsAlive(_ head: RequestFields, version: String) -> Bool {
         if !head.values("Transfer-Encoding").isEmpty { return false }
-        if let length = head.values("Content-Length").first, length != "0" { return false }
+        if head.values("Content-Length").contains(where: { $0 != "0" }) { return false }
         if head.listContains("Connection", "close") { return false }
         return version == "HTTP/1.1" ? true : head.listContains("Connection", "keep-alive")
     }
@@ -197,6 +202,9 @@ final class StaticSite {
         case file(Int32, EntryFacts, String)
         /// A directory asked for without its trailing slash (301).
         case directoryWithoutSlash
+        /// The process or system is out of descriptors (EMFILE, ENFILE): the file may well
+        /// exist (503, not 404).
+        case outOfDescriptors
         /// Nothing to serve: missing, a symbolic link on the path, a device, a FIFO, a
         /// directory without index.html, a file asked for with a trailing slash.
         case none
@@ -219,6 +227,7 @@ final class StaticSite {
             }
             return .file(entry.take(), entry.facts, name)
         } catch {
+            if error.isOutOfDescriptors { return .outOfDescriptors }
             return .none
         }
     }

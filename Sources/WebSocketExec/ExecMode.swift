@@ -50,6 +50,11 @@ public final class ExecMode: ServerMode {
     public func refusal(for request: HandshakeRequest) -> ModeRefusal? {
         if let directory, case .failure(let why) = directory.program(for: request.head.target) {
             onNoProgram(request.head.target, why)
+            if case .file(let failure) = why, failure.isOutOfDescriptors {
+                // The program may well be there: not a 404 (a cache would keep that).
+                return ModeRefusal(status: 503, headers: [HTTPHeader(name: "Retry-After", value: "1")],
+                                   body: "the server has no file descriptor left to look for the program")
+            }
             return ModeRefusal(status: 404, body: "no program at this path")
         }
         guard !pool.hasRoom else { return nil }

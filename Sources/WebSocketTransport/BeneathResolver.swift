@@ -266,6 +266,13 @@ public enum ResolveFailure: Error, Equatable, Sendable, CustomStringConvertible 
         }
     }
 
+    /// The process or system ran out of descriptors (EMFILE, ENFILE) on the way: the entry
+    /// may well exist, so a server answers 503, not 404.
+    public var isOutOfDescriptors: Bool {
+        if case .failed(let code) = self { return code == EMFILE || code == ENFILE }
+        return false
+    }
+
     public var description: String {
         switch self {
         case .notFound: return "no such file"

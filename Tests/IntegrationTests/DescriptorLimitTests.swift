@@ -105,4 +105,44 @@ final class DescriptorLimitTests: IntegrationTestCase {
         let result = clients.wait(timeout: 40)
         XCTAssertEqual(result.stdoutText.split(separator: "\n").last, "DONE ok=3", "\(result)\n\(forwarder.stderr.text)")
     }
+
+    /// Out of descriptors, a file that exists is no "not found": --static answers 503 with
+    /// Retry-After and closes (before, 404, which caches keep), and serves it again after.
+    func testOutOfDescriptorsAnExistingFileIs503NotFound() throws {
+        let root = path("www")
+        try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
+        try Data("hello\n".utf8).write(to: URL(fileURLWithPath: root + "/a.txt"))
+        let server = try spawnLimited("-n 40", ["-l", "0", "--echo", "--static", root, "--handshake-timeout", "30"])
+        let port = try port(server, scheme: "ws")
+        let many = try ChildProcess(executable: Locations.python,
+                                    arguments: ["\(Locations.peers)/http_client.py", "many", String(port), "/a.txt", "60"],
+                                    environment: Locations.baseEnvironment, stdin: .null)
+        addTeardownBlock { many.kill() }
+        let result = many.wait(timeout: 30)
+        let statuses = result.stdoutText
+        XCTAssertTrue(statuses.contains("\"503\""), statuses + result.stderr)
+        XCTAssertFalse(statuses.contains("\"404\""), statuses)
+        let client = try ChildProcess(executable: Locations.python,
+                                      arguments: ["\(Locations.peers)/http_client.py", "many", String(port), "/a.txt", "1"],
+                                      environment: Locations.baseEnvironment, stdin: .null)
+        addTeardownBlock { client.kill() }
+        XCTAssertEqual(client.wait(timeout: 30).stdoutText, "{\"statuses\": {\"200\": 1}}\n")
+    }
+
+    /// The same for --dir: out of descriptors, a program that exists is 503, not 404.
+    func testOutOfDescriptorsAnExistingProgramIs503NotFound() throws {
+        let programs = path("scripts")
+        try FileManager.default.createDirectory(atPath: programs, withIntermediateDirectories: true)
+        try Data("#!/bin/sh\nsleep 20\n".utf8).write(to: URL(fileURLWithPath: programs + "/wait"))
+        chmod(programs + "/wait", 0o755)
+        let server = try spawnLimited("-n 40", ["-l", "0", "--dir", programs, "--handshake-timeout", "30"])
+        let port = try port(server, scheme: "ws")
+        let many = try ChildProcess(executable: Locations.python,
+                                    arguments: ["\(Locations.peers)/http_client.py", "many", String(port), "/wait", "60", "--upgrade"],
+                                    environment: Locations.baseEnvironment, stdin: .null)
+        addTeardownBlock { many.kill() }
+        let result = many.wait(timeout: 30)
+        XCTAssertTrue(result.stdoutText.contains("\"503\""), result.stdoutText + result.stderr)
+        XCTAssertFalse(result.stdoutText.contains("\"404\""), result.stdoutText)
+    }
 }

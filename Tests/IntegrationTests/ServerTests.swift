@@ -100,6 +100,12 @@ final class ServerTests: IntegrationTestCase {
         XCTAssertTrue(plain.hasPrefix("status 426\n") && plain.contains("body not a WebSocket handshake"), plain)
         let health = try answer(port, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
         XCTAssertTrue(health.hasPrefix("status 200\n") && health.hasSuffix("body ok\n"), health)
+        // As the man page says: HEAD too, and HTTP/1.0 checks (HAProxy's httpchk) without Host.
+        let headHealth = try answer(port, "HEAD /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        XCTAssertTrue(headHealth.hasPrefix("status 200\n"), headHealth)
+        let oldHealth = try answer(port, "GET /healthz HTTP/1.0\r\n\r\n")
+        XCTAssertTrue(oldHealth.hasPrefix("status 200\n") && oldHealth.hasSuffix("body ok\n"), oldHealth)
+        XCTAssertTrue(try answer(port, "GET /ws HTTP/1.0\r\n\r\n").hasPrefix("status 400\n"), "no upgrade on HTTP/1.0")
         XCTAssertTrue(try answer(port, "POST /ws HTTP/1.1\r\nHost: x\r\n\r\n").hasPrefix("status 405\n"))
         let huge = "GET /ws HTTP/1.1\r\nHost: x\r\nX-Big: " + String(repeating: "a", count: 20_000) + "\r\n\r\n"
         XCTAssertTrue(try answer(port, huge).hasPrefix("status 431\n"))

@@ -104,6 +104,43 @@ final class StaticFilesTests: IntegrationTestCase {
         assertExit(finish(server), 0)
     }
 
+    /// A body we do not read must end the connection, whatever else its Content-Length
+    /// lines say: with "0" first and "40" after it, the 40 bytes were read as a second
+    /// request (a proxy that takes the last length sees one request, we answered two).
+    func testARepeatedContentLengthEndsTheConnectionInsteadOfReadingTheBodyAsARequest() throws {
+        let root = try makeTree()
+        let (server, port) = try startListening(["--echo", "--static", root])
+        let smuggled = "GET /sub/ HTTP/1.1\r\nHost: x\r\n\r\n"
+        let raw = "GET /a.txt HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nContent-Length: \(smuggled.utf8.count)\r\n\r\n" + smuggled
+        let answers = try exchange(port, [["raw": raw]])
+        XCTAssertEqual(answers[0].status, 200)
+        XCTAssertEqual(answers[0].header("Connection"), "close")
+        XCTAssertEqual(answers[1].closed, true, "the body is no request: nothing more is answered")
+        server.signal(SIGTERM)
+        assertExit(finish(server), 0)
+    }
+
+    /// HTTP/1.0 clients (no Host needed) get files; kept alive only when they ask. An
+    /// HTTP/1.0 WebSocket upgrade is still refused (RFC 6455 needs HTTP/1.1).
+    func testHTTP10RequestsGetFilesAndKeepAliveOnlyWhenAsked() throws {
+        let root = try makeTree()
+        let (server, port) = try startListening(["--echo", "--static", root])
+        let plain = try exchange(port, [["raw": "GET /a.txt HTTP/1.0\r\n\r\n"]])
+        XCTAssertEqual(plain[0].status, 200)
+        XCTAssertEqual(plain[0].body, "hello static\n")
+        XCTAssertEqual(plain[1].closed, true)
+        let kept = try exchange(port, [["raw": "GET /a.txt HTTP/1.0\r\nConnection: keep-alive\r\n\r\n"],
+                                       ["raw": "HEAD /app.js HTTP/1.0\r\nConnection: keep-alive\r\n\r\n"]])
+        XCTAssertEqual(kept.map(\.status), [200, 200, nil])
+        XCTAssertEqual(kept[0].header("Connection"), "keep-alive")
+        XCTAssertEqual(kept[2].closed, false)
+        let upgrade = try exchange(port, [["raw": "GET / HTTP/1.0\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                                                 + "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"]])
+        XCTAssertEqual(upgrade[0].status, 400)
+        server.signal(SIGTERM)
+        assertExit(finish(server), 0)
+    }
+
     func testOneRangeIs206AndOnePastTheEndIs416() throws {
         let root = try makeTree()
         let (server, port) = try startListening(["--echo", "--static", root])

@@ -29,6 +29,8 @@ final class CommandLineHabitsTests: XCTestCase {
         XCTAssertEqual(message(["--tiemout", "3", "ws://h/"]), "unknown option '--tiemout'; did you mean --timeout?")
         XCTAssertEqual(message(["--max-mesages=3", "ws://h/"]), "unknown option '--max-mesages'; did you mean --max-messages?")
         XCTAssertEqual(message(["--recconect", "ws://h/"]), "unknown option '--recconect'; did you mean --reconnect?")
+        XCTAssertEqual(message(["--statc", "www", "-l", "8080"]), "unknown option '--statc'; did you mean --stats or --static?",
+                       "equally near: both, in --help order")
         XCTAssertEqual(message(["--nope", "ws://h/"]), "unknown option '--nope'", "nothing within two edits")
         XCTAssertEqual(message(["--zzzzzzzzzz", "ws://h/"]), "unknown option '--zzzzzzzzzz'")
         XCTAssertEqual(message(["--ca", "x", "ws://h/"]), "unknown option '--ca'; wscat's --ca FILE is --cacert FILE",

@@ -11,6 +11,10 @@ what the server sends).
     http_client.py slow PORT TARGET N SECS
         N connections GET TARGET and each reads 4 KiB every 100 ms (SO_RCVBUF 16 KiB) for
         SECS; prints {"connections": N, "read": bytes read in all, "statuses": [...]}.
+    http_client.py many PORT TARGET N [--upgrade]
+        N connections at once, each GET TARGET (a WebSocket upgrade with --upgrade) and held
+        open; prints {"statuses": {STATUS: count}} of the answers that came within 3 s (the
+        rest are not counted).
 """
 import hashlib
 import json
@@ -106,6 +110,28 @@ def exchange(port, spec, tls, send_all):
     print(json.dumps({"closed": closed}), flush=True)
 
 
+def many(port, target, n, upgrade=False):
+    headers = {"Upgrade": "websocket", "Connection": "Upgrade", "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ==",
+               "Sec-WebSocket-Version": "13"} if upgrade else {}
+    sockets = []
+    for _ in range(int(n)):
+        s = socket.create_connection(("127.0.0.1", int(port)), timeout=10)
+        s.sendall(encode({"target": target, "headers": headers}))
+        sockets.append(s)
+    statuses = {}
+    end = time.monotonic() + 3
+    for s in sockets:
+        s.settimeout(max(0.05, end - time.monotonic()))
+        try:
+            line = s.recv(64).split(b"\r\n")[0].decode("latin-1")
+        except (socket.timeout, TimeoutError, ConnectionResetError):
+            continue
+        if line:
+            status = line.split(" ")[1]
+            statuses[status] = statuses.get(status, 0) + 1
+    print(json.dumps({"statuses": statuses}), flush=True)
+
+
 def slow(port, target, n, seconds):
     sockets = []
     for _ in range(int(n)):
@@ -137,5 +163,7 @@ def slow(port, target, n, seconds):
 if __name__ == "__main__":
     if sys.argv[1] == "slow":
         slow(*sys.argv[2:6])
+    elif sys.argv[1] == "many":
+        many(*sys.argv[2:5], upgrade="--upgrade" in sys.argv)
     else:
         exchange(sys.argv[1], sys.argv[2], "--tls" in sys.argv, "--send-all" in sys.argv)
