@@ -142,31 +142,31 @@ extension Option {
 
     static let noDeflate = Option("--no-deflate", help: "offer no compression (permessage-deflate is offered by default);",
                                   "with -l: accept none") {
-        $0.noDeflate = true
+        $0.compression.disabled = true
     }
     static let deflateClientWindowBits = windowBits("--deflate-client-window-bits", lowest: 9,
                                                     help: "offer client_max_window_bits=BITS: we compress with at most",
                                                     "2^BITS bytes of window (9-15; default: offered without a value);",
                                                     "with -l: the window asked of clients that let us choose (default 12)") {
-        $0.deflateOffer.clientMaxWindowBits = .bits($1)
+        $0.compression.offer.clientMaxWindowBits = .bits($1)
     }
     static let deflateServerWindowBits = windowBits("--deflate-server-window-bits", lowest: 8,
                                                     help: "offer server_max_window_bits=BITS: ask the server to compress",
                                                     "with at most 2^BITS bytes of window (8-15; less memory here);",
                                                     "with -l: the server's own window, at most (9-15, default 12)") {
-        $0.deflateOffer.serverMaxWindowBits = $1
+        $0.compression.offer.serverMaxWindowBits = $1
     }
     static let deflateClientNoContextTakeover = Option("--deflate-client-no-context-takeover",
                                                        help: "offer client_no_context_takeover: each message we send is compressed alone;",
                                                        "with -l: asked of every client") {
-        $0.deflateOffer.clientNoContextTakeover = true
-        $0.deflateTuning.append("--deflate-client-no-context-takeover")
+        $0.compression.offer.clientNoContextTakeover = true
+        $0.compression.tuning.append("--deflate-client-no-context-takeover")
     }
     static let deflateServerNoContextTakeover = Option("--deflate-server-no-context-takeover",
                                                        help: "offer server_no_context_takeover: ask the server to compress each message alone;",
                                                        "with -l: the server does so for every client (--broadcast compresses once)") {
-        $0.deflateOffer.serverNoContextTakeover = true
-        $0.deflateTuning.append("--deflate-server-no-context-takeover")
+        $0.compression.offer.serverNoContextTakeover = true
+        $0.compression.tuning.append("--deflate-server-no-context-takeover")
     }
 
     static let decompress = Option("--decompress", value: "FORMAT",
@@ -190,7 +190,7 @@ extension Option {
             }
             return {
                 apply(&$0, bits)
-                $0.deflateTuning.append(longName)
+                $0.compression.tuning.append(longName)
             }
         })
     }
@@ -468,7 +468,7 @@ extension Option {
                             "over TLS) or nats://.../SUBJECT (tls://): stdin publishes there, clients get what it carries (BUS)") { text, name throws(UsageError) in
         do throws(BusAddress.Problem) {
             let address = try BusAddress(parsing: text)
-            return { $0.bus = address }
+            return { $0.bus.address = address }
         } catch {
             throw UsageError("\(name) '\(Diagnostics.redactedURL(text))': \(busProblem(error))")
         }
@@ -478,11 +478,11 @@ extension Option {
         guard !text.isEmpty, text.utf8.allSatisfy({ $0 > 0x20 && $0 != 0x7F }) else {
             throw UsageError("\(name) '\(text)' is not a channel name (no spaces or control characters)")
         }
-        return { $0.busInbound = text }
+        return { $0.bus.inbound = text }
     }
     static let busPasswordFile = Option("--bus-password-file", value: "FILE",
                                         help: "with --bus: the bus's password from FILE (or WSPIPE_BUS_PASSWORD)") { text, _ in
-        { $0.busPasswordFile = text }
+        { $0.bus.passwordFile = text }
     }
     static let oneshot = Option("--oneshot", help: "serve one client, then exit with the status its ending gives (as the",
                                 "client's: 0 for a normal close)") {

@@ -60,7 +60,7 @@ extension Settings {
             throw UsageError("\(name) is a server option: it needs -l/--listen")
         }
         // A TLS bus (rediss://) is dialed as a client: it takes --cacert and -k.
-        let busTakes: [Option] = bus?.tls == true ? [.cacert, .insecure] : []
+        let busTakes: [Option] = bus.address?.tls == true ? [.cacert, .insecure] : []
         if let option = Option.clientOnly.first(where: { given.contains($0.longName) && !busTakes.contains($0) }) {
             let hint = option == Option.cacert ? " (the CAs of client certificates: --client-ca)" : ""
             throw UsageError("\(option.longName) is a client option; it cannot be used with -l/--listen\(hint)")
@@ -176,22 +176,22 @@ extension Settings {
     /// (SERVER in the man page) over `PerMessageDeflate.server()`'s memory-tuned defaults;
     /// nil with --no-deflate, which no tuning option may join.
     func serverDeflate() throws(UsageError) -> PerMessageDeflate? {
-        if noDeflate {
-            if let first = deflateTuning.first {
+        if compression.disabled {
+            if let first = compression.tuning.first {
                 throw UsageError("--no-deflate cannot be combined with \(first): with --no-deflate nothing is accepted to tune")
             }
             return nil
         }
         var deflate = PerMessageDeflate.server()
-        if let bits = deflateOffer.serverMaxWindowBits {
+        if let bits = compression.offer.serverMaxWindowBits {
             guard bits >= 9 else {
                 throw UsageError("--deflate-server-window-bits with -l is our compressor's window: 9 to 15 (zlib makes no 8-bit streams)")
             }
             deflate.serverWindowBits = bits
         }
-        if case .bits(let bits) = deflateOffer.clientMaxWindowBits { deflate.clientWindowBits = bits }
-        deflate.serverNoContextTakeover = deflateOffer.serverNoContextTakeover
-        deflate.clientNoContextTakeover = deflateOffer.clientNoContextTakeover
+        if case .bits(let bits) = compression.offer.clientMaxWindowBits { deflate.clientWindowBits = bits }
+        deflate.serverNoContextTakeover = compression.offer.serverNoContextTakeover
+        deflate.clientNoContextTakeover = compression.offer.clientNoContextTakeover
         return deflate
     }
 }
@@ -273,13 +273,13 @@ extension Settings {
     /// --bus and its options (the CLI's table already said they need --broadcast): the
     /// password from the URL, else --bus-password-file, else WSPIPE_BUS_PASSWORD.
     func busServing(environment: (String) -> String?, readFile: (String) -> [UInt8]?) throws(UsageError) -> BusServing? {
-        guard var address = bus else {
+        guard var address = bus.address else {
             if let option = [Option.busInbound, .busPasswordFile].first(where: { given.contains($0.longName) }) {
                 throw UsageError("\(option.longName) needs --bus")
             }
             return nil
         }
-        if let busPasswordFile {
+        if let busPasswordFile = bus.passwordFile {
             if address.password != nil { throw UsageError("--bus-password-file: the --bus URL has a password already") }
             guard let bytes = readFile(busPasswordFile) else {
                 throw UsageError("cannot read --bus-password-file '\(busPasswordFile)': \(whyUnreadable(busPasswordFile))", pointsAtHelp: false)
@@ -290,7 +290,7 @@ extension Settings {
             address.password = value
         }
         var serving = BusServing(address: address)
-        serving.inbound = busInbound
+        serving.inbound = bus.inbound
         serving.caFile = config.client.caFile
         serving.insecure = config.client.insecure
         return serving

@@ -13,10 +13,8 @@ struct Settings {
     var tls = TLSFiles()
     var connectTo: String?
     var unixSocket: String?
-    /// The --deflate-* tuning options given (refused with --no-deflate), and the offer they make.
-    var deflateTuning: [String] = []
-    var deflateOffer = PerMessageDeflate.defaultOffer
-    var noDeflate = false
+    /// --no-deflate, the --deflate-* tuning options given and the offer they make.
+    var compression = DeflateChoice()
     // Server mode (-l): see ServerSettings.swift.
     var listen: ListenAddress?
     var policy = HandshakePolicy()
@@ -30,9 +28,7 @@ struct Settings {
     /// --static (--staticdir) and --devconsole.
     var site = StaticSiteConfiguration()
     /// --bus, --bus-inbound, --bus-password-file (--broadcast only).
-    var bus: BusAddress?
-    var busInbound: String?
-    var busPasswordFile: String?
+    var bus = BusFiles()
     // --exec/--sh and their settings.
     var execProgram: String?
     var execArguments: [String] = []
@@ -68,7 +64,7 @@ struct Settings {
         try checkCombinations()
         var config = self.config
         config.forwardListen = forwardListen
-        config.client.deflate = noDeflate ? nil : deflateOffer
+        config.client.deflate = compression.disabled ? nil : compression.offer
         if reconnect {
             config.client.reconnect = reconnection
         } else if let first = reconnectOptions.first {
@@ -123,7 +119,7 @@ struct Settings {
             if c.stdio.base64 { try refuse("--jsonl", "--base64", "--jsonl already encodes binary messages in base64") }
             if c.stdio.wholeInput { try refuse("--jsonl", "--whole-input", "--jsonl reads one message per line") }
         }
-        if noDeflate, let first = deflateTuning.first {
+        if compression.disabled, let first = compression.tuning.first {
             try refuse("--no-deflate", first, "with --no-deflate nothing is offered to tune")
         }
         if c.stdio.timestamps && !c.stdio.jsonLines { throw UsageError("--timestamps needs --jsonl (it adds \"ts\" to each JSON line)") }
@@ -198,6 +194,20 @@ struct Settings {
 }
 
 /// The certificate files and the key's passphrase source, as given (read once every option is in).
+/// --no-deflate and the --deflate-* tuning options given (refused with --no-deflate), and the offer they make.
+struct DeflateChoice {
+    var tuning: [String] = []
+    var offer = PerMessageDeflate.defaultOffer
+    var disabled = false
+}
+
+/// --bus's URL, --bus-inbound's channel and --bus-password-file, as given.
+struct BusFiles {
+    var address: BusAddress?
+    var inbound: String?
+    var passwordFile: String?
+}
+
 struct TLSFiles {
     var certificate: String?
     var key: String?
