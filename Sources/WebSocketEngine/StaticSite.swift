@@ -273,11 +273,21 @@ struct RequestFields: HTTPHeaderFields {
         for header in head.headers where RequestFields.isWanted(header.name) { headers.append(header) }
     }
 
-    private static func isWanted(_ name: String) -> Bool {
-        name.utf8.withContiguousStorageIfAvailable { bytes in
-            wanted.contains { word in
-                word.count == bytes.count && zip(word, bytes).allSatisfy { $0 == ($1 | 0x20) }
-            }
-        } ?? wanted.contains { $0 == Array(name.lowercased().utf8) }
+    /// Compared without allocating (a lowercased copy of every name for each lookup was
+    /// most of the cost); header names are tokens, so ASCII folding is the whole rule.
+    func values(_ name: String) -> [String] {
+        var found: [String] = []
+        for header in headers where RequestFields.sameName(header.name, name) { found.append(header.value) }
+        return found
     }
+
+    private static func isWanted(_ name: String) -> Bool {
+        wanted.contains { word in word.count == name.utf8.count && zip(word, name.utf8).allSatisfy { $0 == fold($1) } }
+    }
+
+    static func sameName(_ a: String, _ b: String) -> Bool {
+        a.utf8.count == b.utf8.count && zip(a.utf8, b.utf8).allSatisfy { fold($0) == fold($1) }
+    }
+
+    private static func fold(_ byte: UInt8) -> UInt8 { (65...90).contains(byte) ? byte | 0x20 : byte }
 }
