@@ -130,6 +130,9 @@ struct ServerEventLog {
         case .compressionUnavailable(let reason):
             log.warning("permessage-deflate declined: \(reason)")
             return
+        case .notServed(let target, let why):
+            log.event("404 for \(Diagnostics.terminalSafe(Diagnostics.redactedTarget(target))): \(why)")
+            return
         }
         log.event(shown.line + tlsNote)
         if case .connected(let connection) = event, let deflate = connection.info.deflate {

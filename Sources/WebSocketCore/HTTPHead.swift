@@ -1,6 +1,10 @@
 /// A parsed head's header fields, in the order received, with case-insensitive lookup.
 public protocol HTTPHeaderFields {
     var headers: [HTTPHeader] { get }
+    /// All values of the headers named `name` (ASCII case-insensitive), trimmed, in order;
+    /// a requirement so that a type with a cheaper lookup is asked through the list helpers
+    /// and generic rules too.
+    func values(_ name: String) -> [String]
 }
 
 extension HTTPHeaderFields {

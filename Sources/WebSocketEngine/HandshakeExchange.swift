@@ -19,6 +19,7 @@ final class HandshakeExchange {
     private var watch: EventLoop.Watch?
     private var timer: EventLoop.Timer?
     private var parser: HTTPRequestHeadParser
+    private let maximumHeadSize: Int
     /// The request's bytes; after the head, frames the client sent without waiting.
     private var buffer: ByteBuffer?
     private var response: [UInt8] = []
@@ -48,6 +49,7 @@ final class HandshakeExchange {
         self.stream = stream
         tlsHandshake = stream as? TLSStream
         self.server = server
+        self.maximumHeadSize = maximumHeadSize
         parser = HTTPRequestHeadParser(maximumSize: maximumHeadSize)
     }
 
@@ -246,16 +248,41 @@ final class HandshakeExchange {
         }
     }
 
-    /// The static site answers: the connection is its until the answer is written.
+    /// The static site answers. Most answers go out at once: then this exchange, its watch
+    /// and its timer read the next request (the timer as its idle timeout), as `resume`
+    /// does without a new exchange. An answer the stream does not take whole is the
+    /// SiteExchange's until it is written, with the bytes pipelined behind this request.
     private func handToSite(_ answer: SiteAnswer, parsed: Int) {
-        finishWatching()
+        guard let server, !server.isShuttingDown else {
+            if let file = answer.file { close(file.descriptor) }
+            return end()
+        }
+        server.noteSiteAnswer(answer)
         var pipelined: [UInt8] = []
         if let buffer, parsed < buffer.count {
             pipelined = Array(UnsafeRawBufferPointer(start: buffer.base + parsed, count: buffer.count - parsed))
         }
-        buffer = nil
-        server?.exchangeEnded(self)
-        server?.serveSite(answer, connection: connection, stream: stream, pipelined: pipelined)
+        let site = SiteExchange(loop: loop, connection: connection, stream: stream, server: server, answer: answer, pipelined: pipelined)
+        switch site.sendNow() {
+        case .done:
+            guard answer.keepAlive else {
+                stream.shutdownOutput()
+                return startLingering()
+            }
+            parser = HTTPRequestHeadParser(maximumSize: maximumHeadSize)
+            if let buffer, pipelined.count > buffer.capacity { self.buffer = nil } else { buffer?.count = 0 }
+            primed = pipelined
+            if let timer { loop.arm(timer, at: Instant.now().adding(seconds: server.configuration.handshakeTimeout)) }
+            // Pipelined bytes and a TLS stream's decrypted ones are no event for epoll.
+            if !primed.isEmpty || stream.hasBufferedInput { loop.later { [weak self] in self?.handle([]) } }
+        case .blocked:
+            finishWatching()
+            buffer = nil
+            server.exchangeEnded(self)
+            server.serveSite(site)
+        case .failed:
+            end()
+        }
     }
 
     /// Writes the 101 (RFC 6455 §4.2.2); the stream goes to the server once it is out.

@@ -48,6 +48,8 @@ public enum ServerEvent {
     case tlsFailed(remoteAddress: String, StreamFailure)
     /// libz could not be loaded (the reason): permessage-deflate offers are declined from now on.
     case compressionUnavailable(String)
+    /// --static or --devconsole answered a plain request 404 (the raw target and why).
+    case notServed(target: String, StaticNotFound)
 }
 
 /// Serves a mode: gives each new client the delegate of its driver.
@@ -207,6 +209,8 @@ public final class ServerDriver {
     public private(set) var isShuttingDown = false
     /// Handshakes refused, by HTTP status.
     public private(set) var refusals: [Int: Int] = [:]
+    /// Plain requests --static or --devconsole answered, by HTTP status.
+    public private(set) var siteAnswers: [Int: UInt64] = [:]
     /// Clients served so far (handshakes completed).
     public private(set) var acceptedCount = 0
     /// TLS handshakes that failed (or that the client abandoned).
@@ -260,13 +264,8 @@ public final class ServerDriver {
         exchange.start(timeout: configuration.handshakeTimeout)
     }
 
-    /// The static site's answer to a request takes over the connection until it is written.
-    func serveSite(_ answer: SiteAnswer, connection: TCPStream, stream: ByteStream, pipelined: [UInt8]) {
-        guard !isShuttingDown else {
-            if let file = answer.file { close(file.descriptor) }
-            return stream.close()
-        }
-        let exchange = SiteExchange(loop: loop, connection: connection, stream: stream, server: self, answer: answer, pipelined: pipelined)
+    /// A static-site answer the stream did not take at once: the connection is its until it is written.
+    func serveSite(_ exchange: SiteExchange) {
         siteExchanges[ObjectIdentifier(exchange)] = exchange
         exchange.start()
     }
@@ -306,6 +305,11 @@ public final class ServerDriver {
 
     func noteNotHTTP(remoteAddress: String, firstByte: UInt8) {
         onEvent?(.notHTTP(remoteAddress: remoteAddress, firstByte: firstByte))
+    }
+
+    func noteSiteAnswer(_ answer: SiteAnswer) {
+        siteAnswers[answer.status, default: 0] += 1
+        if let notFound = answer.notFound { onEvent?(.notServed(target: notFound.target, notFound.why)) }
     }
 
     func noteRefusal(status: Int) {
@@ -390,6 +394,7 @@ public final class ServerDriver {
         var handshakes: [Int: UInt64] = acceptedCount > 0 ? [101: UInt64(acceptedCount)] : [:]
         for (status, count) in refusals { handshakes[status, default: 0] += UInt64(count) }
         metrics.handshakes = handshakes
+        metrics.httpRequests = siteAnswers
         metrics.childrenRunning = mode?.childrenRunning
         metrics.busLosses = mode?.busLosses
         metrics.startTime = startTime

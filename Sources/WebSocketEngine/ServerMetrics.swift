@@ -40,6 +40,8 @@ public struct MetricsExposition: Sendable {
     public var clientsConnected = 0
     /// Handshakes answered, by HTTP status (101 accepted; the health and metrics answers are 200).
     public var handshakes: [Int: UInt64] = [:]
+    /// Plain requests --static and --devconsole answered, by HTTP status.
+    public var httpRequests: [Int: UInt64] = [:]
     /// Child processes running (--exec); nil in a mode without children (reported as 0).
     public var childrenRunning: Int?
     /// Times the message bus was lost (--bus); nil without a bus (the family is left out).
@@ -67,6 +69,8 @@ public struct MetricsExposition: Sendable {
                [("", String(clientsConnected))])
         family("wspipe_handshakes_total", "counter", "Handshakes answered, by HTTP status (101: accepted; 200: health and metrics).",
                handshakes.sorted { $0.key < $1.key }.map { ("{status=\"\($0.key)\"}", String($0.value)) })
+        family("wspipe_http_requests_total", "counter", "Plain HTTP requests answered by --static or --devconsole, by HTTP status.",
+               httpRequests.sorted { $0.key < $1.key }.map { ("{status=\"\($0.key)\"}", String($0.value)) })
         family("wspipe_messages_received_total", "counter", "Data messages received from clients.", one(totals.messagesReceived))
         family("wspipe_messages_sent_total", "counter", "Data messages sent to clients.", one(totals.messagesSent))
         family("wspipe_bytes_received_total", "counter", "Payload bytes of messages received (after inflating).",

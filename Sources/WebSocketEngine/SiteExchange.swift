@@ -38,6 +38,27 @@ final class SiteExchange {
         prefix = answer.head + answer.body
     }
 
+    /// What one round of writing achieved.
+    enum Progress {
+        /// All of the answer is out (the file is closed).
+        case done
+        /// The stream takes no more now; it waits for this.
+        case blocked(IOEvents)
+        /// The client left or a write failed (the file is closed).
+        case failed
+    }
+
+    /// Writes what the stream takes now, without watching anything: a small answer usually
+    /// goes out whole, and then the handshake exchange reads the next request on its own
+    /// watch and timer (no epoll registration or timer of ours per request). `.blocked`:
+    /// call `start()` to go on.
+    func sendNow() -> Progress {
+        let progress = push()
+        if case .blocked = progress {} else { releaseFile() }
+        return progress
+    }
+
+    /// Goes on writing under the loop: watches the stream and drops a stalled client.
     func start() {
         let watch = loop.watch(stream.fileDescriptor) { [weak self] _ in self?.send() }
         self.watch = watch
@@ -48,6 +69,14 @@ final class SiteExchange {
     }
 
     private func send() {
+        switch push() {
+        case .done: finish()
+        case .blocked(let interest): if let watch { loop.setInterest(watch, interest) }
+        case .failed: end()
+        }
+    }
+
+    private func push() -> Progress {
         while true {
             let result: IOResult
             if prefixWritten < prefix.count {
@@ -56,18 +85,17 @@ final class SiteExchange {
                 result = stream is TCPStream ? sendFile(file) : sendChunk(file)
             } else if stream.hasPendingOutput {
                 result = stream.flush()
-                if case .done = result, !stream.hasPendingOutput { return finish() }
+                if case .done = result, !stream.hasPendingOutput { return .done }
             } else {
-                return finish()
+                return .done
             }
             switch result {
             case .done(let n):
                 if n > 0 { lastProgress = Instant.now() }
             case .wouldBlock(let interest):
-                if let watch { loop.setInterest(watch, interest == .read ? .readable : .writable) }
-                return
+                return .blocked(interest == .read ? .readable : .writable)
             case .endOfStream, .failed:
-                return end()
+                return .failed
             }
         }
     }

@@ -22,6 +22,34 @@ struct SiteAnswer {
     var body: [UInt8] = []
     var file: (descriptor: Int32, offset: UInt64, count: UInt64)?
     var keepAlive: Bool
+    /// A 404's reason and the request target it was for (the -v line).
+    var notFound: (target: String, why: StaticNotFound)?
+
+    /// The status code of the head's status line (the metrics count answers by it).
+    var status: Int { HandshakeExchange.status(of: head) }
+}
+
+/// Why --static answered 404: the path rules or the resolver's reason, or nothing to
+/// serve at an existing entry.
+public enum StaticNotFound: Equatable, Sendable, CustomStringConvertible {
+    case path(RequestPath.Refusal)
+    case file(ResolveFailure)
+    /// A directory without a regular index.html.
+    case noIndex(ResolveFailure?)
+    /// A regular file asked for with a trailing slash.
+    case fileWithSlash
+    /// No file, and the console page is not served at this path.
+    case noConsole
+
+    public var description: String {
+        switch self {
+        case .path(let refusal): return refusal.description
+        case .file(let failure): return failure.description
+        case .noIndex(let failure): return "a directory without index.html" + (failure.map { " (\($0))" } ?? "")
+        case .fileWithSlash: return "a file asked for with a trailing slash"
+        case .noConsole: return "no file, and no WebSocket path for the console"
+        }
+    }
 }
 
 /// Answers plain requests from a directory and the console page. The path rules are
@@ -52,10 +80,12 @@ final class StaticSite {
         if case .refuse(let status, let headers, let body) = policy.bearerRefusal(head) {
             return small(status, headers, body, keepAlive, head)
         }
+        var notServed = StaticNotFound.noConsole
         if let resolver {
             // A path the rules refuse (a dotfile, `..`, a backslash, NUL) is no file and no console.
-            guard let target = try? RequestPath(target: head.target) else {
-                return readsOnly ? small(404, [], "not found", keepAlive, head) : nil
+            let target: RequestPath
+            do throws(RequestPath.Refusal) { target = try RequestPath(target: head.target) } catch {
+                return readsOnly ? notFound(.path(error), keepAlive, head) : nil
             }
             switch StaticSite.resolve(target, with: resolver) {
             case .file(let descriptor, let info, let name):
@@ -73,8 +103,8 @@ final class StaticSite {
                 // Not a 404 (a cache would keep that); closing gives one descriptor back.
                 return small(503, [HTTPHeader(name: "Retry-After", value: "1")], "the server has no file descriptor left to open the file",
                              false, head)
-            case .none:
-                break
+            case .none(let why):
+                notServed = why
             }
         }
         if configuration.devConsole, policy.path == nil || HandshakePolicy.pathOf(head.target) == policy.path,
@@ -88,7 +118,13 @@ final class StaticSite {
             return SiteAnswer(head: Array(headText.utf8), body: head.method == "HEAD" ? [] : page, keepAlive: keepAlive)
         }
         guard readsOnly else { return nil }
-        return small(404, [], "not found", keepAlive, head)
+        return notFound(notServed, keepAlive, head)
+    }
+
+    private func notFound(_ why: StaticNotFound, _ keepAlive: Bool, _ head: HTTPRequestHead) -> SiteAnswer {
+        var answer = small(404, [], "not found", keepAlive, head)
+        answer.notFound = (head.target, why)
+        return answer
     }
 
     /// A 301's Location: the raw target's path with a slash added, its query kept. The raw
@@ -206,30 +242,32 @@ final class StaticSite {
         /// exist (503, not 404).
         case outOfDescriptors
         /// Nothing to serve: missing, a symbolic link on the path, a device, a FIFO, a
-        /// directory without index.html, a file asked for with a trailing slash.
-        case none
+        /// directory without index.html, a file asked for with a trailing slash: why.
+        case none(StaticNotFound)
     }
 
     static func resolve(_ target: RequestPath, with resolver: BeneathResolver) -> Resolved {
-        do throws(ResolveFailure) {
-            var entry = try resolver.open(segments: target.segments)
-            var name = target.segments.last.map { String(decoding: $0, as: UTF8.self) } ?? ""
-            switch entry.facts.kind {
-            case .directory:
-                guard target.hasTrailingSlash || target.segments.isEmpty else { return .directoryWithoutSlash }
-                entry = try resolver.open(Array("index.html".utf8), in: entry)
-                name = "index.html"
-                guard entry.facts.kind == .regular else { return .none }
-            case .regular:
-                guard !target.hasTrailingSlash else { return .none }
-            case .symlink, .other:
-                return .none
-            }
-            return .file(entry.take(), entry.facts, name)
-        } catch {
-            if error.isOutOfDescriptors { return .outOfDescriptors }
-            return .none
+        var entry: OpenedEntry
+        do throws(ResolveFailure) { entry = try resolver.open(segments: target.segments) } catch {
+            return error.isOutOfDescriptors ? .outOfDescriptors : .none(.file(error))
         }
+        var name = target.segments.last.map { String(decoding: $0, as: UTF8.self) } ?? ""
+        switch entry.facts.kind {
+        case .directory:
+            guard target.hasTrailingSlash || target.segments.isEmpty else { return .directoryWithoutSlash }
+            do throws(ResolveFailure) { entry = try resolver.open(Array("index.html".utf8), in: entry) } catch {
+                return error.isOutOfDescriptors ? .outOfDescriptors : .none(.noIndex(error))
+            }
+            name = "index.html"
+            guard entry.facts.kind == .regular else { return .none(.noIndex(nil)) }
+        case .regular:
+            guard !target.hasTrailingSlash else { return .none(.fileWithSlash) }
+        case .symlink:
+            return .none(.file(.symlink))
+        case .other:
+            return .none(.file(.notRegular))
+        }
+        return .file(entry.take(), entry.facts, name)
     }
 }
 
@@ -245,11 +283,21 @@ struct RequestFields: HTTPHeaderFields {
         for header in head.headers where RequestFields.isWanted(header.name) { headers.append(header) }
     }
 
-    private static func isWanted(_ name: String) -> Bool {
-        name.utf8.withContiguousStorageIfAvailable { bytes in
-            wanted.contains { word in
-                word.count == bytes.count && zip(word, bytes).allSatisfy { $0 == ($1 | 0x20) }
-            }
-        } ?? wanted.contains { $0 == Array(name.lowercased().utf8) }
+    /// Compared without allocating (a lowercased copy of every name for each lookup was
+    /// most of the cost); header names are tokens, so ASCII folding is the whole rule.
+    func values(_ name: String) -> [String] {
+        var found: [String] = []
+        for header in headers where RequestFields.sameName(header.name, name) { found.append(header.value) }
+        return found
     }
+
+    private static func isWanted(_ name: String) -> Bool {
+        wanted.contains { word in word.count == name.utf8.count && zip(word, name.utf8).allSatisfy { $0 == fold($1) } }
+    }
+
+    static func sameName(_ a: String, _ b: String) -> Bool {
+        a.utf8.count == b.utf8.count && zip(a.utf8, b.utf8).allSatisfy { fold($0) == fold($1) }
+    }
+
+    private static func fold(_ byte: UInt8) -> UInt8 { (65...90).contains(byte) ? byte | 0x20 : byte }
 }

@@ -50,7 +50,7 @@ final class MetricsTests: IntegrationTestCase {
                         "family wspipe_children_running gauge", "family wspipe_clients_connected gauge",
                         "family wspipe_closes counter", "family wspipe_deflate_bytes_in counter",
                         "family wspipe_deflate_bytes_out counter", "family wspipe_handshakes counter",
-                        "family wspipe_messages_received counter", "family wspipe_messages_sent counter",
+                        "family wspipe_http_requests counter", "family wspipe_messages_received counter", "family wspipe_messages_sent counter",
                         "family wspipe_start_time_seconds gauge",
                         "wspipe_bytes_received_total{} 540", "wspipe_bytes_sent_total{} 540",
                         "wspipe_children_running{} 0", "wspipe_clients_connected{} 0",
@@ -115,6 +115,25 @@ final class MetricsTests: IntegrationTestCase {
             server.signal(SIGTERM)
             assertExit(finish(server), 0)
         }
+    }
+
+    /// --static's answers count by status in wspipe_http_requests_total (the scrape itself not).
+    func testStaticAnswersAreCountedByStatus() throws {
+        let root = path("www")
+        try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
+        try Data("hello\n".utf8).write(to: URL(fileURLWithPath: root + "/a.txt"))
+        let (server, port) = try startListening(["--echo", "--static", root, "--metrics", "/m"])
+        let none = try metrics(["scrape", "http://127.0.0.1:\(port)/m"]).stdoutText
+        XCTAssertTrue(none.contains("family wspipe_http_requests counter\n") && !none.contains("wspipe_http_requests_total{"), none)
+        for target in ["/a.txt", "/a.txt", "/missing", "/a.txt/"] {
+            _ = try raw(port, "GET \(target) HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+        }
+        _ = try raw(port, "POST /a.txt HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+        let seen = try scrape(port, until: "wspipe_http_requests_total{status=405} 1\n")
+        XCTAssertTrue(seen.contains("wspipe_http_requests_total{status=200} 2\n") && seen.contains("wspipe_http_requests_total{status=404} 2\n")
+                      && seen.contains("wspipe_http_requests_total{status=405} 1\n"), seen)
+        server.signal(SIGTERM)
+        assertExit(finish(server), 0)
     }
 
     func testNonLoopbackListenersNeedTheBearerTokenOrMetricsPublic() throws {

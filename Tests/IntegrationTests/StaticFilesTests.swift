@@ -199,6 +199,28 @@ final class StaticFilesTests: IntegrationTestCase {
         assertExit(finish(server), 0)
     }
 
+    /// -v says why each 404 was answered, in --dir's words (the path rules', the resolver's).
+    func testEach404HasAVerboseLineSayingWhy() throws {
+        let root = try makeTree()
+        let (server, port) = try startListening(["-v", "--echo", "--static", root])
+        let refused = [("/.env", "the path names a dotfile or dot-directory '.env'"),
+                       ("/%2e%2e/etc/passwd", "the path has a . or .. segment"),
+                       ("//a.txt", "the path has an empty segment (//)"),
+                       ("/link", "a symbolic link is on the path"),
+                       ("/missing.txt", "no such file"),
+                       ("/noindex/", "a directory without index.html (no such file)"),
+                       ("/a.txt/", "a file asked for with a trailing slash")]
+        let answers = try exchange(port, refused.map { ["target": $0.0] })
+        XCTAssertEqual(answers.dropLast().map(\.status), Array(repeating: 404, count: refused.count))
+        for (target, why) in refused {
+            let expected = "wspipe: * 404 for \(target): \(why)\n"
+            XCTAssertTrue(server.stderr.wait(timeout: 10) { String(decoding: $0, as: UTF8.self).contains(expected) },
+                          "no '\(expected)' in \(server.stderr.text)")
+        }
+        server.signal(SIGTERM)
+        assertExit(finish(server), 0)
+    }
+
     func testPlainGetsGoToHealthThenFilesThenTheConsoleThen426() throws {
         let root = try makeTree()
         let (server, port) = try startListening(["--echo", "--health", "/healthz", "--static", root, "--devconsole", "--path", "/ws"])

@@ -10,9 +10,10 @@ final class MetricsExpositionTests: XCTestCase {
         var metrics = MetricsExposition()
         metrics.totals.closes = [1000: 2, 1015: 1, 4001: 1, 3000: 2, 999: 1]
         metrics.handshakes = [404: 1, 101: 3]
+        metrics.httpRequests = [304: 2, 200: 5]
         metrics.startTime = 1_700_000_000.0625
         let lines = metrics.text.split(separator: "\n").map(String.init)
-        let names = ["wspipe_clients_connected", "wspipe_handshakes_total", "wspipe_messages_received_total",
+        let names = ["wspipe_clients_connected", "wspipe_handshakes_total", "wspipe_http_requests_total", "wspipe_messages_received_total",
                      "wspipe_messages_sent_total", "wspipe_bytes_received_total", "wspipe_bytes_sent_total",
                      "wspipe_closes_total", "wspipe_children_running", "wspipe_deflate_bytes_in_total",
                      "wspipe_deflate_bytes_out_total", "wspipe_start_time_seconds"]
@@ -23,6 +24,8 @@ final class MetricsExpositionTests: XCTestCase {
         XCTAssertTrue(lines.contains(#"wspipe_closes_total{code="other"} 4"#), "\(lines)")
         XCTAssertEqual(lines.filter { $0.hasPrefix("wspipe_handshakes_total{") },
                        [#"wspipe_handshakes_total{status="101"} 3"#, #"wspipe_handshakes_total{status="404"} 1"#])
+        XCTAssertEqual(lines.filter { $0.hasPrefix("wspipe_http_requests_total{") },
+                       [#"wspipe_http_requests_total{status="200"} 5"#, #"wspipe_http_requests_total{status="304"} 2"#])
         XCTAssertTrue(lines.contains("wspipe_children_running 0"))
         XCTAssertTrue(lines.contains("wspipe_start_time_seconds 1700000000.062"))
     }
