@@ -94,7 +94,10 @@ struct ConnectionClosing {
     }
 
     /// The core's echo of the peer's Close waits in the core behind unframed messages.
-    var echoPending: Bool { phase == .echoPending }
+    var echoPending: Bool {
+        if case .echoPending = phase { return true }
+        return false
+    }
 
     // MARK: - What the owner asks
 
@@ -194,7 +197,7 @@ struct ConnectionClosing {
             endingMark = totalQueued
         }
         // Until the echo is queued, every byte written is progress (what it waits behind).
-        if phase == .echoPending { endingMark = .max }
+        if echoPending { endingMark = .max }
         return action
     }
 
