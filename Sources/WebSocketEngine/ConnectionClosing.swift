@@ -18,6 +18,10 @@ struct ConnectionClosing {
         case closePending(ClosePayload)
         /// The peer's Close arrived and the owner answers it (`answersCloseItself`).
         case ownerAnswers
+        /// The peer's Close arrived and the core queued its echo, which waits behind the
+        /// messages sent before that are not framed yet (an echo server's answers to what
+        /// came before the Close): it goes once they are framed, and nothing follows it.
+        case echoPending
         /// A Close is queued (ours, the core's echo, or a failure's): the handshake ends
         /// with the peer's Close, or the close timeout.
         case closing
@@ -35,6 +39,8 @@ struct ConnectionClosing {
         case queueClose(ClosePayload)
         /// Come back from the loop: a Close may go now.
         case service
+        /// Queue the core's echo of the peer's Close, held until now (`echoPending`).
+        case releaseEcho
         /// Say that the barrier Ping went unanswered (`waited` seconds since the ending
         /// began); the Close goes anyway (`service`).
         case barrierUnanswered(waited: Double)
@@ -84,6 +90,12 @@ struct ConnectionClosing {
     /// Our Close waits to be queued.
     var closePending: Bool {
         if case .closePending = phase { return true }
+        return false
+    }
+
+    /// The core's echo of the peer's Close waits in the core behind unframed messages.
+    var echoPending: Bool {
+        if case .echoPending = phase { return true }
         return false
     }
 
@@ -138,15 +150,25 @@ struct ConnectionClosing {
         return releaseBarrier()
     }
 
-    /// The pending Close may be queued: nothing waits unframed and the owner does not hold it.
-    /// The handshake is ours only if this Close reaches the core before the peer's: one read
-    /// before it (behind the barrier's Pong, in the same read) was echoed by the core.
+    /// The pending Close (or the held echo of the peer's) may be queued: nothing waits
+    /// unframed and the owner does not hold it. The handshake is ours only if this Close
+    /// reaches the core before the peer's: one read before it (behind the barrier's Pong, in
+    /// the same read) was echoed by the core.
     mutating func closeIfReady(waitingEmpty: Bool, held: Bool, peerClosed: Bool, totalQueued: UInt64) -> Action {
-        guard case .closePending(let payload) = phase, waitingEmpty, !held else { return .none }
-        if !peerClosed { weStartedClose = true }
-        phase = .closing
-        endingMark = totalQueued
-        return .queueClose(payload)
+        guard waitingEmpty else { return .none }
+        switch phase {
+        case .closePending(let payload) where !held:
+            if !peerClosed { weStartedClose = true }
+            phase = .closing
+            endingMark = totalQueued
+            return .queueClose(payload)
+        case .echoPending:
+            phase = .closing
+            endingMark = totalQueued
+            return .releaseEcho
+        default:
+            return .none
+        }
     }
 
     /// The Close is queued, up to `totalQueued` bytes.
@@ -155,10 +177,10 @@ struct ConnectionClosing {
     }
 
     /// The peer's Close arrived. `ownerAnswers`: the core leaves the answer to the owner
-    /// (else it has queued the echo). True: the messages waiting unframed are dropped.
-    mutating func peerClosed(ownerAnswers: Bool, totalQueued: UInt64, now: Instant) -> (Action, dropsWaiting: Bool) {
+    /// (else it has queued the echo, which waits while messages sent before it are not
+    /// framed: `waitingEmpty` false).
+    mutating func peerClosed(ownerAnswers: Bool, waitingEmpty: Bool, totalQueued: UInt64, now: Instant) -> Action {
         var action = Action.none
-        var drops = false
         if ownerAnswers {
             // A barrier's Close need not wait for a Pong that will not come.
             if awaitsBarrier {
@@ -168,14 +190,15 @@ struct ConnectionClosing {
             }
         } else {
             acceptsData = false
-            phase = .closing
-            drops = true
+            phase = waitingEmpty ? .closing : .echoPending
         }
         if since == nil {
             begin(at: now)
             endingMark = totalQueued
         }
-        return (action, drops)
+        // Until the echo is queued, every byte written is progress (what it waits behind).
+        if echoPending { endingMark = .max }
+        return action
     }
 
     /// We failed the connection (the core queued its Close): at most a short wait for the
@@ -192,10 +215,11 @@ struct ConnectionClosing {
     }
 
     /// The peer ended its side of TCP (a clean end of stream). Before its Close that is a
-    /// loss; after a Close the owner answers (`ownerAnswers`), the peer may still read (a
-    /// client that half-closes once it has said all).
+    /// loss; after a Close the owner answers (`ownerAnswers`) or whose echo waits behind
+    /// unframed messages (`echoPending`), the peer may still read (a client that half-closes
+    /// once it has said all).
     mutating func peerEndedStream(closeReceived: Bool, ownerAnswers: Bool, closeSent: Bool) {
-        if ownerAnswers && loss == nil { peerShutDownAfterClose = true }
+        if (ownerAnswers || echoPending) && loss == nil { peerShutDownAfterClose = true }
         if !closeReceived { lose(.peerClosedTCP(afterOurClose: closeSent)) }
     }
 

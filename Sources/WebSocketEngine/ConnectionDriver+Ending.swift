@@ -4,7 +4,8 @@ import WebSocketTransport
 // MARK: - The ending's actions, carried out (`ConnectionClosing` decides)
 
 extension ConnectionDriver {
-    /// The Close goes only after every waiting message is framed (nothing follows a Close).
+    /// The Close, ours or the core's echo of the peer's, goes only after every waiting
+    /// message is framed (nothing follows a Close).
     func releaseQueuedClose() {
         carryOut(closing.closeIfReady(waitingEmpty: waiting.isEmpty, held: holdsClose, peerClosed: core.closeReceived != nil,
                                        totalQueued: outbound.totalQueued))
@@ -32,6 +33,8 @@ extension ConnectionDriver {
             delegate?.connection(self, note: .closeQueued(payload))
             queueControlFrames()
             closing.closeQueued(totalQueued: outbound.totalQueued)
+        case .releaseEcho:
+            queueControlFrames()
         case .service:
             scheduleService()
         case .barrierUnanswered(let waited):
@@ -51,9 +54,7 @@ extension ConnectionDriver {
     @inline(never)
     func peerClosed(_ payload: ClosePayload, delegate: ConnectionDelegate) {
         delegate.connection(self, didReceiveClose: payload)
-        let (action, dropsWaiting) = closing.peerClosed(ownerAnswers: core.state == .closeReceived,
-                                                        totalQueued: outbound.totalQueued, now: .now())
-        if dropsWaiting { waiting.removeAll() }
-        carryOut(action)
+        carryOut(closing.peerClosed(ownerAnswers: core.state == .closeReceived, waitingEmpty: waiting.isEmpty,
+                                    totalQueued: outbound.totalQueued, now: .now()))
     }
 }

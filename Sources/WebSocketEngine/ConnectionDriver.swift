@@ -370,9 +370,10 @@ public final class ConnectionDriver: MessageSink {
     /// only the most recent (RFC 6455 §5.5.3), so a peer that floods pings without reading
     /// grows neither our memory nor the queue (which would hold back data: stdin, echoes).
     /// A peer that reads gets every ping answered: the socket is tried first. A Close or
-    /// our own ping always goes at once (after the pong waiting, if any).
+    /// our own ping always goes at once (after the pong waiting, if any). The core's echo of
+    /// the peer's Close waits while messages sent before it are unframed (`echoPending`).
     func queueControlFrames() {
-        guard core.hasOutboundControl else { return }
+        guard core.hasOutboundControl, !closing.echoPending else { return }
         if core.hasPendingPong && outbound.holdsUnwrittenPong {
             if writeBlocked == nil { flush(reportsRoom: false) }
             core.keepOnlyMostRecentPong()

@@ -169,12 +169,12 @@ final class ConnectionClosingTests: XCTestCase {
         XCTAssertEqual(closing.progressDeadline, at(6))
     }
 
-    func testPeersCloseEchoedByTheCoreEndsDataAndDropsWhatWaits() {
+    func testPeersCloseEchoedByTheCoreEndsData() {
         var closing = opened()
-        let (action, drops) = closing.peerClosed(ownerAnswers: false, totalQueued: 30, now: start)
+        let action = closing.peerClosed(ownerAnswers: false, waitingEmpty: true, totalQueued: 30, now: start)
         XCTAssertEqual(action, .none)
-        XCTAssertTrue(drops)
         XCTAssertEqual(closing.phase, .closing)
+        XCTAssertFalse(closing.echoPending)
         XCTAssertFalse(closing.acceptsData)
         XCTAssertEqual(closing.endingMark, 30)
         XCTAssertEqual(closing.progressDeadline, at(5))
@@ -182,11 +182,41 @@ final class ConnectionClosingTests: XCTestCase {
         XCTAssertEqual(ending, .closed(ClosingHandshake(initiatedByUs: false, sent: normal, received: normal)))
     }
 
+    /// The regression: the echo went ahead of messages sent before the peer's Close and still
+    /// unframed (over the queue limit), which were dropped (an echo server's last answers).
+    func testTheCoresEchoOfThePeersCloseWaitsBehindUnframedMessagesWhichAreKept() {
+        var closing = opened()
+        XCTAssertEqual(closing.peerClosed(ownerAnswers: false, waitingEmpty: false, totalQueued: 30, now: start), .none)
+        XCTAssertTrue(closing.echoPending && !closing.acceptsData)
+        XCTAssertEqual(closing.endingMark, .max, "writing what the echo waits behind is progress")
+        closing.wrote(from: 1000, now: at(4))
+        XCTAssertEqual(closing.progressDeadline, at(9))
+        XCTAssertEqual(closing.closeIfReady(waitingEmpty: false, held: false, peerClosed: true, totalQueued: 40), .none)
+        XCTAssertEqual(closing.closeIfReady(waitingEmpty: true, held: true, peerClosed: true, totalQueued: 50), .releaseEcho,
+                       "the owner's hold is for its own Close, not the core's echo")
+        XCTAssertEqual(closing.phase, .closing)
+        XCTAssertEqual(closing.endingMark, 50)
+        XCTAssertEqual(closing.closeIfReady(waitingEmpty: true, held: false, peerClosed: true, totalQueued: 50), .none)
+        let ending = closing.end(failure: nil, closeSent: normal, closeReceived: normal, totalWritten: 50, now: at(5))
+        XCTAssertEqual(ending, .closed(ClosingHandshake(initiatedByUs: false, sent: normal, received: normal)))
+    }
+
+    /// Our Close waiting behind messages when the peer's comes: the core echoes the peer's
+    /// (ours is never sent), and the echo waits behind the same messages.
+    func testThePeersCloseWhileOursWaitsBehindMessagesHoldsTheEchoBehindThem() {
+        var closing = opened()
+        _ = closing.close(away, within: nil, closeSent: false, now: start)
+        XCTAssertEqual(closing.peerClosed(ownerAnswers: false, waitingEmpty: false, totalQueued: 0, now: at(1)), .none)
+        XCTAssertEqual(closing.phase, .echoPending)
+        XCTAssertEqual(closing.closeIfReady(waitingEmpty: true, held: false, peerClosed: true, totalQueued: 9), .releaseEcho)
+        XCTAssertFalse(closing.weStartedClose)
+    }
+
     func testPeersCloseAfterOursCompletesAHandshakeWeStarted() {
         var closing = opened()
         _ = closing.close(away, within: nil, closeSent: false, now: start)
         _ = closing.closeIfReady(waitingEmpty: true, held: false, peerClosed: false, totalQueued: 0)
-        _ = closing.peerClosed(ownerAnswers: false, totalQueued: 0, now: at(1))
+        _ = closing.peerClosed(ownerAnswers: false, waitingEmpty: true, totalQueued: 0, now: at(1))
         XCTAssertEqual(closing.since, start)
         let ending = closing.end(failure: nil, closeSent: away, closeReceived: away, totalWritten: 8, now: at(1))
         XCTAssertEqual(ending, .closed(ClosingHandshake(initiatedByUs: true, sent: away, received: away)))
@@ -194,9 +224,8 @@ final class ConnectionClosingTests: XCTestCase {
 
     func testOwnerAnsweredCloseKeepsDataFlowingUntilTheAnswer() {
         var closing = opened()
-        let (action, drops) = closing.peerClosed(ownerAnswers: true, totalQueued: 0, now: start)
+        let action = closing.peerClosed(ownerAnswers: true, waitingEmpty: true, totalQueued: 0, now: start)
         XCTAssertEqual(action, .none)
-        XCTAssertFalse(drops)
         XCTAssertEqual(closing.phase, .ownerAnswers)
         XCTAssertTrue(closing.acceptsData, "a program's output after its client closed still goes")
         closing.progressed(at: at(20))  // the driver counts the wait for the answer as progress
@@ -211,14 +240,14 @@ final class ConnectionClosingTests: XCTestCase {
         var closing = opened()
         _ = closing.closeAfterDelivery(away, closeSent: false, waitingEmpty: true, totalQueued: 0, now: start)
         closing.barrierPingQueued(now: start)
-        XCTAssertEqual(closing.peerClosed(ownerAnswers: true, totalQueued: 0, now: at(1)).0, .service)
+        XCTAssertEqual(closing.peerClosed(ownerAnswers: true, waitingEmpty: true, totalQueued: 0, now: at(1)), .service)
         XCTAssertEqual(closing.phase, .closePending(away))
         XCTAssertFalse(closing.weStartedClose)
     }
 
     func testEndOfInputAfterThePeersOwnerAnsweredClose() {
         var closing = opened()
-        _ = closing.peerClosed(ownerAnswers: true, totalQueued: 0, now: start)
+        _ = closing.peerClosed(ownerAnswers: true, waitingEmpty: true, totalQueued: 0, now: start)
         XCTAssertEqual(closing.closeAfterDelivery(normal, closeSent: false, waitingEmpty: true, totalQueued: 0, now: at(1)),
                        .queueBarrierPing)
     }
@@ -241,7 +270,7 @@ final class ConnectionClosingTests: XCTestCase {
         var closing = opened(timeout: 5)
         _ = closing.close(normal, within: nil, closeSent: false, now: start)
         _ = closing.closeIfReady(waitingEmpty: true, held: false, peerClosed: false, totalQueued: 0)
-        _ = closing.peerClosed(ownerAnswers: false, totalQueued: 0, now: at(1))
+        _ = closing.peerClosed(ownerAnswers: false, waitingEmpty: true, totalQueued: 0, now: at(1))
         closing.outputShutDown(now: at(2))
         XCTAssertEqual(closing.phase, .waitingForTCP)
         XCTAssertNil(closing.progressDeadline)
@@ -290,7 +319,7 @@ final class ConnectionClosingTests: XCTestCase {
         closing.barrierPingQueued(now: start)
         _ = closing.barrierAnswered(now: at(1))
         let error = ClosePayload(code: .internalError, reason: Array("exit status 3".utf8))
-        XCTAssertTrue(closing.peerClosed(ownerAnswers: false, totalQueued: 0, now: at(1)).dropsWaiting)
+        XCTAssertEqual(closing.peerClosed(ownerAnswers: false, waitingEmpty: true, totalQueued: 0, now: at(1)), .none)
         XCTAssertEqual(closing.closeIfReady(waitingEmpty: true, held: false, peerClosed: true, totalQueued: 0), .none)
         XCTAssertEqual(closing.end(failure: nil, closeSent: error, closeReceived: error, totalWritten: 0, now: at(1)),
                        .closed(ClosingHandshake(initiatedByUs: false, sent: error, received: error)))
@@ -310,7 +339,7 @@ final class ConnectionClosingTests: XCTestCase {
     /// the owner's output and answer are still written, then the connection ends.
     func testAPeersHalfCloseAfterItsOwnerAnsweredCloseStillGetsTheAnswer() {
         var closing = opened()
-        _ = closing.peerClosed(ownerAnswers: true, totalQueued: 0, now: start)
+        _ = closing.peerClosed(ownerAnswers: true, waitingEmpty: true, totalQueued: 0, now: start)
         closing.peerEndedStream(closeReceived: true, ownerAnswers: true, closeSent: false)
         XCTAssertNil(closing.loss)
         XCTAssertTrue(closing.writesAfterPeersShutdown(ownerAnswers: true, outputShutDown: false, unwritten: false),
@@ -327,7 +356,7 @@ final class ConnectionClosingTests: XCTestCase {
         var closing = opened()
         closing.peerReset(closeSent: false)
         XCTAssertNil(closing.loss, "an error before any half-close is the read's to report")
-        _ = closing.peerClosed(ownerAnswers: true, totalQueued: 0, now: start)
+        _ = closing.peerClosed(ownerAnswers: true, waitingEmpty: true, totalQueued: 0, now: start)
         closing.peerEndedStream(closeReceived: true, ownerAnswers: true, closeSent: false)
         closing.peerReset(closeSent: false)
         XCTAssertEqual(closing.loss, .peerClosedTCP(afterOurClose: false))
@@ -340,10 +369,23 @@ final class ConnectionClosingTests: XCTestCase {
         XCTAssertEqual(lost.loss, .peerClosedTCP(afterOurClose: true))
         XCTAssertFalse(lost.peerShutDownAfterClose)
         var echoed = opened()
-        _ = echoed.peerClosed(ownerAnswers: false, totalQueued: 0, now: start)
+        _ = echoed.peerClosed(ownerAnswers: false, waitingEmpty: true, totalQueued: 0, now: start)
         echoed.peerEndedStream(closeReceived: true, ownerAnswers: false, closeSent: true)
         XCTAssertNil(echoed.loss)
         XCTAssertFalse(echoed.writesAfterPeersShutdown(ownerAnswers: false, outputShutDown: false, unwritten: true))
+    }
+
+    /// A half-close while the echo waits behind unframed messages: they and the echo are
+    /// still written (the connection ends once nothing is unwritten).
+    func testAPeersHalfCloseWhileItsEchoWaitsStillGetsTheMessagesAndTheEcho() {
+        var closing = opened()
+        _ = closing.peerClosed(ownerAnswers: false, waitingEmpty: false, totalQueued: 0, now: start)
+        closing.peerEndedStream(closeReceived: true, ownerAnswers: false, closeSent: true)
+        XCTAssertNil(closing.loss)
+        XCTAssertTrue(closing.writesAfterPeersShutdown(ownerAnswers: false, outputShutDown: false, unwritten: true))
+        XCTAssertEqual(closing.closeIfReady(waitingEmpty: true, held: false, peerClosed: true, totalQueued: 9), .releaseEcho)
+        XCTAssertTrue(closing.writesAfterPeersShutdown(ownerAnswers: false, outputShutDown: false, unwritten: true))
+        XCTAssertFalse(closing.writesAfterPeersShutdown(ownerAnswers: false, outputShutDown: false, unwritten: false))
     }
 
     /// `limitEnding(within:)`: a hard cap that neither paused reading (progress of ours)
