@@ -167,34 +167,6 @@ public final class ConnectionDriver: MessageSink {
     public var closeSent: ClosePayload? { core.closeSent }
     public var closeReceived: ClosePayload? { core.closeReceived }
 
-    /// Starts the closing handshake after the messages already sent. A Close not yet
-    /// written (waiting for `holdsClose`, or for the barrier ping) is replaced by this one.
-    /// `within`: a hard limit in seconds for the whole ending, below the close timeout.
-    public func close(_ payload: ClosePayload, within limit: Double? = nil) {
-        let closeSent = core.closeSent != nil || ending != nil
-        carryOut(closing.close(payload, within: limit, closeSent: closeSent,
-                               now: .now()))
-    }
-
-    /// Closes once the peer has read everything sent so far: a Ping goes behind the
-    /// messages, and the Close follows its Pong (§5.5.2: pongs answer in order). Without a
-    /// Pong within the close timeout the Close goes anyway, with a short wait for its echo.
-    public func closeAfterDelivery(_ payload: ClosePayload) {
-        guard ending == nil,
-              let action = closing.closeAfterDelivery(payload, closeSent: core.closeSent != nil, waitingEmpty: waiting.isEmpty,
-                                                      totalQueued: outbound.totalQueued, now: .now()) else { return }
-        carryOut(action)
-        scheduleService()
-    }
-
-    /// Ends the connection at the latest `seconds` from now, whatever is under way (the
-    /// time reading is paused counts here, unlike for the close timeout): for an owner that
-    /// has stopped reading and whose ending must not wait for it.
-    public func limitEnding(within seconds: Double) {
-        closing.limit(within: seconds, now: .now())
-        scheduleService()
-    }
-
     /// Ends the connection at once without a closing handshake.
     public func abandon() {
         guard ending == nil else { return }
