@@ -60,18 +60,16 @@ extension ServeConfiguration.Mode {
 /// handles its own signals, timers and exit status.
 final class StdioServing: ServedMode {
     private let session: Session
-    private let mode: StdioMode
+    private let runner: StdioServerRunner
     private let log: Diagnostics
-    private let oneshot: Bool
 
     init(_ context: ModeContext) {
         session = Session(config: context.config, log: context.log, loop: context.loop, span: .connection)
-        mode = StdioMode(session: session)
+        runner = StdioServerRunner(session: session, oneshot: context.serve.oneshot)
         log = context.log
-        oneshot = context.serve.oneshot
     }
 
-    var engineMode: ServerMode { mode }
+    var engineMode: ServerMode { runner }
     func checkBeforeListening() -> Failure? { nil }
 
     func configure(_ configuration: inout ServerConfiguration) {
@@ -79,12 +77,12 @@ final class StdioServing: ServedMode {
         configuration.connection = session.connectionOptions
     }
 
-    func writeEvent(_ json: [UInt8]) { session.emitLine(Array(json.dropLast())) }
+    func writeEvent(_ json: [UInt8]) { runner.emitLine(Array(json.dropLast())) }
     func clientLeft(_ ending: ConnectionEnding, server: ServerDriver) {}  // the session's own ending
 
     func run(_ server: ServerDriver, on listener: Listener) -> ExitStatus {
         listener.start(server, log: log)
-        return session.serve(server, oneshot: oneshot)
+        return runner.run()
     }
 }
 

@@ -31,7 +31,7 @@ extension Session {
     }
 
     /// The --stats line: one JSON object.
-    func statistics(_ status: ExitStatus) -> String {
+    func statistics(_ status: ExitStatus, clients: Int? = nil) -> String {
         var line: [UInt8] = []
         func closeObject(_ payload: ClosePayload?) -> String {
             guard let payload else { return "null" }
@@ -51,7 +51,7 @@ extension Session {
             + "\"ping_rtt_ms\":\(rtt),"
             + "\"delivery_confirmed\":\(deliveryConfirmed.map { String($0) } ?? "null"),"
             + (config.client.reconnect == nil ? "" : reconnectStatistics())
-            + (serving.servesOnce == nil ? "" : "\"clients\":\(serving.clientsServed),")
+            + (clients.map { "\"clients\":\($0)," } ?? "")
             + "\"compression\":\(compressionObject),\"exit\":\(status.rawValue)}").utf8)
         return String(decoding: line, as: UTF8.self)
     }

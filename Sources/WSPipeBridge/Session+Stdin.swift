@@ -67,7 +67,7 @@ extension Session {
             if config.stdio.closesAtEndOfInput { reconnection.pendingClose = reconnection.pendingClose ?? endOfInputClose }
             return
         }
-        if serving.servesOnce != nil { connectionDidProcessInput(driver) }  // -1's count may be waiting for this
+        if runner != .client { connectionDidProcessInput(driver) }  // -1's count may be waiting for this
         guard config.stdio.closesAtEndOfInput && driver.closeSent == nil else { return }
         if let linger = config.stdio.linger {
             lingerTimer = arm(after: linger) { [unowned self] in
@@ -104,7 +104,7 @@ extension Session {
             case .limitReached:
                 log.event("sent stdin's first message (-1); no more stdin")
                 stopStdin()
-                if serving.servesOnce != nil && limits.limitReached { connectionDidProcessInput(driver) }
+                if runner != .client && limits.limitReached { connectionDidProcessInput(driver) }
             }
         }
     }

@@ -15,7 +15,7 @@ import WebSocketTransport
 /// and end mean for it (Session+Stdin.swift), signals and the session's timers (--timeout,
 /// --linger, --idle-timeout, Session+Timers.swift), -n, the outcome and --stats
 /// (Session+Statistics.swift); the reconnecting client (Session+Reconnecting.swift) and the
-/// stdio server (Session+Serving.swift) are its other runners.
+/// stdio server (`StdioServerRunner`) are its other runners.
 public final class Session: ConnectionDelegate, StdinReaderOwner {
     let config: BridgeConfiguration
     let log: Diagnostics
@@ -58,8 +58,9 @@ public final class Session: ConnectionDelegate, StdinReaderOwner {
     var lastReceived = Instant.now()    // --stale-timeout
     /// Staying connected (--reconnect): unused on a one-connection run (Session+Reconnecting.swift).
     let reconnection = Reconnection()
-    /// Serving one client at a time (-l without a mode): unused otherwise (Session+Serving.swift).
-    var serving = Serving()
+    /// Who runs the session: the client, or the stdio server (`StdioServerRunner`), which
+    /// changes the wording (the peer is the client), -1's count and the outcome.
+    var runner = Outcome.Runner.client
     /// --linger's wait before the end-of-input Close.
     var lingerTimer: EventLoop.Timer?
 
@@ -299,7 +300,7 @@ public final class Session: ConnectionDelegate, StdinReaderOwner {
     /// Serving with -1: the client's message may come before stdin's one message went out;
     /// the count's Close then waits for it (the client is owed it).
     var awaitsOneMessage: Bool {
-        serving.servesOnce != nil && config.stdio.oneMessage && stdinOpen && !framer.isDone
+        runner != .client && config.stdio.oneMessage && stdinOpen && !framer.isDone
     }
 
     var stdinOpen: Bool { stdin.open }
@@ -375,13 +376,13 @@ public final class Session: ConnectionDelegate, StdinReaderOwner {
 
     /// Reports a failure as it happens; when serving, the peer is the client.
     func say(_ failure: Failure) {
-        _ = log.report(failure, as: serving.servesOnce == nil ? .client : .server)
+        _ = log.report(failure, as: runner == .client ? .client : .server)
     }
 
     /// The session's end as facts (`Outcome`), which decide the exit status and its line.
     var outcome: Outcome {
         var outcome = Outcome()
-        outcome.runner = serving.servesOnce.map { $0 ? .oneshot : .service } ?? .client
+        outcome.runner = runner
         outcome.ending = ending
         outcome.connected = driver != nil
         outcome.localEnd = localEnd

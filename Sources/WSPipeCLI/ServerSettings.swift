@@ -113,7 +113,7 @@ extension Settings {
         serve.oneshot = oneshot
         if serveMode != .stdio {
             // Each client's own limits, applied by its ServerConnection (the stdio mode's
-            // session applies the same value through its endpoint: Session+Serving).
+            // session applies the same value through its endpoint: StdioServerRunner).
             serve.server.perClient = config.stdio.limits(span: .connection, idleClock: .receivedAndSentCount)
         }
         serve.server.policy = policy
