@@ -106,7 +106,7 @@ extension WebSocketError {
     /// How an open connection ended, when it is a failure (nil: a closing handshake).
     /// `role`: our side's, so the sentence names the other ("the server", "the client").
     init?(_ ending: ConnectionEnding, role: Role) {
-        let peer = role == .client ? "the server" : "the client"
+        let peer = "the \(role.peerName)"
         switch ending {
         case .closed:
             return nil

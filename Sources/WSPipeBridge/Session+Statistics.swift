@@ -50,7 +50,7 @@ extension Session {
             + "\"close_received\":\(closeObject(driver?.closeReceived)),"
             + "\"ping_rtt_ms\":\(rtt),"
             + "\"delivery_confirmed\":\(deliveryConfirmed.map { String($0) } ?? "null"),"
-            + (config.client.reconnect == nil ? "" : reconnectStatistics())
+            + (reconnecting?.statistics() ?? "")
             + (clients.map { "\"clients\":\($0)," } ?? "")
             + "\"compression\":\(compressionObject),\"exit\":\(status.rawValue)}").utf8)
         return String(decoding: line, as: UTF8.self)

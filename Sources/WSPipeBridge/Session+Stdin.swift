@@ -9,14 +9,14 @@ extension Session {
     /// Whether stdin should be read when it has data (the reader checks it is open): room in
     /// the socket queue, or in the offline queue while there is no connection.
     var wantsStdin: Bool {
-        guard let driver else { return reconnection.offlineQueue?.acceptsMore == true }
+        guard let driver else { return reconnecting?.offlineQueue.acceptsMore == true }
         return driver.canSendData && driver.queuedBytes < outboundHighWater
     }
 
     /// One read of stdin, framed into the connection, or into the offline queue while there
     /// is none (what stdin asks for then waits for the next connection). False: no more now.
     func stdinTurnEnded() {
-        if driver == nil, let queue = reconnection.offlineQueue { queueChanged(queue) }
+        if driver == nil, let queue = reconnecting?.offlineQueue { queueChanged(queue) }
     }
 
     func stdinRead(_ read: StdinRead) -> Bool {
@@ -29,14 +29,14 @@ extension Session {
             case .data(let chunk):
                 if let driver {
                     try perform(framer.consume(chunk, into: driver))
-                } else if let queue = reconnection.offlineQueue {
+                } else if let queue = reconnecting?.offlineQueue {
                     try perform(framer.consume(chunk, into: queue))
                 }
                 return !framer.isDone
             case .end:
                 if let driver {
                     try perform(framer.finish(into: driver))
-                } else if let queue = reconnection.offlineQueue {
+                } else if let queue = reconnecting?.offlineQueue {
                     try perform(framer.finish(into: queue))
                 }
                 stdin.open = false
@@ -53,7 +53,7 @@ extension Session {
             stopStdin()
             // The lines before the bad one were sent: let their replies arrive first.
             guard let driver else {
-                reconnection.pendingClose = ClosePayload(code: .internalError, reason: Array("stdin error".utf8))
+                reconnecting?.pendingClose = ClosePayload(code: .internalError, reason: Array("stdin error".utf8))
                 return false
             }
             driver.closeAfterDelivery(ClosePayload(code: .internalError, reason: Array("stdin error".utf8)))
@@ -64,7 +64,7 @@ extension Session {
     /// stdin ended: the Close after delivery (or --linger), now or on the next connection.
     func endOfInput() {
         guard let driver else {
-            if config.stdio.closesAtEndOfInput { reconnection.pendingClose = reconnection.pendingClose ?? endOfInputClose }
+            if config.stdio.closesAtEndOfInput { closeOnNextConnection(endOfInputClose) }
             return
         }
         if runner != .client { connectionDidProcessInput(driver) }  // -1's count may be waiting for this
@@ -88,7 +88,7 @@ extension Session {
         guard let driver else {
             for case .close(let payload) in actions {
                 stopStdin()
-                reconnection.pendingClose = reconnection.pendingClose ?? payload
+                closeOnNextConnection(payload)
             }
             if actions.contains(.limitReached) { stopStdin() }
             return
@@ -116,4 +116,18 @@ extension Session {
     /// stdin stays open for the next one, if a retry or the next client follows (with
     /// `stopStdin` here, --reconnect after a server's 1001 never read stdin again).
     func pauseStdin() { stdin.pause() }
+
+    /// --send-file framed as stdin is (lines, or JSON lines with --jsonl) into `driver`;
+    /// its ping objects are sent as pings (the file was checked when the options were read).
+    func sendFile(_ bytes: [UInt8], into driver: ConnectionDriver) {
+        let file = SendFile(bytes: bytes, jsonLines: config.stdio.jsonLines, separator: config.stdio.separator)
+        do throws(InputError) {
+            let framed = try file.frame(into: driver)
+            for case .ping(let payload) in framed.actions { driver.ping(payload) }
+            sent.messages += framed.messages
+            sent.bytes += framed.bytes
+        } catch {
+            log.warning("--send-file: \(error.description)")
+        }
+    }
 }

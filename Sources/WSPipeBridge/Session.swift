@@ -14,7 +14,7 @@ import WebSocketTransport
 /// pings or timers. This type runs them over one connection at a time: what stdin's reads
 /// and end mean for it (Session+Stdin.swift), signals and the session's timers (--timeout,
 /// --linger, --idle-timeout, Session+Timers.swift), -n, the outcome and --stats
-/// (Session+Statistics.swift); the reconnecting client (Session+Reconnecting.swift) and the
+/// (Session+Statistics.swift); the reconnecting client (`ReconnectingRunner`) and the
 /// stdio server (`StdioServerRunner`) are its other runners.
 public final class Session: ConnectionDelegate, StdinReaderOwner {
     let config: BridgeConfiguration
@@ -56,8 +56,9 @@ public final class Session: ConnectionDelegate, StdinReaderOwner {
     var endedDriver: ConnectionDriver?  // the last one, for the ending's facts
     var staleDetected = false
     var lastReceived = Instant.now()    // --stale-timeout
-    /// Staying connected (--reconnect): unused on a one-connection run (Session+Reconnecting.swift).
-    let reconnection = Reconnection()
+    /// The run that reconnects (--reconnect) this session is under; nil on a one-connection
+    /// run and when serving. It owns the session's run then (`ReconnectingRunner.run`).
+    weak var reconnecting: ReconnectingRunner?
     /// Who runs the session: the client, or the stdio server (`StdioServerRunner`), which
     /// changes the wording (the peer is the client), -1's count and the outcome.
     var runner = Outcome.Runner.client
@@ -111,8 +112,10 @@ public final class Session: ConnectionDelegate, StdinReaderOwner {
 
     /// Runs the session to its end and returns the exit status (errors already printed).
     public func run() -> ExitStatus {
-        let status = config.client.reconnect == nil ? runSession() : runReconnecting()
+        let reconnecting = config.client.reconnect.map { ReconnectingRunner(session: self, settings: $0) }
+        let status = reconnecting?.run() ?? runSession()
         if config.stdio.stats { log.always(statistics(status)) }
+        withExtendedLifetime(reconnecting) {}  // --stats reads its members
         return status
     }
 
@@ -250,7 +253,7 @@ public final class Session: ConnectionDelegate, StdinReaderOwner {
 
     public func connection(_ connection: ConnectionDriver, didReceivePong payload: [UInt8], roundTrip: Double?) {
         if let rtt = roundTrip {
-            reconnection.metrics.roundTrip(rtt)
+            reconnecting?.roundTrip(rtt)
             if config.client.printPingRTT { log.always("wspipe: ping round trip \(formatMilliseconds(rtt)) ms") }
             log.event("received pong (\(payload.count) bytes), round trip \(formatMilliseconds(rtt)) ms")
         } else {
@@ -387,7 +390,7 @@ public final class Session: ConnectionDelegate, StdinReaderOwner {
         outcome.connected = driver != nil
         outcome.localEnd = localEnd
         outcome.timedOut = timedOut
-        outcome.openError = reconnection.lastOpenError
+        outcome.openError = reconnecting?.lastOpenError
         outcome.stale = staleDetected ? config.client.staleTimeout ?? 0 : nil
         outcome.queueBounds = config.client.reconnect.map { (messages: $0.queueSize, bytes: $0.queueBytes) }
         if case .failed(let why) = stdout.sink.failure { outcome.stdoutFailure = why }

@@ -133,12 +133,9 @@ extension Settings {
         if requireBearer {
             var token: String?
             if let bearerFile {
-                guard let bytes = readFile(bearerFile) else {
-                    throw UsageError("cannot read --bearer-file '\(bearerFile)': \(whyUnreadable(bearerFile))", pointsAtHelp: false)
-                }
-                guard UTF8Validator.isValid(bytes) else { throw UsageError("--bearer-file '\(bearerFile)' is not UTF-8 text", pointsAtHelp: false) }
-                token = HTTPText.trimmed(String(decoding: bytes, as: UTF8.self), also: [0x0A, 0x0D])
+                token = try tokenFromFile(bearerFile, readFile: readFile)
             } else if let value = environment("WSPIPE_BEARER"), !value.isEmpty {
+                try checkToken(value, source: "WSPIPE_BEARER")
                 token = value
             }
             guard let token, !token.isEmpty else {

@@ -86,15 +86,7 @@ struct Settings {
         if config.client.bearerToken != nil {
             return config
         } else if let bearerFile {
-            guard let bytes = readFile(bearerFile) else {
-                throw UsageError("cannot read --bearer-file '\(bearerFile)': \(whyUnreadable(bearerFile))", pointsAtHelp: false)
-            }
-            guard UTF8Validator.isValid(bytes) else {
-                throw UsageError("--bearer-file '\(bearerFile)' is not UTF-8 text", pointsAtHelp: false)
-            }
-            let token = HTTPText.trimmed(String(decoding: bytes, as: UTF8.self), also: [0x0A, 0x0D])
-            try checkToken(token, source: "--bearer-file '\(bearerFile)'")
-            config.client.bearerToken = token
+            config.client.bearerToken = try tokenFromFile(bearerFile, readFile: readFile)
             config.client.bearerFile = bearerFile  // read again before every reconnection attempt
         } else if let token = environment("WSPIPE_BEARER"), !token.isEmpty {
             try checkToken(token, source: "WSPIPE_BEARER")

@@ -1,5 +1,6 @@
 import Glibc
 import WebSocketCore
+import WSPipeBridge
 
 // Checks and conversions of option values, and the file reading the options need.
 
@@ -11,10 +12,32 @@ func readableFile(_ path: String, option: String) throws(UsageError) -> String {
     return path
 }
 
+/// A bearer token given as it is (`source`: the option or variable, for the message).
 func checkToken(_ token: String, source: String) throws(UsageError) {
-    guard !token.isEmpty else { throw UsageError("\(source): the bearer token is empty") }
-    guard token.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) else {
-        throw UsageError("\(source): the bearer token contains spaces, control or non-ASCII characters")
+    do throws(BearerToken.Problem) {
+        _ = try BearerToken(token)
+    } catch {
+        throw tokenError(error, source: source)
+    }
+}
+
+/// The bearer token in the file at `path` (--bearer-file), by `BearerToken`'s rule.
+func tokenFromFile(_ path: String, readFile: (String) -> [UInt8]?) throws(UsageError) -> String {
+    guard let bytes = readFile(path) else {
+        throw UsageError("cannot read --bearer-file '\(path)': \(whyUnreadable(path))", pointsAtHelp: false)
+    }
+    do throws(BearerToken.Problem) {
+        return try BearerToken(fileContents: bytes).value
+    } catch {
+        throw tokenError(error, source: "--bearer-file '\(path)'")
+    }
+}
+
+private func tokenError(_ problem: BearerToken.Problem, source: String) -> UsageError {
+    switch problem {
+    case .notUTF8: return UsageError("\(source) is not UTF-8 text", pointsAtHelp: false)
+    case .empty: return UsageError("\(source): the bearer token is empty")
+    case .invalidCharacters: return UsageError("\(source): the bearer token contains spaces, control or non-ASCII characters")
     }
 }
 
@@ -61,34 +84,10 @@ func parseSeconds(_ text: String, option: String) throws(UsageError) -> Double {
 }
 
 /// Why `readWholeFile` gave nothing for `path`, in words (for the error message).
-func whyUnreadable(_ path: String) -> String {
-    let fd = open(path, O_RDONLY | O_CLOEXEC)
-    guard fd >= 0 else { return String(cString: strerror(errno)) }
-    defer { close(fd) }
-    var info = stat()
-    if fstat(fd, &info) == 0 {
-        if info.st_mode & S_IFMT == S_IFDIR { return "it is a directory" }
-        if info.st_size > 1 << 20 { return "it is larger than 1 MiB" }
-    }
-    return "read error"
-}
+func whyUnreadable(_ path: String) -> String { SmallFile.whyUnreadable(path) }
 
 /// The whole file at `path` (at most 1 MiB), or nil if it cannot be read.
-public func readWholeFile(_ path: String) -> [UInt8]? {
-    let fd = open(path, O_RDONLY | O_CLOEXEC)
-    guard fd >= 0 else { return nil }
-    defer { close(fd) }
-    var bytes: [UInt8] = []
-    var chunk = [UInt8](repeating: 0, count: 4096)
-    while true {
-        let n = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
-        if n < 0 && errno == EINTR { continue }
-        if n < 0 { return nil }
-        if n == 0 { return bytes }
-        bytes += chunk[0..<n]
-        if bytes.count > 1 << 20 { return nil }
-    }
-}
+public func readWholeFile(_ path: String) -> [UInt8]? { SmallFile.contents(of: path) }
 
 extension String {
     func replacingPrefix(_ prefix: String, _ replacement: String) -> String {

@@ -185,6 +185,30 @@ final class ReconnectTests: IntegrationTestCase {
         let steady = samples.dropFirst(2)
         if let low = steady.min(), let high = steady.max() { XCTAssertLessThanOrEqual(high - low, 1, "\(samples)") }
     }
+
+    /// --bearer-file is read again before each attempt (tokens rotate); a file that no longer
+    /// holds a valid token (by the rule of the first read) keeps the last good one, with a warning.
+    func testBearerFileIsReadAgainBeforeEachAttempt() throws {
+        let recorder = try startRecorder(["--wait-for", "go", "--close-code", "1012"])
+        let file = path("token")
+        try "first-token\n".write(toFile: file, atomically: true, encoding: .utf8)
+        let child = try spawnWspipe(fast + ["--jsonl", "--bearer-file", file, url(recorder)], stdin: .pipe)
+        let go = #"{"type":"text","data":"go"}"# + "\n"
+        XCTAssertTrue(waitForStdout(child, contains: #""subprotocol":null,"attempt":1}"#))
+        try "second-token\n".write(toFile: file, atomically: true, encoding: .utf8)
+        child.writeStdin(go)  // the server closes with 1012, which is retried
+        XCTAssertTrue(waitForStdout(child, contains: #""subprotocol":null,"attempt":2}"#))
+        try "two words\n".write(toFile: file, atomically: true, encoding: .utf8)
+        child.writeStdin(go)
+        XCTAssertTrue(waitForStdout(child, contains: #""subprotocol":null,"attempt":3}"#))
+        child.closeStdin()
+        let result = finish(child, timeout: 20)
+        assertExit(result, 0)
+        XCTAssertEqual(try recorder.record(1).values("Authorization"), ["Bearer first-token"])
+        XCTAssertEqual(try recorder.record(2).values("Authorization"), ["Bearer second-token"])
+        XCTAssertEqual(try recorder.record(3).values("Authorization"), ["Bearer second-token"])
+        XCTAssertTrue(result.stderr.contains("cannot read --bearer-file '\(file)' again; using the token read before"), result.stderr)
+    }
 }
 
 /// Faults a TCP relay injects between wspipe and the feed: a cut mid-frame, a blackhole

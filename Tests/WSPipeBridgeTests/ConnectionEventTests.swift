@@ -39,10 +39,10 @@ final class ConnectionEventTests: XCTestCase {
     }
 
     func testOpenErrorsMapToTheRetryTable() {
-        XCTAssertEqual(Session.attemptFailure(.transport(.connect(target: "h:1", errno: ECONNREFUSED))), .connectFailed)
-        XCTAssertEqual(Session.attemptFailure(.transport(.timedOut(.awaitingHandshakeResponse, seconds: 1))), .connectFailed)
-        XCTAssertEqual(Session.attemptFailure(.transport(.resolve(host: "h", reason: "Name or service not known"))),
+        XCTAssertEqual(ReconnectingRunner.attemptFailure(.transport(.connect(target: "h:1", errno: ECONNREFUSED))), .connectFailed)
+        XCTAssertEqual(ReconnectingRunner.attemptFailure(.transport(.timedOut(.awaitingHandshakeResponse, seconds: 1))), .connectFailed)
+        XCTAssertEqual(ReconnectingRunner.attemptFailure(.transport(.resolve(host: "h", reason: "Name or service not known"))),
                        .connectRefusedForGood)
-        XCTAssertEqual(Session.attemptFailure(.handshakeLost(.closedMidAnswer)), .handshakeLost)
+        XCTAssertEqual(ReconnectingRunner.attemptFailure(.handshakeLost(.closedMidAnswer)), .handshakeLost)
     }
 }
