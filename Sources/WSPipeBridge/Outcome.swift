@@ -48,6 +48,10 @@ struct Outcome {
     /// stdout could not be written (its error, said when the run ends).
     var stdoutFailure: String?
     var shortfall: Shortfall?
+    /// -n N (or -1's one reply) came and was written: the run did what it was asked, so how
+    /// the peer ends the connection after that does not change the status (the man page's
+    /// -n: exit 0 once N messages were received and written).
+    var countReached = false
     /// The end-of-input ping: answered (true), given up on (false), or not sent (nil).
     var deliveryConfirmed: Bool?
 
@@ -92,6 +96,7 @@ struct Outcome {
         if timedOut { return .report(.timedOut) }
         if let stdoutFailure { return .report(.localOutput(why: stdoutFailure)) }
         if localEnd == .readerGone { return .said(.success) }
+        if countReached { return .said(.success) }
         switch ending {
         case .closed(let handshake):
             guard handshake.isNormal else { return .report(.closedByPeer(handshake.received)) }

@@ -395,6 +395,7 @@ public final class Session: ConnectionDelegate, StdinReaderOwner {
         outcome.queueBounds = config.client.reconnect.map { (messages: $0.queueSize, bytes: $0.queueBytes) }
         if case .failed(let why) = stdout.sink.failure { outcome.stdoutFailure = why }
         outcome.shortfall = countShortfall
+        outcome.countReached = stdout.assembler.limit.map { stdout.assembler.messages >= $0 } ?? false
         outcome.deliveryConfirmed = deliveryConfirmed
         return outcome
     }

@@ -158,6 +158,17 @@ extension PipelineTests {
         XCTAssertEqual(try framesRecord(server).close?.code, 1011)
     }
 
+    /// -n 3 and the server's three messages and its Close 1001 in one write: the count came
+    /// and was written, so the status is 0 as -n says (it was 8 when the Close was read
+    /// before our 1000 went; 0 when it came in a later read: it depended on timing).
+    func testCountReachedThenTheServersCloseInTheSameReadIsZero() throws {
+        let server = try startScripted(Wire.switching + Wire.text("a") + Wire.text("b") + Wire.text("c") + Wire.close(1001),
+                                       then: "close")
+        let result = finish(try spawnWspipe(["-n", "3", url(server)], stdin: .null))
+        assertExit(result, 0)
+        XCTAssertEqual(result.stdoutText, "a\nb\nc\n")
+    }
+
     func testEndOfInputWithAFailingStdoutClosesWith1011() throws {
         // No pong: the end-of-input Close waits for the echoes (a pong may overtake them,
         // and a Close sent before they arrive rightly says 1000), which fail on /dev/full.

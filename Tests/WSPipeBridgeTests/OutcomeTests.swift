@@ -171,6 +171,30 @@ final class OutcomeTests: XCTestCase {
                       .success)
     }
 
+    /// -n's count came and was written: whatever the server's Close says after it (its
+    /// 1001 may come in the same read as the last messages, before our 1000), or the TCP
+    /// connection dropped during the closing handshake, the run did what it was asked.
+    func testTheCountReachedBeatsHowThePeerEndedAfterIt() {
+        assertVerdict(outcome(closed(1001)) { $0.countReached = true }, .success)
+        assertVerdict(outcome(closed(4000, byUs: true)) { $0.countReached = true }, .success)
+        assertVerdict(outcome(.lost(.peerClosedTCP(afterOurClose: true))) { $0.countReached = true }, .success)
+        assertVerdict(outcome(.timedOut(CloseWait(limit: 1, waited: 1, closeWritten: true))) { $0.countReached = true }, .success)
+        // Not a protocol failure, a local error, a signal or --timeout: those are said as ever.
+        XCTAssertEqual(outcome(.failed(.protocolError("x"))) { $0.countReached = true }.verdict.status, .protocolViolation)
+        XCTAssertEqual(outcome(closed()) {
+            $0.countReached = true
+            $0.localEnd = .outputError
+        }.verdict.status, .localError)
+        XCTAssertEqual(outcome(closed(1001)) {
+            $0.countReached = true
+            $0.localEnd = .signal(SIGINT)
+        }.verdict.status, .signal(SIGINT))
+        XCTAssertEqual(outcome(closed()) {
+            $0.countReached = true
+            $0.timedOut = true
+        }.verdict.status, .timedOut)
+    }
+
     func testQueueFullBeatsATimeoutAndAnOpenError() {
         XCTAssertEqual(outcome(nil) {
             $0.connected = false
