@@ -131,11 +131,13 @@ public enum CommandLineParser {
         for set in setters { set(&settings) }
         let config = try settings.finish(environment: environment, readFile: readFile)
         guard let schemeless, let urlText else { return .run(config) }
-        return .run(try taking(schemeless, given: urlText, config))
+        return .run(try taking(schemeless, given: urlText, options: given, config))
     }
 
-    /// A URL without a scheme is ws://, in clear: refused when credentials would go with it.
-    private static func taking(_ address: SchemelessAddress, given text: String,
+    /// A URL without a scheme is ws://, in clear: refused when credentials would go with it,
+    /// and when the rest of the command line asks for TLS (a TLS option, port 443), which
+    /// ws:// would not use.
+    private static func taking(_ address: SchemelessAddress, given text: String, options: [String],
                                _ config: BridgeConfiguration) throws(UsageError) -> BridgeConfiguration {
         let credentials = address.hasUserInfo ? (address.hasPassword ? "user:password@" : "user@ (Basic authentication)")
             : config.client.bearerToken != nil ? "a bearer token"
@@ -143,6 +145,14 @@ public enum CommandLineParser {
         if let credentials {
             throw UsageError("'\(address.shown)' has no scheme, and \(credentials) would go with it in clear as ws://: "
                              + "write wss://, or ws:// to send it unencrypted on purpose")
+        }
+        if let tls = Option.tls.first(where: { options.contains($0.longName) }) {
+            throw UsageError("'\(address.shown)' has no scheme, and \(tls.longName) is for TLS, which ws:// does not use: "
+                             + "write wss://")
+        }
+        if config.client.url.port == 443 {
+            throw UsageError("'\(address.shown)' has no scheme, and port 443 is wss://'s: write wss://, "
+                             + "or ws:// for WebSocket without TLS on that port on purpose")
         }
         var config = config
         config.client.schemeTakenFrom = text

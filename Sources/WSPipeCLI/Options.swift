@@ -9,6 +9,9 @@ import WSPipeBus
 // are checked when the option is read; combinations and files in `Settings.finish`.
 
 extension Option {
+    /// The client's TLS options (a URL without a scheme is ws://, which they do not apply to).
+    static let tls: [Option] = [insecure, cacert, cert, key, keyPassEnv, keyPassFile, tlsMin, sni]
+
     static let helpSections: [HelpSection] = [
         HelpSection(title: "Modes:", options: [text, binary, null, chunkSize]),
         HelpSection(title: "Formats:", options: [jsonl, timestamps, base64, wholeInput]),
@@ -25,7 +28,7 @@ extension Option {
                               queueSize, queueBytes, queuePolicy, sendFile]),
         HelpSection(title: "Network (proxies from the environment unless --proxy; see NETWORK in the man page):",
                     options: [proxy, socks5, noproxy, unixSocket, connectTo, resolve, ipv4, ipv6, location, maxRedirs]),
-        HelpSection(title: "TLS:", options: [insecure, cacert, cert, key, keyPassEnv, keyPassFile, tlsMin, sni]),
+        HelpSection(title: "TLS:", options: tls),
         HelpSection(title: "Request:", options: [header, subprotocol, origin, userAgent, bearerFile, bearer],
                     notes: [("URL user:password@", "sends Basic authentication")]),
         HelpSection(title: "Output:", options: [verbose, quiet, help, version]),

@@ -92,4 +92,17 @@ final class CommandLineHabitsTests: XCTestCase {
         XCTAssertNil(message(["--bearer", "t", "wss://h:1/"]), "a scheme written out is the user's choice")
         XCTAssertNil(message(["-H", "X-Trace: 1", "h:1"]), "a header that is not secret")
     }
+
+    /// TLS asked for (an option, port 443) with an address that would be ws://: said, not
+    /// ignored (wscat takes host:443 as ws:// and fails at the handshake).
+    func testHostAndPortAreNotTakenAsWSWhenTLSIsAskedFor() {
+        XCTAssertEqual(message(["-k", "h:8443"]),
+                       "'h:8443' has no scheme, and --insecure is for TLS, which ws:// does not use: write wss://")
+        XCTAssertEqual(message(["--cacert", "/etc/hosts", "h:1/x"]),
+                       "'h:1/x' has no scheme, and --cacert is for TLS, which ws:// does not use: write wss://")
+        XCTAssertEqual(message(["h:443/feed"]),
+                       "'h:443/feed' has no scheme, and port 443 is wss://'s: write wss://, or ws:// for WebSocket without TLS on that port on purpose")
+        XCTAssertNil(message(["-k", "wss://h:8443/"]))
+        XCTAssertNil(message(["ws://h:443/"]), "a scheme written out is the user's choice")
+    }
 }
