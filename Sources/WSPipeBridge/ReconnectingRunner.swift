@@ -6,9 +6,11 @@ import WebSocketTransport
 /// made from it, and stdin goes to the offline queue while there is no connection. This
 /// runner owns what is the reconnection's (the attempts, the backoff and its timer, the
 /// offline queue, the token read again, how the last attempt failed, the metrics --stats
-/// adds) and drives the session through its connection calls (`attach`, `emit`,
-/// `submitOutput`, `conclude`); the session reaches back only for the offline queue, the
-/// Close stdin left for the next connection, round trips, and the facts of the outcome.
+/// adds) and drives the session through its calls (`connectionOpened`, `connectionLeft`,
+/// `endedByItself`, `inputCloses`, `timeoutPassed`, below, and `emit`, `conclude`); the
+/// session reaches back (`Session.reconnecting`, weak: this runner lives for `Session.run`)
+/// only for the offline queue, the Close stdin left for the next connection, round trips,
+/// the last open error and the members --stats adds.
 final class ReconnectingRunner {
     private let session: Session
     private let settings: ClientConfiguration.Reconnection
