@@ -22,6 +22,10 @@ public func runServer(_ config: BridgeConfiguration, _ serve: ServeConfiguration
     case .success(let made): listener = made
     case .failure(let failure): return log.report(failure)
     }
+    if let root = serve.server.site.root, isFileSystemRoot(root) {
+        log.warning("--static '\(Diagnostics.terminalSafe(root))' is the root directory: whoever reaches this listener can read "
+                    + "every file this process may read (dotfiles aside)")
+    }
     var configuration = serve.server
     // --oneshot: one client, whose ending gives the exit status.
     if serve.oneshot { configuration.oneClientAtATime = true }
@@ -30,6 +34,14 @@ public func runServer(_ config: BridgeConfiguration, _ serve: ServeConfiguration
     let events = ServerEventLog(log: log, jsonLines: config.stdio.jsonLines, mode: mode)
     server.onEvent = { [unowned server] event in events.show(event, server: server) }
     return mode.run(server, on: listener)
+}
+
+/// Whether `path` is the file system's root directory ("/", "/etc/..", a link to it):
+/// the same device and inode as "/".
+func isFileSystemRoot(_ path: String) -> Bool {
+    var given = stat(), root = stat()
+    guard stat(path, &given) == 0, stat("/", &root) == 0 else { return false }
+    return given.st_dev == root.st_dev && given.st_ino == root.st_ino
 }
 
 /// What a run that listens starts with: SIGPIPE ignored, the descriptor limit raised, its
@@ -131,7 +143,7 @@ struct ServerEventLog {
             log.warning("permessage-deflate declined: \(reason)")
             return
         case .notServed(let target, let why):
-            log.event("404 for \(Diagnostics.terminalSafe(Diagnostics.redactedTarget(target))): \(why)")
+            log.event("\(why.status) for \(Diagnostics.terminalSafe(Diagnostics.redactedTarget(target))): \(why)")
             return
         }
         log.event(shown.line + tlsNote)

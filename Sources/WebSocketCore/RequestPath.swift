@@ -2,7 +2,7 @@
 /// `--static`): percent-decoded exactly once, every segment a plain name. Pure: nothing here
 /// touches the file system; `BeneathResolver` (WebSocketTransport) opens the segments.
 ///
-/// Refused, each with its own `Refusal`: a path that does not start with "/", invalid
+/// Refused, each with its own `Refusal`: a target that is no path (nor an absolute URI), invalid
 /// percent-encoding, "." or ".." in any spelling (`%2e%2e` decodes to ".."; `%252e` decodes
 /// once, to the literal name "%2e"), a backslash, a NUL (raw or `%00`), another control byte,
 /// an encoded "/" (`%2F`), an empty segment ("a//b"), and a name starting with "." (dotfiles
@@ -16,7 +16,8 @@ public struct RequestPath: Sendable, Equatable {
 
     /// Why a path was refused (the server's 404 says only "not found"; `-v` says this).
     public enum Refusal: Error, Equatable, Sendable, CustomStringConvertible {
-        /// It does not start with "/" (an absolute-form or asterisk-form target).
+        /// A target neither in origin-form ("/...") nor in absolute-form ("http://host/..."):
+        /// asterisk-form, authority-form, a relative name (`RequestTarget.originForm`).
         case notAbsolute
         /// A "%" not followed by two hex digits, at this byte offset of the path.
         case invalidPercentEncoding(offset: Int)
@@ -37,7 +38,7 @@ public struct RequestPath: Sendable, Equatable {
 
         public var description: String {
             switch self {
-            case .notAbsolute: return "the path does not start with /"
+            case .notAbsolute: return "the target is neither a path (/...) nor an absolute URI"
             case .invalidPercentEncoding(let offset): return "invalid percent-encoding at byte \(offset) of the path"
             case .dotSegment: return "the path has a . or .. segment"
             case .backslash: return "the path has a backslash"
@@ -50,11 +51,11 @@ public struct RequestPath: Sendable, Equatable {
         }
     }
 
-    /// The path of `target` (up to its "?"), decoded and checked.
+    /// The path of `target` (up to its "?"), decoded and checked; of an absolute-form
+    /// target ("http://host/a"), its path ("/a"): the authority names no file.
     public init(target: String) throws(Refusal) {
-        var path = Array(target.utf8)
-        if let query = path.firstIndex(of: UInt8(ascii: "?")) { path.removeSubrange(query...) }
-        try self.init(path: path)
+        guard let path = RequestTarget.path(target) else { throw .notAbsolute }
+        try self.init(path: Array(path.utf8))
     }
 
     /// `path` (no query), decoded and checked.

@@ -213,23 +213,12 @@ public struct ServerHandshake: Sendable {
         return HTTPResponse.head(status: 101, headers: all + headers)
     }
 
-    /// Path and query of an origin-form ("/p?q") or absolute-form ("ws://h/p?q") target;
-    /// nil for anything else (asterisk-form, authority-form, a fragment).
+    /// Path and query of an origin-form ("/p?q") or absolute-form ("ws://h/p?q") target
+    /// (`RequestTarget.originForm`); nil for anything else (asterisk-form, authority-form, a fragment).
     static func splitTarget(_ target: String) -> (String, String?)? {
-        var bytes = Array(target.utf8)[...]
-        guard !bytes.contains(UInt8(ascii: "#")) else { return nil }
-        if bytes.first != UInt8(ascii: "/") {
-            // absolute-form: scheme "://" authority, then the path (RFC 9112 §3.2.2).
-            guard let colon = bytes.firstIndex(of: UInt8(ascii: ":")), colon > bytes.startIndex,
-                  bytes[colon...].starts(with: Array("://".utf8)) else { return nil }
-            let authority = bytes[(colon + 3)...]
-            guard let first = authority.first, first != UInt8(ascii: "/") else { return nil }
-            let pathStart = authority.firstIndex { $0 == UInt8(ascii: "/") || $0 == UInt8(ascii: "?") } ?? authority.endIndex
-            bytes = bytes[pathStart...]
-            if bytes.first != UInt8(ascii: "/") { bytes = (Array("/".utf8) + bytes)[...] }
-        }
-        guard let mark = bytes.firstIndex(of: UInt8(ascii: "?")) else { return (String(decoding: bytes, as: UTF8.self), nil) }
-        return (String(decoding: bytes[..<mark], as: UTF8.self), String(decoding: bytes[(mark + 1)...], as: UTF8.self))
+        guard !target.utf8.contains(UInt8(ascii: "#")), let origin = RequestTarget.originForm(target) else { return nil }
+        guard let mark = origin.utf8.firstIndex(of: UInt8(ascii: "?")) else { return (String(origin), nil) }
+        return (String(origin[..<mark]), String(origin[origin.utf8.index(after: mark)...]))
     }
 
     /// The value of a header that must appear exactly once.

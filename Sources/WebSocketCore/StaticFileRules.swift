@@ -133,12 +133,15 @@ public struct FileValidators: Equatable, Sendable {
 
     /// Whether a GET or HEAD with these headers gets 304: If-None-Match decides when it is
     /// present (weak comparison, §13.1.2), even with no tag in it ("" or ","), and
-    /// If-Modified-Since only without it (§13.1.3).
-    public func notModified(_ head: some HTTPHeaderFields) -> Bool {
+    /// If-Modified-Since only without it (§13.1.3), and only for a date not later than `now`
+    /// (seconds since the epoch): a client whose clock is ahead would otherwise keep its
+    /// copy of a file changed since (Apache's rule; nginx's default `if_modified_since
+    /// exact` answers 304 only for the exact Last-Modified).
+    public func notModified(_ head: some HTTPHeaderFields, now: Int64) -> Bool {
         if !head.values("If-None-Match").isEmpty {
             return head.listValues("If-None-Match").contains { $0 == "*" || FileValidators.opaque($0) == FileValidators.opaque(etag) }
         }
-        guard let since = head.values("If-Modified-Since").first, let date = HTTPDate.parse(since) else { return false }
+        guard let since = head.values("If-Modified-Since").first, let date = HTTPDate.parse(since), date <= now else { return false }
         return modified <= date
     }
 

@@ -103,9 +103,10 @@ public struct HandshakePolicy: Sendable {
                       + "Cache-Control: no-store\r\nConnection: close\r\n\r\n").utf8) + (head.method == "HEAD" ? [] : body)
     }
 
-    /// The target without its query.
-    static func pathOf(_ target: String) -> String {
-        target.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false).first.map(String.init) ?? target
+    /// The target's path, as the upgrade reads it (an absolute-form target's path too,
+    /// `RequestTarget`); a target in neither form as sent (it matches no path).
+    static func pathOf(_ target: String) -> Substring {
+        RequestTarget.path(target) ?? Substring(target)
     }
 
     /// The token of `Bearer <token>` (scheme case-insensitive), nil for another scheme.

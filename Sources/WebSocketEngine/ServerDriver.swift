@@ -48,7 +48,8 @@ public enum ServerEvent {
     case tlsFailed(remoteAddress: String, StreamFailure)
     /// libz could not be loaded (the reason): permessage-deflate offers are declined from now on.
     case compressionUnavailable(String)
-    /// --static or --devconsole answered a plain request 404 (the raw target and why).
+    /// --static or --devconsole answered a plain request 404, or 403 (`StaticNotFound.status`):
+    /// the raw target and why.
     case notServed(target: String, StaticNotFound)
 }
 
@@ -309,7 +310,7 @@ public final class ServerDriver {
 
     func noteSiteAnswer(_ answer: SiteAnswer) {
         siteAnswers[answer.status, default: 0] += 1
-        if let notFound = answer.notFound { onEvent?(.notServed(target: notFound.target, notFound.why)) }
+        if let notServed = answer.notServed { onEvent?(.notServed(target: notServed.target, notServed.why)) }
     }
 
     func noteRefusal(status: Int) {

@@ -22,15 +22,15 @@ struct SiteAnswer {
     var body: [UInt8] = []
     var file: (descriptor: Int32, offset: UInt64, count: UInt64)?
     var keepAlive: Bool
-    /// A 404's reason and the request target it was for (the -v line).
-    var notFound: (target: String, why: StaticNotFound)?
+    /// A 404's or 403's reason and the request target it was for (the -v line).
+    var notServed: (target: String, why: StaticNotFound)?
 
     /// The status code of the head's status line (the metrics count answers by it).
     var status: Int { HandshakeExchange.status(of: head) }
 }
 
 /// Why --static answered 404: the path rules or the resolver's reason, or nothing to
-/// serve at an existing entry.
+/// serve at an existing entry; or 403: an entry on the way we may not open (`status`).
 public enum StaticNotFound: Equatable, Sendable, CustomStringConvertible {
     case path(RequestPath.Refusal)
     case file(ResolveFailure)
@@ -41,10 +41,22 @@ public enum StaticNotFound: Equatable, Sendable, CustomStringConvertible {
     /// No file, and the console page is not served at this path.
     case noConsole
 
+    /// 403 where the file system said EACCES (the file is not readable by us, a directory
+    /// on the way not searchable: nginx's answer); 404 for the rest, dotfiles and symbolic
+    /// links included (the path rules and the resolver refuse those before any permission
+    /// is asked).
+    public var status: Int {
+        switch self {
+        case .file(.denied), .noIndex(.denied?): return 403
+        default: return 404
+        }
+    }
+
     public var description: String {
         switch self {
         case .path(let refusal): return refusal.description
         case .file(let failure): return failure.description
+        case .noIndex(.denied?): return "the directory's index.html: permission denied"
         case .noIndex(let failure): return "a directory without index.html" + (failure.map { " (\($0))" } ?? "")
         case .fileWithSlash: return "a file asked for with a trailing slash"
         case .noConsole: return "no file, and no WebSocket path for the console"
@@ -85,7 +97,7 @@ final class StaticSite {
             // A path the rules refuse (a dotfile, `..`, a backslash, NUL) is no file and no console.
             let target: RequestPath
             do throws(RequestPath.Refusal) { target = try RequestPath(target: head.target) } catch {
-                return readsOnly ? notFound(.path(error), keepAlive, head) : nil
+                return readsOnly ? unserved(.path(error), keepAlive, head) : nil
             }
             switch StaticSite.resolve(target, with: resolver) {
             case .file(let descriptor, let info, let name):
@@ -104,10 +116,12 @@ final class StaticSite {
                 return small(503, [HTTPHeader(name: "Retry-After", value: "1")], "the server has no file descriptor left to open the file",
                              false, head)
             case .none(let why):
+                // EACCES: something is there that we may not read; 403 before any console page.
+                if why.status == 403, readsOnly { return unserved(why, keepAlive, head) }
                 notServed = why
             }
         }
-        if configuration.devConsole, policy.path == nil || HandshakePolicy.pathOf(head.target) == policy.path,
+        if configuration.devConsole, policy.path.map({ HandshakePolicy.pathOf(head.target) == $0 }) ?? true,
            servesUpgrades(head.target) {
             guard readsOnly else {
                 return small(405, [HTTPHeader(name: "Allow", value: "GET, HEAD")], "use GET or HEAD", keepAlive, head)
@@ -118,20 +132,23 @@ final class StaticSite {
             return SiteAnswer(head: Array(headText.utf8), body: head.method == "HEAD" ? [] : page, keepAlive: keepAlive)
         }
         guard readsOnly else { return nil }
-        return notFound(notServed, keepAlive, head)
+        return unserved(notServed, keepAlive, head)
     }
 
-    private func notFound(_ why: StaticNotFound, _ keepAlive: Bool, _ head: HTTPRequestHead) -> SiteAnswer {
-        var answer = small(404, [], "not found", keepAlive, head)
-        answer.notFound = (head.target, why)
+    /// The 404 (or 403) for `why`, with it for the -v line.
+    private func unserved(_ why: StaticNotFound, _ keepAlive: Bool, _ head: HTTPRequestHead) -> SiteAnswer {
+        var answer = small(why.status, [], why.status == 403 ? "forbidden" : "not found", keepAlive, head)
+        answer.notServed = (head.target, why)
         return answer
     }
 
-    /// A 301's Location: the raw target's path with a slash added, its query kept. The raw
+    /// A 301's Location: the raw target's path with a slash added, its query kept (of an
+    /// absolute-form target, its origin-form: the authority is not ours to repeat). The raw
     /// bytes passed the request parser (visible ASCII, no CR or LF); leading slashes are one,
     /// so "//host" cannot become a redirect to another host.
     static func slashLocation(_ target: String) -> String {
-        let (path, query) = target.firstIndex(of: "?").map { (target[..<$0], target[$0...]) } ?? (Substring(target), "")
+        let origin = RequestTarget.originForm(target) ?? Substring(target)
+        let (path, query) = origin.firstIndex(of: "?").map { (origin[..<$0], origin[$0...]) } ?? (origin, "")
         return "/" + path.drop { $0 == "/" } + "/" + query
     }
 
@@ -206,7 +223,7 @@ final class StaticSite {
         let description = describe(info, name: name)
         let validators = description.validators
         let connection = StaticSite.connectionHeader(keepAlive)
-        if validators.notModified(fields) {
+        if validators.notModified(fields, now: Int64(time(nil))) {
             close(descriptor)
             return SiteAnswer(head: Array("HTTP/1.1 304 Not Modified\r\n\(description.notModifiedLines)\(connection)\r\n".utf8),
                               keepAlive: keepAlive)

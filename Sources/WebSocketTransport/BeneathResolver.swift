@@ -44,10 +44,11 @@ public final class BeneathResolver {
 
     deinit { Glibc.close(root) }
 
-    /// `segments` opened for reading: a regular file (O_RDONLY | O_NONBLOCK, so a FIFO swapped
-    /// in cannot block us) or a directory (O_RDONLY | O_DIRECTORY: the caller may look for
-    /// its index.html with `open(_:in:)`). Anything else, a symlink or a missing segment is
-    /// a `ResolveFailure`.
+    /// `segments` opened: a regular file for reading (O_RDONLY | O_NONBLOCK, so a FIFO swapped
+    /// in cannot block us) or a directory (O_PATH | O_DIRECTORY: the caller may look for
+    /// its index.html with `open(_:in:)`, which needs search permission there, not read, as
+    /// nginx's does). Anything else, a symlink or a missing segment is a `ResolveFailure`
+    /// (`.denied` for EACCES: a file we may not read, a directory on the way we may not search).
     public func open(segments: [[UInt8]]) throws(ResolveFailure) -> OpenedEntry {
         guard let leaf = segments.last else {
             return try reopen(root, name: ".", facts: try Self.facts(root))
@@ -146,10 +147,11 @@ public final class BeneathResolver {
         }
     }
 
-    /// `name` beneath `parent` opened for reading, which must still be the entry `facts`
-    /// describe (a swap between the two opens is `.changed`).
+    /// `name` beneath `parent` opened for reading (a directory: O_PATH, nothing is read from
+    /// it), which must still be the entry `facts` describe (a swap between the two opens is
+    /// `.changed`).
     private func reopen(_ parent: Int32, name: UnsafePointer<CChar>, facts: EntryFacts) -> Result<OpenedEntry, ResolveFailure> {
-        let flags = facts.kind == .directory ? O_RDONLY | O_DIRECTORY : O_RDONLY | O_NONBLOCK | O_NOCTTY
+        let flags = facts.kind == .directory ? oPath | O_DIRECTORY : O_RDONLY | O_NONBLOCK | O_NOCTTY
         let fd = openat(parent, name, flags | O_NOFOLLOW | O_CLOEXEC)
         guard fd >= 0 else { return .failure(ResolveFailure(errno: errno)) }
         guard let now = try? Self.facts(fd), now.device == facts.device, now.inode == facts.inode else {

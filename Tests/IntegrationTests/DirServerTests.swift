@@ -96,6 +96,22 @@ final class DirServerTests: IntegrationTestCase {
         }
     }
 
+    /// An absolute-form target (RFC 9112 §3.2.2) names the program its path names, as the
+    /// upgrade and --path read it; its path goes through every rule, the authority through none.
+    func testAnAbsoluteFormTargetNamesTheProgramOfItsPath() throws {
+        let (server, port) = try startListening(["--dir", tree])
+        XCTAssertEqual(try upgradeStatus(port, Array("ws://127.0.0.1:\(port)/count".utf8)), 101)
+        XCTAssertEqual(try upgradeStatus(port, Array("http://other.example/sub/deep/prog/x?q=1".utf8)), 101)
+        for refused in ["ws://h/../outside/evil", "ws://h/.hidden", "ws://h/out", "ws://h//count", "ws://h/plain.txt"] {
+            XCTAssertEqual(try upgradeStatus(port, Array(refused.utf8)), 404, refused)
+        }
+        server.signal(SIGTERM)
+        assertExit(finish(server), 0)
+        for marker in ["ran-plain", "ran-hidden", "ran-evil"] {
+            XCTAssertFalse(FileManager.default.fileExists(atPath: path(marker)), "\(marker): a refused program ran")
+        }
+    }
+
     func testValidPathsGiveWebsocketdsVariables() throws {
         let websocketdPath = "/usr/bin/websocketd"
         guard FileManager.default.isExecutableFile(atPath: websocketdPath) else {

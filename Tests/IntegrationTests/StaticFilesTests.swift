@@ -1,7 +1,8 @@
 // --static DIR and --devconsole against the real binary, read by a raw HTTP/1.1 client
-// (peers/http_client.py): validators and 304, HEAD, one Range, 405, the 301 from the raw
-// target, the path rules, keep-alive and pipelining, the plain-GET order, the bearer
-// token, TLS, and the memory of 100 slow downloads of a 1 GiB file.
+// (peers/http_client.py): validators and 304 (not for a date ahead of our clock), HEAD,
+// one Range, 405, the 301 from the raw target, absolute-form targets, the path rules, 403
+// for what may not be read, keep-alive and pipelining, the plain-GET order, the bearer
+// token, TLS, the warning of --static /, and the memory of 100 slow downloads of a 1 GiB file.
 import Foundation
 import Glibc
 import TestSupport
@@ -82,6 +83,54 @@ final class StaticFilesTests: IntegrationTestCase {
         XCTAssertEqual(conditional[3].body, "hello static\n")
         XCTAssertEqual(conditional[5].header("Connection"), "close")
         XCTAssertEqual(conditional[6].closed, true, "Connection: close ends it")
+        server.signal(SIGTERM)
+        assertExit(finish(server), 0)
+    }
+
+    /// A client whose clock is ahead sends a date later than ours: evaluated, it would keep
+    /// its stale copy of a file changed since (Apache ignores such a date too).
+    func testAnIfModifiedSinceLaterThanTheServersClockIsIgnored() throws {
+        let root = try makeTree()
+        let (server, port) = try startListening(["--echo", "--static", root])
+        let modified = try XCTUnwrap(try exchange(port, [["target": "/a.txt"]])[0].header("Last-Modified"))
+        let answers = try exchange(port, [
+            ["target": "/a.txt", "headers": ["If-Modified-Since": "Fri, 01 Jan 2100 00:00:00 GMT"]],
+            ["target": "/a.txt", "headers": ["If-Modified-Since": modified]],
+        ])
+        XCTAssertEqual(answers.map(\.status), [200, 304, nil])
+        XCTAssertEqual(answers[0].body, "hello static\n")
+        server.signal(SIGTERM)
+        assertExit(finish(server), 0)
+    }
+
+    /// RFC 9112 §3.2.2: a server MUST accept the absolute-form. Its path is answered as the
+    /// origin-form's would be, by every plain-GET answer and the upgrade; the authority
+    /// names nothing (another host's name is the same site).
+    func testAbsoluteFormTargetsAreAnsweredByTheirPath() throws {
+        let root = try makeTree()
+        let (server, port) = try startListening(["--echo", "--static", root, "--devconsole", "--path", "/ws",
+                                                 "--health", "/healthz", "--metrics", "/metrics"])
+        let upgrade = ["Upgrade": "websocket", "Connection": "Upgrade", "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ==",
+                       "Sec-WebSocket-Version": "13"]
+        let answers = try exchange(port, [
+            ["target": "http://127.0.0.1:\(port)/a.txt"],
+            ["target": "http://other.example"],
+            ["target": "HTTP://other.example:81/sub?q=1"],
+            ["target": "http://127.0.0.1/.env"],
+            ["target": "http://127.0.0.1/%2e%2e/etc/passwd"],
+            ["target": "http://127.0.0.1//a.txt"],
+            ["target": "http://127.0.0.1/ws"],
+            ["target": "ws://127.0.0.1/ws", "headers": upgrade],
+        ])
+        XCTAssertEqual(answers.map(\.status), [200, 200, 301, 404, 404, 404, 200, 101, nil])
+        XCTAssertEqual(answers[0].body, "hello static\n")
+        XCTAssertEqual(answers[1].body, "<h1>home</h1>\n")
+        XCTAssertEqual(answers[2].header("Location"), "/sub/?q=1", "our path, not the other host")
+        XCTAssertTrue(answers[6].body?.hasPrefix("<!DOCTYPE html>") == true, answers[6].body ?? "")
+        XCTAssertEqual(try exchange(port, [["target": "http://127.0.0.1/healthz?probe=1"]])[0].body, "ok\n")
+        let scrape = try exchange(port, [["target": "http://127.0.0.1/metrics"]])
+        XCTAssertEqual(scrape[0].status, 200)
+        XCTAssertTrue(scrape[0].header("Content-Type")?.hasPrefix("text/plain") == true, "\(scrape[0])")
         server.signal(SIGTERM)
         assertExit(finish(server), 0)
     }
@@ -219,6 +268,94 @@ final class StaticFilesTests: IntegrationTestCase {
         }
         server.signal(SIGTERM)
         assertExit(finish(server), 0)
+    }
+
+    /// `wspipe -l 0 ARGUMENTS` bound by file modes. Root passes every mode
+    /// (CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH), so as root it runs under setpriv without
+    /// those two capabilities; skipped, saying why, when that cannot be done.
+    private func startListeningBoundByFileModes(_ arguments: [String]) throws -> (ChildProcess, Int) {
+        guard getuid() == 0 else { return try startListening(arguments) }
+        let setpriv = "/usr/bin/setpriv", dropped = ["--bounding-set", "-dac_override,-dac_read_search"]
+        guard FileManager.default.isExecutableFile(atPath: setpriv),
+              let probe = try? ChildProcess(executable: setpriv, arguments: dropped + ["/bin/true"], environment: [:], stdin: .null),
+              finish(probe).termination == .exited(0) else {
+            throw XCTSkip("running as root, which reads a mode-000 file, and setpriv cannot drop CAP_DAC_OVERRIDE here")
+        }
+        let child = try ChildProcess(executable: setpriv, arguments: dropped + [Locations.wspipe, "-l", "0"] + arguments,
+                                     environment: Locations.baseEnvironment, stdin: .null)
+        addTeardownBlock { child.kill() }
+        guard let text = child.stderr.waitForLine(startingWith: "wspipe: listening on ws://127.0.0.1:", timeout: 15),
+              let port = Int(text.split(separator: ":").last?.split(separator: "/").first ?? "") else {
+            XCTFail("no listening line; stderr: \(child.stderr.text)")
+            throw HarnessError("server did not start")
+        }
+        return (child, port)
+    }
+
+    /// A file that is there but may not be read, or a directory on the way that may not be
+    /// searched, is 403 as nginx answers (EACCES); what the path rules or the resolver refuse
+    /// before asking (dotfiles, symbolic links) stays 404 whatever its mode. A directory that
+    /// may be searched but not read still serves its index.html (no listing is read).
+    func testAFileThatMayNotBeReadIs403AndCountedWithItsReason() throws {
+        let root = try makeTree()
+        for (name, text) in [("secret.txt", "no\n"), ("locked/x.txt", "no\n"), ("searchonly/index.html", "<p>searched</p>\n"),
+                             (".private", "no\n")] {
+            let file = root + "/" + name
+            try FileManager.default.createDirectory(atPath: (file as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
+            try Data(text.utf8).write(to: URL(fileURLWithPath: file))
+        }
+        try FileManager.default.createSymbolicLink(atPath: root + "/secretlink", withDestinationPath: "secret.txt")
+        for (name, mode) in [("secret.txt", 0o000), ("locked", 0o000), ("searchonly", 0o311), (".private", 0o000)] as [(String, mode_t)] {
+            XCTAssertEqual(chmod(root + "/" + name, mode), 0, name)
+        }
+        defer { for name in ["locked", "searchonly"] { chmod(root + "/" + name, 0o755) } }  // so the cleanup can remove them
+        let (server, port) = try startListeningBoundByFileModes(["-v", "--echo", "--static", root, "--metrics", "/m"])
+        let answers = try exchange(port, [
+            ["target": "/secret.txt"], ["method": "HEAD", "target": "/secret.txt"], ["target": "/locked/x.txt"],
+            ["target": "/locked/"], ["target": "/searchonly/"], ["target": "/.private"], ["target": "/secretlink"],
+            ["target": "/locked/missing"],
+        ])
+        XCTAssertEqual(answers.map(\.status), [403, 403, 403, 403, 200, 404, 404, 403, nil])
+        XCTAssertEqual(answers[0].body, "forbidden\n")
+        XCTAssertEqual(answers[4].body, "<p>searched</p>\n")
+        for (status, target, why) in [(403, "/secret.txt", "permission denied"), (403, "/locked/x.txt", "permission denied"),
+                                      (403, "/locked/", "the directory's index.html: permission denied"),
+                                      (404, "/.private", "the path names a dotfile or dot-directory '.private'"),
+                                      (404, "/secretlink", "a symbolic link is on the path")] {
+            let expected = "wspipe: * \(status) for \(target): \(why)\n"
+            XCTAssertTrue(server.stderr.wait(timeout: 10) { String(decoding: $0, as: UTF8.self).contains(expected) },
+                          "no '\(expected)' in \(server.stderr.text)")
+        }
+        let scraper = try ChildProcess(executable: Locations.python, arguments: ["\(Locations.peers)/metrics.py", "scrape",
+                                                                               "http://127.0.0.1:\(port)/m"],
+                                       environment: Locations.baseEnvironment, stdin: .null)
+        let counts = finish(scraper, timeout: 30).stdoutText
+        XCTAssertTrue(counts.contains("wspipe_http_requests_total{status=403} 5\n") && counts.contains("wspipe_http_requests_total{status=404} 2\n"),
+                      counts)
+        server.signal(SIGTERM)
+        assertExit(finish(server), 0)
+    }
+
+    /// `--static /` is served (nothing refuses it), with one warning at start, as a
+    /// --forward-listen on another host's reach has; -q hides it.
+    func testServingTheRootDirectoryWarnsOnceAtStart() throws {
+        for root in ["/", "/etc/.."] {
+            let (server, port) = try startListening(["--echo", "--static", root])
+            let warning = "wspipe: warning: --static '\(root)' is the root directory: whoever reaches this listener can read "
+                + "every file this process may read (dotfiles aside)\n"
+            XCTAssertEqual(server.stderr.text.components(separatedBy: warning).count, 2, server.stderr.text)
+            XCTAssertEqual(try exchange(port, [["target": "/etc/passwd"]])[0].status, 200)
+            server.signal(SIGTERM)
+            assertExit(finish(server), 0)
+        }
+        let (quiet, _) = try startListening(["-q", "--echo", "--static", "/"])
+        let (elsewhere, _) = try startListening(["--echo", "--static", try makeTree()])
+        for server in [quiet, elsewhere] {
+            server.signal(SIGTERM)
+            let ended = finish(server)
+            assertExit(ended, 0)
+            XCTAssertFalse(ended.stderr.contains("warning"), ended.stderr)
+        }
     }
 
     func testPlainGetsGoToHealthThenFilesThenTheConsoleThen426() throws {

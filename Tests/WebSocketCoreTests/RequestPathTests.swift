@@ -22,6 +22,39 @@ final class RequestPathTests: XCTestCase {
         XCTAssertTrue(try RequestPath(target: "/").hasTrailingSlash)
     }
 
+    /// RFC 9112 §3.2.2: a server MUST accept the absolute-form. Its path goes through the
+    /// same rules; the authority names no file.
+    func testAnAbsoluteFormTargetIsItsPath() throws {
+        XCTAssertEqual(try segments("http://127.0.0.1:8080/sub/a.txt?x=1"), ["sub", "a.txt"])
+        XCTAssertEqual(try segments("HTTPS://h"), [])
+        XCTAssertEqual(try segments("ws://h?q=/etc"), [])
+        XCTAssertTrue(try RequestPath(target: "http://h").hasTrailingSlash)
+        XCTAssertFalse(try RequestPath(target: "http://h/dir").hasTrailingSlash)
+        XCTAssertEqual(try segments("http://h/a%20b"), ["a b"])
+        XCTAssertEqual(refusal("http://h/../etc/passwd"), .dotSegment)
+        XCTAssertEqual(refusal("http://h/.env"), .dotfile(".env"))
+        XCTAssertEqual(refusal("http://h//etc/passwd"), .emptySegment)
+        XCTAssertEqual(refusal("http://h/a%2f..%2fb"), .encodedSlash)
+        // The authority's bytes are not a path: "/" in it ends it, so nothing there is looked up.
+        XCTAssertEqual(try segments("http://..%2f..@h/x"), ["x"])
+    }
+
+    func testTheTargetsFormsAsTheServerReadsThem() {
+        let forms: [(target: String, origin: String, path: String)] = [
+            ("/a?b", "/a?b", "/a"), ("http://h:1/a?b", "/a?b", "/a"), ("wss://[::1]:8443", "/", "/"), ("http://h?q", "/?q", "/"),
+            ("svn+ssh.1-x://h/p", "/p", "/p"), ("/metrics", "/metrics", "/metrics"),
+        ]
+        for form in forms {
+            XCTAssertEqual(RequestTarget.originForm(form.target).map(String.init), form.origin, form.target)
+            XCTAssertEqual(RequestTarget.path(form.target).map(String.init), form.path, form.target)
+        }
+        for other in ["", "*", "a", "host:80", "http://", "http:///x", "http://?q", "1http://h/x", "a/b://h/x", "-x://h/",
+                      "http:/h/x", "://h/x"] {
+            XCTAssertNil(RequestTarget.originForm(other), other)
+            XCTAssertNil(RequestTarget.path(other), other)
+        }
+    }
+
     func testDecodedExactlyOnce() throws {
         // %252e is "%2e" after one decoding: a literal name, not "."
         XCTAssertEqual(try segments("/%252e%252e/x"), ["%2e%2e", "x"])
@@ -36,9 +69,10 @@ final class RequestPathTests: XCTestCase {
 
     func testEachOtherFormHasItsOwnRefusal() {
         XCTAssertEqual(refusal("count"), .notAbsolute)
-        XCTAssertEqual(refusal("http://host/x"), .notAbsolute)
         XCTAssertEqual(refusal("*"), .notAbsolute)
         XCTAssertEqual(refusal(""), .notAbsolute)
+        XCTAssertEqual(refusal("host:443"), .notAbsolute)
+        XCTAssertEqual(refusal("http:///x"), .notAbsolute)
         XCTAssertEqual(refusal("/a\\b"), .backslash)
         XCTAssertEqual(refusal("/a%5cb"), .backslash)
         XCTAssertEqual(refusal("/..%5c..%5cetc"), .backslash)

@@ -217,7 +217,7 @@ final class ServerHandshakeTests: XCTestCase {
     }
 
     func testBadTargetsAre400() {
-        for target in ["*", "chat", "/chat#frag", "ws://", "server.example.com:80"] {
+        for target in ["*", "chat", "/chat#frag", "ws://", "server.example.com:80", "ws://?q", "a/b://h/chat", "ws://h/chat#frag"] {
             assertRefused(request(line: "GET \(target) HTTP/1.1"), .invalidTarget(target), status: 400)
         }
     }

@@ -43,23 +43,36 @@ final class StaticFileRulesTests: XCTestCase {
     func testIfNoneMatchDecidesBeforeIfModifiedSince() {
         let file = FileValidators(inode: 7, size: 13, modifiedSeconds: 784_111_777, modifiedNanoseconds: 5)
         let date = "Sun, 06 Nov 1994 08:49:37 GMT"
+        let now: Int64 = 1_796_000_000
         XCTAssertEqual(file.lastModified, date)
-        XCTAssertTrue(file.notModified(Fields([("If-None-Match", file.etag)])))
-        XCTAssertTrue(file.notModified(Fields([("If-None-Match", "\"x\", W/" + file.etag)])))
-        XCTAssertTrue(file.notModified(Fields([("If-None-Match", "*")])))
-        XCTAssertTrue(file.notModified(Fields([("If-Modified-Since", date)])))
-        XCTAssertTrue(file.notModified(Fields([("If-Modified-Since", "Mon, 07 Nov 1994 08:49:37 GMT")])))
-        XCTAssertFalse(file.notModified(Fields([("If-Modified-Since", "Sat, 05 Nov 1994 08:49:37 GMT")])))
-        XCTAssertFalse(file.notModified(Fields([("If-None-Match", "\"x\""), ("If-Modified-Since", date)])))
-        XCTAssertFalse(file.notModified(Fields([("If-Modified-Since", "yesterday")])))
+        XCTAssertTrue(file.notModified(Fields([("If-None-Match", file.etag)]), now: now))
+        XCTAssertTrue(file.notModified(Fields([("If-None-Match", "\"x\", W/" + file.etag)]), now: now))
+        XCTAssertTrue(file.notModified(Fields([("If-None-Match", "*")]), now: now))
+        XCTAssertTrue(file.notModified(Fields([("If-Modified-Since", date)]), now: now))
+        XCTAssertTrue(file.notModified(Fields([("If-Modified-Since", "Mon, 07 Nov 1994 08:49:37 GMT")]), now: now))
+        XCTAssertFalse(file.notModified(Fields([("If-Modified-Since", "Sat, 05 Nov 1994 08:49:37 GMT")]), now: now))
+        XCTAssertFalse(file.notModified(Fields([("If-None-Match", "\"x\""), ("If-Modified-Since", date)]), now: now))
+        XCTAssertFalse(file.notModified(Fields([("If-Modified-Since", "yesterday")]), now: now))
         // An If-None-Match with no tag in it is still there: If-Modified-Since is not asked (the fuzz target found ",").
-        XCTAssertFalse(file.notModified(Fields([("If-None-Match", ","), ("If-Modified-Since", date)])))
-        XCTAssertFalse(file.notModified(Fields([("If-None-Match", ""), ("If-Modified-Since", date)])))
+        XCTAssertFalse(file.notModified(Fields([("If-None-Match", ","), ("If-Modified-Since", date)]), now: now))
+        XCTAssertFalse(file.notModified(Fields([("If-None-Match", ""), ("If-Modified-Since", date)]), now: now))
         XCTAssertTrue(file.rangeApplies(Fields([])))
         XCTAssertTrue(file.rangeApplies(Fields([("If-Range", file.etag)])))
         XCTAssertFalse(file.rangeApplies(Fields([("If-Range", "W/" + file.etag)])))
         XCTAssertTrue(file.rangeApplies(Fields([("If-Range", date)])))
         XCTAssertFalse(file.rangeApplies(Fields([("If-Range", "Sat, 05 Nov 1994 08:49:37 GMT")])))
+    }
+
+    /// A date later than the server's clock is no date to evaluate (Apache's rule): a
+    /// client whose clock is ahead would keep a stale copy.
+    func testIfModifiedSinceLaterThanNowIsIgnored() {
+        let file = FileValidators(inode: 7, size: 13, modifiedSeconds: 784_111_777, modifiedNanoseconds: 5)
+        let later = Fields([("If-Modified-Since", "Mon, 07 Nov 1994 08:49:37 GMT")])  // 784_198_177
+        XCTAssertTrue(file.notModified(later, now: 784_198_177), "a date that is now is evaluated")
+        XCTAssertFalse(file.notModified(later, now: 784_198_176), "a date a second ahead of the clock is ignored")
+        XCTAssertFalse(file.notModified(Fields([("If-Modified-Since", "Fri, 01 Jan 2100 00:00:00 GMT")]), now: 1_796_000_000))
+        // If-None-Match is no date: the clock does not matter to it.
+        XCTAssertTrue(file.notModified(Fields([("If-None-Match", file.etag)]), now: 0))
     }
 
     func testContentTypesByExtension() {

@@ -50,6 +50,14 @@ final class ServerPolicyTests: XCTestCase {
         XCTAssertTrue(answer?.hasPrefix("HTTP/1.1 200 OK\r\n") ?? false)
         XCTAssertTrue(answer?.hasSuffix("\r\n\r\nok\n") ?? false)
         XCTAssertNil(policy.answerPlainGet(method: "GET", target: "/other"))
+        // The absolute-form (RFC 9112 §3.2.2) is its path; the authority is not looked at.
+        XCTAssertNotNil(policy.answerPlainGet(method: "GET", target: "http://other.example:8080/healthz?probe=1"))
+        XCTAssertNotNil(policy.answerPlainGet(method: "HEAD", target: "HTTP://h/healthz"))
+        XCTAssertNil(policy.answerPlainGet(method: "GET", target: "http://h/healthz/x"))
+        XCTAssertNil(policy.answerPlainGet(method: "GET", target: "healthz"))
+        policy.metricsPath = "/metrics"
+        let scrape = HTTPRequestHead(method: "GET", target: "http://127.0.0.1:9/metrics", version: "HTTP/1.1", headers: [])
+        XCTAssertNotNil(policy.metricsAnswer(scrape) { "" })
         XCTAssertNil(policy.answerPlainGet(method: "POST", target: "/healthz"))
         XCTAssertTrue(HandshakePolicy.constantTimeEqual(Array("abc".utf8), Array("abc".utf8)))
         XCTAssertFalse(HandshakePolicy.constantTimeEqual(Array("abc".utf8), Array("abd".utf8)))

@@ -51,18 +51,23 @@ public func fuzzStaticRules(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt 
     struct Fields: HTTPHeaderFields { var headers: [HTTPHeader] }
     let file = FileValidators(inode: UInt64(data[1]), size: fileSize, modifiedSeconds: time, modifiedNanoseconds: Int64(data[2]))
     let value = parts.count > 1 ? parts[1] : ""
+    let now: Int64 = 253_402_300_799  // 9999-12-31: no date the parser takes is later
     if data[0] & 1 != 0 {
-        let alone = file.notModified(Fields(headers: [HTTPHeader(name: "If-None-Match", value: value)]))
+        let alone = file.notModified(Fields(headers: [HTTPHeader(name: "If-None-Match", value: value)]), now: now)
         for since in [formatted, HTTPDate.format(0), HTTPDate.format(253_402_300_799), value] {
             let both = file.notModified(Fields(headers: [HTTPHeader(name: "If-None-Match", value: value),
-                                                         HTTPHeader(name: "If-Modified-Since", value: since)]))
+                                                         HTTPHeader(name: "If-Modified-Since", value: since)]), now: now)
             check(both == alone, "If-Modified-Since changed the answer beside If-None-Match '\(value)'")
         }
     } else {
-        _ = file.notModified(Fields(headers: [HTTPHeader(name: "If-Modified-Since", value: value)]))
+        _ = file.notModified(Fields(headers: [HTTPHeader(name: "If-Modified-Since", value: value)]), now: now)
+        if let date = HTTPDate.parse(value) {
+            check(!file.notModified(Fields(headers: [HTTPHeader(name: "If-Modified-Since", value: value)]), now: date - 1),
+                  "If-Modified-Since later than now gave 304")
+        }
     }
-    check(file.notModified(Fields(headers: [HTTPHeader(name: "If-None-Match", value: file.etag)])), "the tag does not match itself")
-    check(file.notModified(Fields(headers: [HTTPHeader(name: "If-None-Match", value: "W/" + file.etag)])), "weak comparison")
+    check(file.notModified(Fields(headers: [HTTPHeader(name: "If-None-Match", value: file.etag)]), now: now), "the tag does not match itself")
+    check(file.notModified(Fields(headers: [HTTPHeader(name: "If-None-Match", value: "W/" + file.etag)]), now: now), "weak comparison")
     check(file.rangeApplies(Fields(headers: [HTTPHeader(name: "If-Range", value: file.etag)])), "If-Range with the tag")
     check(file.rangeApplies(Fields(headers: [HTTPHeader(name: "If-Range", value: file.lastModified)])), "If-Range with the date")
 
