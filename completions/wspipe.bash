@@ -28,7 +28,7 @@ _wspipe() {
         --queue-size --queue-bytes --queue-policy --send-file
         --exec --sh --dir --close-grace --max-children --passenv --client-ca
         --forward --forward-tokens
-        --metrics --static --staticdir --bus --bus-inbound --bus-password-file
+        --metrics --static --staticdir --bus --bus-inbound --bus-password-file --bus-ping
         --forward-listen
         --deflate-client-window-bits --deflate-server-window-bits --decompress"
 

@@ -12,6 +12,8 @@ public struct BusServing: Sendable {
     /// rediss://: --cacert, -k.
     public var caFile: String?
     public var insecure = false
+    /// --bus-ping SECS: the keepalive's interval and timeout; nil (--bus-ping 0): none.
+    public var pingInterval: Double? = BusKeepalive.defaultInterval
 
     public init(address: BusAddress) { self.address = address }
 }
@@ -50,7 +52,8 @@ final class BusLink: MessageSink {
         var dial = BusDial(host: address.host, port: address.port, tls: tls, names: commandLineNames)
         dial.lineBeforeTLS = address.kind == .nats && address.tls
         let maximum = Int(min(maximumMessage, UInt64(Int.max - 1)))
-        let settings = BusSession.Settings(address: address, dial: dial, maximumMessage: maximum, outboundLimit: mode.queueLimit)
+        var settings = BusSession.Settings(address: address, dial: dial, maximumMessage: maximum, outboundLimit: mode.queueLimit)
+        settings.pingInterval = serving.pingInterval
         switch address.kind {
         case .redis: bus = RedisBus(loop: loop, settings: settings)
         case .nats: bus = NATSBus(loop: loop, settings: settings)
@@ -176,6 +179,8 @@ final class BusLink: MessageSink {
         case .line(.endOfStream): return "the bus closed the connection"
         case .line(.failed(let failure)): return failure.description
         case .line(.tooSlow(let bytes)): return "\(ByteCount.text(UInt64(bytes))) waited for it (too slow)"
+        case .line(.silent(let seconds)):
+            return "nothing came from it for \(formatSeconds((seconds * 10).rounded() / 10)) s, not even an answer to PING (--bus-ping)"
         case .notRESP(let error): return "it sent bytes that are not RESP (\(error))"
         case .notNATS(let error): return "it sent bytes that are not the NATS protocol (\(error))"
         case .unexpected(let text): return "it answered \(Diagnostics.terminalSafe(text))"

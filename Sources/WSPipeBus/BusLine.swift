@@ -34,6 +34,8 @@ public enum BusLineEnd: Equatable, Sendable {
     case failed(StreamFailure)
     /// More than the line's `outboundLimit` waited to be written: the bus is too slow.
     case tooSlow(Int)
+    /// Nothing came for this many seconds, not even an answer to the keepalive's PING.
+    case silent(Double)
 }
 
 /// One connection to the bus on the engine's loop. The blocking part, dialing (DNS, Happy
@@ -53,8 +55,18 @@ final class BusLine {
     private var readWants: IOEvents = .readable
     private var writeWants: IOEvents = []
     private(set) var isOpen = false
-    /// Stops reading (the local clients are behind); writes go on.
-    var readingPaused = false { didSet { if readingPaused != oldValue { refresh(); if !readingPaused { resumeSoon() } } } }
+    /// Stops reading (the local clients are behind); writes go on. The time paused is not
+    /// silence for the keepalive.
+    var readingPaused = false {
+        didSet {
+            guard readingPaused != oldValue else { return }
+            refresh()
+            if !readingPaused {
+                keepalive?.heard(at: .now())
+                resumeSoon()
+            }
+        }
+    }
     let outboundLimit: Int
     /// 64 KiB reads in one turn of the loop before the others get theirs.
     var readsPerTurn = 16
@@ -64,6 +76,14 @@ final class BusLine {
     var onEnd: ((BusLineEnd) -> Void)?
     /// Bytes waiting went below a quarter of the limit.
     var onRoom: (() -> Void)?
+    /// --bus-ping: seconds of silence before a PING, and as many for anything to come
+    /// after it; nil: no keepalive. Read when the line opens.
+    var keepaliveInterval: Double?
+    /// The line was silent for the interval: the protocol writes its PING (or, mid-handshake
+    /// with replies due, nothing: the silence counts on).
+    var onQuiet: (() -> Void)?
+    private var keepalive: BusKeepalive?
+    private lazy var keepaliveTimer = loop.timer { [weak self] in self?.keepaliveDue() }
 
     init(loop: EventLoop, outboundLimit: Int) {
         self.loop = loop
@@ -110,6 +130,11 @@ final class BusLine {
         self.stream = stream
         isOpen = true
         watch = loop.watch(stream.fileDescriptor) { [weak self] events in self?.ready(events) }
+        if let keepaliveInterval {
+            let keepalive = BusKeepalive(interval: keepaliveInterval, timeout: keepaliveInterval, openedAt: .now())
+            self.keepalive = keepalive
+            loop.arm(keepaliveTimer, at: keepalive.deadline)
+        }
         onOpen?()
         if isOpen { flush(); refresh(); resumeSoon() }
     }
@@ -135,6 +160,8 @@ final class BusLine {
         watch = nil
         stream?.close()
         stream = nil
+        if keepalive != nil { loop.arm(keepaliveTimer, at: nil) }
+        keepalive = nil
         outbound = []
         written = 0
     }
@@ -169,11 +196,31 @@ final class BusLine {
         }
     }
 
+    /// The keepalive's timer: usually early (bytes came since it was armed), so it is armed
+    /// again; a PING when the line was silent for the interval; the end when still silent.
+    private func keepaliveDue() {
+        guard isOpen, var keepalive else { return }
+        let now = Instant.now()
+        if readingPaused { keepalive.heard(at: now) }  // bytes wait for us, not us for them
+        let step = keepalive.step(at: now)
+        self.keepalive = keepalive
+        switch step {
+        case .wait(let until):
+            loop.arm(keepaliveTimer, at: until)
+        case .ping(let next):
+            loop.arm(keepaliveTimer, at: next)
+            onQuiet?()
+        case .dead(let seconds):
+            end(.silent(seconds))
+        }
+    }
+
     private func read() {
         guard let stream else { return }
         for _ in 0..<readsPerTurn {
             switch stream.read(into: buffer, count: 64 * 1024) {
             case .done(let n):
+                keepalive?.heard(at: .now())
                 onBytes?(UnsafeRawBufferPointer(start: buffer, count: n))
                 guard isOpen, !readingPaused else { return }
             case .wouldBlock(let wanted):

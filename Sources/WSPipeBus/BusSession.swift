@@ -52,6 +52,9 @@ public class BusSession {
         /// (a quarter of it) or the connection is dropped (all of it, beyond one message).
         public var outboundLimit: Int
         public var backoff = Backoff(baseDelay: 0.25, maxDelay: 5, resetAfter: 10)
+        /// --bus-ping: a connection silent this long gets a PING, and is lost when nothing
+        /// comes within as long again (`BusKeepalive`); nil: never.
+        public var pingInterval: Double? = BusKeepalive.defaultInterval
 
         public init(address: BusAddress, dial: BusDial, maximumMessage: Int, outboundLimit: Int = 4 << 20) {
             self.address = address
@@ -99,6 +102,12 @@ public class BusSession {
     /// otherwise pour it in faster than the clients' sockets take it (stdin, a pipe, gives
     /// what its writer wrote), and every client but the fastest would fall behind.
     func pace(_ line: BusLine) { line.readsPerTurn = 1 }
+
+    /// Every connection of the protocol: the keepalive's interval, and its PING.
+    func keepAlive(_ line: BusLine, ping: @escaping () -> Void) {
+        line.keepaliveInterval = settings.pingInterval
+        line.onQuiet = ping
+    }
 
     public var address: BusAddress { settings.address }
 

@@ -6,15 +6,17 @@ import WebSocketTransport
 /// publishes on it (CONNECT with echo, so our own messages come back to us as to every
 /// subscriber), on the engine's loop. The server's INFO comes first; we answer CONNECT
 /// (user and password, or the URL's password alone as a token), SUB and PING: its PONG says
-/// the server took all three, and the bus is up. The server's PINGs get a PONG. Core NATS is
-/// at-most-once and orders messages per publisher only: the clients of every process see
-/// one publisher's messages in its order, not necessarily two publishers' in the same.
+/// the server took all three, and the bus is up. The server's PINGs get a PONG; ours
+/// (--bus-ping) go on a quiet connection. Core NATS is at-most-once and orders messages per
+/// publisher only: the clients of every process see one publisher's messages in its order,
+/// not necessarily two publishers' in the same.
 public final class NATSBus: BusSession {
     private let line: BusLine
     private var parser: NATSParser
     private var sawInfo = false
-    /// What each PONG due answers, oldest first: the handshake's PING or `whenDelivered`'s.
-    private var pongs: [Bool] = []
+    /// What each PONG due answers, oldest first.
+    private var pongs: [PingFor] = []
+    private enum PingFor { case handshake, delivery, keepalive }
     private var published = 0
     private var markSent = false
     private static let sid = 1
@@ -29,6 +31,11 @@ public final class NATSBus: BusSession {
         line.onOpen = { [unowned self] in if self.settings.dial.lineBeforeTLS { handle(.info([])) } }
         line.onEnd = { [unowned self] why in lost(.line(why)) }
         line.onRoom = { [unowned self] in if isUp { onRoom?() } }
+        keepAlive(line) { [unowned self] in
+            guard sawInfo else { return }  // CONNECT goes first
+            pongs.append(.keepalive)
+            line.send(NATSCommand.ping)
+        }
     }
 
     override var queuedForPublishing: Int { line.queuedBytes }
@@ -45,7 +52,7 @@ public final class NATSBus: BusSession {
     override func markDelivery() {
         guard isWaitingForDelivery, !markSent else { return }
         markSent = true
-        pongs.append(true)
+        pongs.append(.delivery)
         line.send(NATSCommand.ping)
     }
 
@@ -88,19 +95,19 @@ public final class NATSBus: BusSession {
                                           name: "wspipe", version: "0")
             out += NATSCommand.subscribe(channel, sid: NATSBus.sid)
             out += NATSCommand.ping
-            pongs.append(false)
+            pongs.append(.handshake)
             line.send(out)
         case .ping:
             line.send(NATSCommand.pong)
         case .pong:
             guard !pongs.isEmpty else { return }
-            let forDelivery = pongs.removeFirst()
-            published = 0
-            if forDelivery {
+            published = 0  // the server handled every PUB before the PING
+            switch pongs.removeFirst() {
+            case .handshake: becameUp()
+            case .delivery:
                 markSent = false
                 reachedDeliveryMark()
-            } else {
-                becameUp()
+            case .keepalive: break
             }
         case .ok:
             break

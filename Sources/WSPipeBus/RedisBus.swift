@@ -25,7 +25,8 @@ public final class RedisBus: BusSession {
         /// Replies still due, oldest first.
         var pending: [Command] = []
         var pendingStart = 0
-        enum Command { case auth, ping, subscribe, publish }
+        /// `ping`: the handshake's (publisher) or `whenDelivered`'s (subscriber); `keepalive`: --bus-ping's.
+        enum Command { case auth, ping, subscribe, publish, keepalive }
         init(line: BusLine, parser: RESPParser) { self.line = line; self.parser = parser }
         func reset(_ maximum: Int) { parser = RESPParser(maximumBulk: maximum); ready = false; pending = []; pendingStart = 0 }
         var next: Command? { pendingStart < pending.count ? pending[pendingStart] : nil }
@@ -48,6 +49,7 @@ public final class RedisBus: BusSession {
             side.line.onOpen = { [unowned self, unowned side] in opened(side) }
             side.line.onBytes = { [unowned self, unowned side] bytes in received(bytes, on: side) }
             side.line.onEnd = { [unowned self] why in lost(.line(why)) }
+            keepAlive(side.line) { [unowned self, unowned side] in keepalive(side) }
         }
         publisher.line.onRoom = { [unowned self] in if isUp { onRoom?() } }
     }
@@ -110,6 +112,14 @@ public final class RedisBus: BusSession {
         side.line.send(out)
     }
 
+    /// A quiet connection's PING (RESP2 answers it on a subscribed connection too, as a
+    /// "pong" push); none before the handshake is answered, whose replies are due anyway.
+    private func keepalive(_ side: Side) {
+        guard side.ready else { return }
+        side.pending.append(.keepalive)
+        side.line.send(RESPCommand.encode("PING"))
+    }
+
     private func becameReady(_ side: Side) {
         side.ready = true
         if subscriber.ready && publisher.ready { becameUp() }
@@ -155,9 +165,12 @@ public final class RedisBus: BusSession {
             }
         }
         if case .array(let items) = value, items.count == 2, items[0].text == "pong" {
-            if subscriber.take() == .ping {
+            switch subscriber.take() {
+            case .ping?:
                 pingSent = false
                 return reachedDeliveryMark()
+            case .keepalive?: return
+            default: break
             }
         }
         if case .simple = value, subscriber.take() == .auth { return }  // +OK to AUTH
@@ -173,6 +186,7 @@ public final class RedisBus: BusSession {
         switch (command, value) {
         case (.auth?, .simple): return
         case (.ping?, .simple): return becameReady(publisher)
+        case (.keepalive?, .simple): return
         case (.publish?, .integer):
             confirmed += 1
             markDelivery()

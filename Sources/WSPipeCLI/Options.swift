@@ -33,7 +33,7 @@ extension Option {
                     notes: [("URL user:password@", "sends Basic authentication")]),
         HelpSection(title: "Output:", options: [verbose, quiet, help, version]),
         HelpSection(title: "Server (-l; see SERVER in the man page):",
-                    options: [listen, reuseport, echo, broadcast, bus, busInbound, busPasswordFile, path, allowOrigin, sameOrigin, requireProtocol, requireBearer, health, metrics, metricsPublic,
+                    options: [listen, reuseport, echo, broadcast, bus, busInbound, busPasswordFile, busPing, path, allowOrigin, sameOrigin, requireProtocol, requireBearer, health, metrics, metricsPublic,
                               staticFiles, staticDir, devConsole, responseHeader, maxClients, handshakeTimeout, exec, sh, dir, closeGrace, maxChildren,
                               passenv, clientCA,
                               forward, forwardTokens, oneshot]),
@@ -486,6 +486,12 @@ extension Option {
     static let busPasswordFile = Option("--bus-password-file", value: "FILE",
                                         help: "with --bus: the bus's password from FILE (or WSPIPE_BUS_PASSWORD)") { text, _ in
         { $0.bus.passwordFile = text }
+    }
+    static let busPing = Option("--bus-ping", value: "SECS", help: "with --bus: a PING after SECS without a byte from the bus; nothing",
+                                "within SECS more: the bus is lost (default 30; 0: no PING)") { text, name throws(UsageError) in
+        var seconds = 0.0
+        if Double(text) != 0 { seconds = try parseSeconds(text, option: name) }
+        return { [seconds] in $0.bus.pingSeconds = seconds }
     }
     static let oneshot = Option("--oneshot", help: "serve one client, then exit with the status its ending gives (as the",
                                 "client's: 0 for a normal close)") {

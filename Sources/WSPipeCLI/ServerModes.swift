@@ -55,7 +55,7 @@ extension ServerModeDescriptor {
                                      .stats, .noClose, .linger, .closeCode, .closeReason], reason: nil)]) { _ in .echo }
 
     static let broadcast = ServerModeDescriptor(
-        name: "--broadcast", flags: [Option.broadcast], only: [.bus, .busInbound, .busPasswordFile],
+        name: "--broadcast", flags: [Option.broadcast], only: [.bus, .busInbound, .busPasswordFile, .busPing],
         refusals: [Refusal(options: [.wholeInput, .oneMessage, .requireCount, .stats, .linger],
                            reason: nil)]) { _ in .broadcast }
 

@@ -8,7 +8,7 @@ import WebSocketExec
 
 extension Option {
     /// Options that mean something only when serving.
-    static let serverOnly: [Option] = [reuseport, echo, broadcast, bus, busInbound, busPasswordFile, path, allowOrigin, sameOrigin, requireProtocol, requireBearer, health, metrics, metricsPublic,
+    static let serverOnly: [Option] = [reuseport, echo, broadcast, bus, busInbound, busPasswordFile, busPing, path, allowOrigin, sameOrigin, requireProtocol, requireBearer, health, metrics, metricsPublic,
                                        staticFiles, staticDir, devConsole, responseHeader, maxClients, handshakeTimeout, exec, sh, dir, closeGrace,
                                        maxChildren, passenv, clientCA,
                                        forward, forwardTokens, oneshot]
@@ -271,7 +271,7 @@ extension Settings {
     /// password from the URL, else --bus-password-file, else WSPIPE_BUS_PASSWORD.
     func busServing(environment: (String) -> String?, readFile: (String) -> [UInt8]?) throws(UsageError) -> BusServing? {
         guard var address = bus.address else {
-            if let option = [Option.busInbound, .busPasswordFile].first(where: { given.contains($0.longName) }) {
+            if let option = [Option.busInbound, .busPasswordFile, .busPing].first(where: { given.contains($0.longName) }) {
                 throw UsageError("\(option.longName) needs --bus")
             }
             return nil
@@ -288,6 +288,7 @@ extension Settings {
         }
         var serving = BusServing(address: address)
         serving.inbound = bus.inbound
+        if let seconds = bus.pingSeconds { serving.pingInterval = seconds > 0 ? seconds : nil }
         serving.caFile = config.client.caFile
         serving.insecure = config.client.insecure
         return serving

@@ -27,7 +27,7 @@ struct Settings {
     var metricsPublic = false
     /// --static (--staticdir) and --devconsole.
     var site = StaticSiteConfiguration()
-    /// --bus, --bus-inbound, --bus-password-file (--broadcast only).
+    /// --bus, --bus-inbound, --bus-password-file, --bus-ping (--broadcast only).
     var bus = BusFiles()
     // --exec/--sh and their settings.
     var execProgram: String?
@@ -193,11 +193,13 @@ struct DeflateChoice {
     var disabled = false
 }
 
-/// --bus's URL, --bus-inbound's channel and --bus-password-file, as given.
+/// --bus's URL, --bus-inbound's channel, --bus-password-file and --bus-ping, as given.
 struct BusFiles {
     var address: BusAddress?
     var inbound: String?
     var passwordFile: String?
+    /// 0: off; nil: the default.
+    var pingSeconds: Double?
 }
 
 struct TLSFiles {

@@ -1,6 +1,5 @@
-// --broadcast --bus: wspipe processes joined by a real redis-server on loopback (started
-// here on a free port, killed at the end; skipped with one line when Redis is not
-// installed). Clients are peers/bus_clients.py: many connections in one Python process.
+// --broadcast --bus: wspipe processes joined by a real redis-server or nats-server on
+// loopback (BusTestCase). Clients are peers/bus_clients.py: many connections in one Python process.
 import Foundation
 import XCTest
 import TestSupport
@@ -8,71 +7,7 @@ import TestSupport
 import Glibc
 #endif
 
-final class BusTests: IntegrationTestCase {
-    private static let redisServer = "/usr/bin/redis-server"
-    private static let redisCLI = "/usr/bin/redis-cli"
-
-    private func requireRedis() throws {
-        guard FileManager.default.isExecutableFile(atPath: Self.redisServer),
-              FileManager.default.isExecutableFile(atPath: Self.redisCLI) else {
-            throw XCTSkip("redis-server/redis-cli not installed (scripts/setup installs them): skipping the --bus tests")
-        }
-    }
-
-    /// A redis-server on 127.0.0.1:`port` (a free one when nil), ready for connections.
-    private func startRedis(port: Int? = nil, _ extra: [String] = []) throws -> (ChildProcess, Int) {
-        try requireRedis()
-        let port = try port ?? LoopbackSocket(listening: false).port
-        let tls = extra.contains("--tls-port")
-        let child = try ChildProcess(executable: Self.redisServer,
-                                     arguments: ["--port", tls ? "0" : "\(port)", "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-                                                 "--dir", temporaryDirectory] + extra,
-                                     environment: Locations.baseEnvironment, stdin: .null)
-        addTeardownBlock { child.kill() }
-        guard child.stdout.wait(timeout: 15, until: { String(decoding: $0, as: UTF8.self).contains("Ready to accept connections") }) else {
-            child.kill()
-            throw HarnessError("redis-server did not start: \(child.stdout.text)")
-        }
-        return (child, port)
-    }
-
-    /// `wspipe -l 0 -v --broadcast --bus URL ARGUMENTS` with a stdin pipe, once it is listening
-    /// and (unless `subscribed` is false) subscribed.
-    private func startBroadcast(_ bus: String, _ arguments: [String] = [], environment: [String: String] = [:],
-                                subscribed: Bool = true, file: StaticString = #filePath, line: UInt = #line) throws -> (ChildProcess, Int) {
-        let child = try spawnWspipe(["-l", "0", "-v", "--broadcast", "--bus", bus] + arguments, stdin: .pipe, environment: environment)
-        guard let text = child.stderr.waitForLine(startingWith: "wspipe: listening on ws://127.0.0.1:", timeout: 15),
-              let port = Int(text.split(separator: ":").last?.split(separator: "/").first ?? "") else {
-            XCTFail("no listening line: \(child.stderr.text)", file: file, line: line)
-            throw HarnessError("server did not start")
-        }
-        if subscribed {
-            guard child.stderr.wait(timeout: 15, until: { String(decoding: $0, as: UTF8.self).contains(": subscribed") }) else {
-                XCTFail("not subscribed: \(child.stderr.text)", file: file, line: line)
-                throw HarnessError("not subscribed")
-            }
-        }
-        return (child, port)
-    }
-
-    /// PUBLISH commands as RESP, for `redis-cli --pipe` (binary-safe, unlike its arguments).
-    private func publishCommands(_ channel: String, _ messages: [[UInt8]]) -> [UInt8] {
-        var out: [UInt8] = []
-        for message in messages {
-            out += Array("*3\r\n$7\r\nPUBLISH\r\n$\(channel.utf8.count)\r\n\(channel)\r\n$\(message.count)\r\n".utf8) + message + [13, 10]
-        }
-        return out
-    }
-
-    @discardableResult
-    private func redisCLI(_ port: Int, _ arguments: [String], stdin: [UInt8] = []) throws -> RunResult {
-        let child = try ChildProcess(executable: Self.redisCLI, arguments: ["-h", "127.0.0.1", "-p", "\(port)"] + arguments,
-                                     environment: Locations.baseEnvironment, stdin: .bytes(stdin))
-        let result = child.wait(timeout: 30)
-        XCTAssertEqual(result.exitCode, 0, "redis-cli \(arguments): \(result)")
-        return result
-    }
-
+final class BusTests: BusTestCase {
     /// One bus_clients.py result line.
     private struct ClientResult {
         let process: Int
@@ -228,16 +163,6 @@ final class BusTests: IntegrationTestCase {
         assertStderr(resultA, contains: "messages published meanwhile are not delivered here")
     }
 
-    /// One client of a server gets `count` messages; returns its result.
-    private func receive(_ count: Int, from server: ChildProcess, port: Int, clientNumber: Int = 1,
-                         during publish: () throws -> Void) throws -> RunResult {
-        let client = try spawnWspipe(["ws://127.0.0.1:\(port)/", "-n", "\(count)"], stdin: .pipe)
-        XCTAssertTrue(server.stderr.wait(timeout: 15) { String(decoding: $0, as: UTF8.self).contains("client \(clientNumber) connected") },
-                      server.stderr.text)
-        try publish()
-        return finish(client, timeout: 20)
-    }
-
     /// A wrong password, or none where Redis wants one: one line, exit 5, the password never
     /// printed. The right one from the environment, from a file, and an ACL user in the URL.
     func testCredentials() throws {
@@ -358,37 +283,6 @@ final class BusTests: IntegrationTestCase {
     }
 
     // MARK: - NATS
-
-    /// Debian installs it in /usr/sbin.
-    private static let natsServer = ["/usr/sbin/nats-server", "/usr/bin/nats-server"]
-        .first { FileManager.default.isExecutableFile(atPath: $0) } ?? "/usr/sbin/nats-server"
-
-    /// nats-server on 127.0.0.1:`port` (a free one when nil), ready for connections.
-    private func startNATS(port: Int? = nil, _ extra: [String] = []) throws -> (ChildProcess, Int) {
-        guard FileManager.default.isExecutableFile(atPath: Self.natsServer) else {
-            throw XCTSkip("nats-server not installed (scripts/setup installs it): skipping the nats:// tests")
-        }
-        let port = try port ?? LoopbackSocket(listening: false).port
-        let child = try ChildProcess(executable: Self.natsServer, arguments: ["-a", "127.0.0.1", "-p", "\(port)"] + extra,
-                                     environment: Locations.baseEnvironment, stdin: .null)
-        addTeardownBlock { child.kill() }
-        guard child.stderr.wait(timeout: 15, until: { String(decoding: $0, as: UTF8.self).contains("Server is ready") }) else {
-            child.kill()
-            throw HarnessError("nats-server did not start: \(child.stderr.text)")
-        }
-        return (child, port)
-    }
-
-    private func natsPublish(_ port: Int, _ subject: String, _ messages: [[UInt8]], credentials: String? = nil,
-                             tlsCA: String? = nil, expectExit: Int32 = 0) throws {
-        let lines = messages.map { $0.map { String(format: "%02x", $0) }.joined() }.joined(separator: "\n") + "\n"
-        let child = try ChildProcess(executable: Locations.python,
-                                     arguments: ["\(Locations.peers)/nats_pub.py"] + (tlsCA.map { ["--tls", $0] } ?? [])
-                                         + ["\(port)", subject] + (credentials.map { [$0] } ?? []),
-                                     environment: Locations.baseEnvironment, stdin: .bytes(Array(lines.utf8)))
-        let result = child.wait(timeout: 30)
-        XCTAssertEqual(result.exitCode, expectExit, "nats_pub.py: \(result)")
-    }
 
     /// Two processes, 200 clients over them; 1,000 messages from one process's stdin and
     /// 1,000 from a raw NATS publisher at the same time: every client gets all 2,000
