@@ -71,10 +71,9 @@ final class ReconnectingRunner {
         var attemptConfig = session.config
         attemptConfig.client.bearerToken = freshBearerToken()
         let receiveBuffer = ByteBuffer(capacity: Session.receiveBufferSize)
-        Signals.exitAtOnce.store(true, ordering: .relaxed)  // nothing to close while connecting
         let opened: Opener.Opened
         do {
-            opened = try Opener(config: attemptConfig, log: session.log).open(into: receiveBuffer, notAfter: session.sessionDeadline)
+            opened = try open(attemptConfig, into: receiveBuffer)
         } catch {
             if session.timeoutPassed() { return session.loop.stop() }
             lastOpenError = error
@@ -88,7 +87,6 @@ final class ReconnectingRunner {
             }
             return
         }
-        Signals.exitAtOnce.store(false, ordering: .relaxed)
         lastOpenError = nil
         metrics.connected(at: .now())
         session.emit(.connected(url: Diagnostics.redactedTarget(opened.url.description), subprotocol: opened.subprotocol,
@@ -103,6 +101,16 @@ final class ReconnectingRunner {
         if drained > 0 { session.log.event("sent \(drained) queued message\(drained == 1 ? "" : "s")") }
         if let close = pendingClose { driver.closeAfterDelivery(close) }
         session.submitOutput()
+    }
+
+    /// The dial and handshake, which hold the loop: a signal meanwhile exits at once (nothing
+    /// to close yet). Back on the loop, failed or not, a signal ends the run as usual (exit
+    /// status, --stats, stdout written), also while waiting for the next attempt: it exited
+    /// at once there after a failed attempt, and only there.
+    private func open(_ config: BridgeConfiguration, into buffer: ByteBuffer) throws(OpenError) -> Opener.Opened {
+        Signals.exitAtOnce.store(true, ordering: .relaxed)
+        defer { Signals.exitAtOnce.store(false, ordering: .relaxed) }
+        return try Opener(config: config, log: session.log).open(into: buffer, notAfter: session.sessionDeadline)
     }
 
     /// Decides, when a connection ended, whether to go on; schedules the next attempt.

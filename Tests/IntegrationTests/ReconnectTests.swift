@@ -209,6 +209,23 @@ final class ReconnectTests: IntegrationTestCase {
         XCTAssertEqual(try recorder.record(3).values("Authorization"), ["Bearer second-token"])
         XCTAssertTrue(result.stderr.contains("cannot read --bearer-file '\(file)' again; using the token read before"), result.stderr)
     }
+
+    /// A signal while waiting for the next attempt ends the run as usual (128 + the signal,
+    /// --stats), after a failed attempt as after a lost connection: after a failed attempt
+    /// it exited at once, without --stats.
+    func testSignalWhileWaitingAfterAFailedAttemptEndsTheRunAsUsual() throws {
+        // Refused with Retry-After: 30, so the wait is 30 s, not a jittered one.
+        let feed = try startFeed(path("feed.log"), ["--refusals", "100", "--retry-after", "30"])
+        for (signal, status) in [(SIGINT, Int32(130)), (SIGTERM, Int32(143))] {
+            let child = try spawnWspipe(fast + ["--jsonl", "--stats", url(feed)], stdin: .pipe)
+            XCTAssertTrue(waitForStdout(child, contains: #""type":"retry""#))
+            child.signal(signal)
+            let result = finish(child, timeout: 10)
+            assertExit(result, status)
+            assertStderr(result, contains: "\"attempts\":1,")
+            assertStderr(result, contains: "\"exit\":\(status)}")
+        }
+    }
 }
 
 /// Faults a TCP relay injects between wspipe and the feed: a cut mid-frame, a blackhole
