@@ -64,7 +64,7 @@ final class ReconnectingRunner {
     private func attempt() {
         let session = self.session
         retryTimer.map { session.loop.arm($0, at: nil) }
-        guard !session.endedByItself else { return session.loop.stop() }
+        guard !session.endedByItself || leftForNextConnection else { return session.loop.stop() }
         attempts += 1
         session.emit(.connecting(url: Diagnostics.redactedTarget(session.config.client.url.description), attempt: attempts))
         session.submitOutput()
@@ -111,6 +111,15 @@ final class ReconnectingRunner {
         Signals.exitAtOnce.store(true, ordering: .relaxed)
         defer { Signals.exitAtOnce.store(false, ordering: .relaxed) }
         return try Opener(config: config, log: session.log).open(into: buffer, notAfter: session.sessionDeadline)
+    }
+
+    /// A stdin error while disconnected ended the run's input but not the run: the lines
+    /// before the bad one (in the queue) and its Close (1011) go on the next connection, as
+    /// after stdin's end, and that connection's end is the run's (exit 1). The attempt used
+    /// to stop the run instead: the queue lost, the Close unsent, the exit status the last
+    /// attempt's failure (3) when there was one.
+    private var leftForNextConnection: Bool {
+        session.localEnd == .inputError && pendingClose != nil && !session.timedOut && !session.limitClosing
     }
 
     /// Decides, when a connection ended, whether to go on; schedules the next attempt.

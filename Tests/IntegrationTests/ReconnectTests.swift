@@ -210,6 +210,28 @@ final class ReconnectTests: IntegrationTestCase {
         XCTAssertTrue(result.stderr.contains("cannot read --bearer-file '\(file)' again; using the token read before"), result.stderr)
     }
 
+    /// A stdin error while disconnected: the lines before the bad one (queued) and a Close
+    /// 1011 go on the next connection, as when connected, and the run exits 1. The next
+    /// attempt stopped the run instead: nothing delivered, exit 3 ("cannot connect").
+    func testStdinErrorWhileDisconnectedDeliversTheQueueThenCloses() throws {
+        let log = path("feed.log")
+        let probe = try startFeed(log)
+        let port = probe.port
+        probe.process.kill()
+        _ = probe.process.wait(timeout: 5)
+        let child = try spawnWspipe(fast + ["--jsonl", "--send", "sub", "ws://127.0.0.1:\(port)/"], stdin: .pipe)
+        XCTAssertTrue(waitForStdout(child, contains: #""type":"retry""#))
+        child.writeStdin(#"{"type":"text","data":"x"}"# + "\n" + #"{"type":"# + "\n")
+        Thread.sleep(forTimeInterval: 0.5)  // attempts go on meanwhile
+        _ = try startFeed(log, port: port)
+        let result = finish(child, timeout: 20)
+        assertExit(result, 1)
+        XCTAssertEqual(logLines(log), ["connected", "sub sub", "got x"])
+        assertStderr(result, contains: "stdin line 2 is not a --jsonl message")
+        XCTAssertFalse(result.stderr.contains("cannot connect"), result.stderr)
+        XCTAssertTrue(result.stdoutText.contains(#"{"type":"close","code":1011,"reason":"stdin error"}"#), result.stdoutText)
+    }
+
     /// A signal while waiting for the next attempt ends the run as usual (128 + the signal,
     /// --stats), after a failed attempt as after a lost connection: after a failed attempt
     /// it exited at once, without --stats.
