@@ -13,6 +13,14 @@ final class ReconnectTests: IntegrationTestCase {
                       arguments: ["\(Locations.peers)/feed.py", "--port", String(port), "--log", log] + arguments)
     }
 
+    /// A port nothing listens on now (a feed's, killed), for a feed started on it later.
+    func deadPort(_ log: String) throws -> Int {
+        let probe = try startFeed(log)
+        probe.process.kill()
+        _ = probe.process.wait(timeout: 5)
+        return probe.port
+    }
+
     func lines(_ text: String) -> [String] { text.split(separator: "\n").map(String.init) }
     func logLines(_ path: String) -> [String] { lines((try? String(contentsOfFile: path, encoding: .utf8)) ?? "") }
 
@@ -86,10 +94,7 @@ final class ReconnectTests: IntegrationTestCase {
 
     func testStdinQueuedWhileDisconnectedIsDeliveredOnceInOrder() throws {
         let log = path("feed.log")
-        let probe = try startFeed(log)
-        let port = probe.port
-        probe.process.kill()
-        _ = probe.process.wait(timeout: 5)
+        let port = try deadPort(log)
         let child = try spawnWspipe(fast + ["-v", "--send", "sub", "ws://127.0.0.1:\(port)/"], stdin: .pipe)
         child.writeStdin("a\nb\nc\n")
         child.closeStdin()  // EOF while disconnected: the queue still goes out, then the normal end
@@ -132,10 +137,7 @@ final class ReconnectTests: IntegrationTestCase {
     }
 
     func testRetriesSpentGiveTheLastFailuresStatus() throws {
-        let probe = try startFeed(path("feed.log"))
-        let port = probe.port
-        probe.process.kill()
-        _ = probe.process.wait(timeout: 5)
+        let port = try deadPort(path("feed.log"))
         let result = try runWspipe(fast + ["--max-retries", "2", "--jsonl", "--receive-only", "ws://127.0.0.1:\(port)/"])
         assertExit(result, 3)
         let all = objects(result)
@@ -146,10 +148,7 @@ final class ReconnectTests: IntegrationTestCase {
     }
 
     func testFullQueueUnderEachPolicy() throws {
-        let probe = try startFeed(path("feed.log"))
-        let port = probe.port
-        probe.process.kill()
-        _ = probe.process.wait(timeout: 5)
+        let port = try deadPort(path("feed.log"))
         let jsonInput = Array((0..<5).map { "{\"type\":\"text\",\"data\":\"l\($0)\"}\n" }.joined().utf8)
         let base = ["--reconnect", "--retry-delay", "0.3", "--max-retries", "1", "--queue-size", "2", "--jsonl", "--stats",
                     "ws://127.0.0.1:\(port)/"]
@@ -215,10 +214,7 @@ final class ReconnectTests: IntegrationTestCase {
     /// attempt stopped the run instead: nothing delivered, exit 3 ("cannot connect").
     func testStdinErrorWhileDisconnectedDeliversTheQueueThenCloses() throws {
         let log = path("feed.log")
-        let probe = try startFeed(log)
-        let port = probe.port
-        probe.process.kill()
-        _ = probe.process.wait(timeout: 5)
+        let port = try deadPort(log)
         let child = try spawnWspipe(fast + ["--jsonl", "--send", "sub", "ws://127.0.0.1:\(port)/"], stdin: .pipe)
         XCTAssertTrue(waitForStdout(child, contains: #""type":"retry""#))
         child.writeStdin(#"{"type":"text","data":"x"}"# + "\n" + #"{"type":"# + "\n")
