@@ -215,8 +215,10 @@ extension Session {
     /// attempt follows.
     var endedByItself: Bool { localEnd != nil || timedOut || limitClosing }
 
-    /// Whether stdin has ended and its end closes the connection.
-    var inputCloses: Bool { endOfInputAt != nil && config.stdio.closesAtEndOfInput }
+    /// Whether stdin has ended and its end closes the connection, or it asked for a Close
+    /// (--jsonl): the connection's end is then the run's (a retried one sat with stdin
+    /// stopped until killed, when the server had not answered that Close).
+    var inputCloses: Bool { endOfInputAt != nil && config.stdio.closesAtEndOfInput || closeAskedOnStdin }
 
     /// After a failed attempt: whether --timeout has passed meanwhile (the run then ends as
     /// timed out, not as the attempt's failure).

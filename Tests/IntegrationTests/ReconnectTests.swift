@@ -228,6 +228,34 @@ final class ReconnectTests: IntegrationTestCase {
         XCTAssertTrue(result.stdoutText.contains(#"{"type":"close","code":1011,"reason":"stdin error"}"#), result.stdoutText)
     }
 
+    /// A Close asked on stdin (--jsonl) ends stdin as its end does: that connection's end is
+    /// the run's, not retried, also when the server never answers the Close (exit 7, as
+    /// without --reconnect). It was retried: asked while connected, the run then sat on the
+    /// new connection with stdin stopped until killed; asked while disconnected, each new
+    /// connection was closed again, without end.
+    func testCloseAskedOnStdinIsNotRetried() throws {
+        let close = #"{"type":"close","code":4000,"reason":"done"}"# + "\n"
+        let options = fast + ["--jsonl", "--close-timeout", "0.5"]
+        let silent = try startRaw("silent")  // reads everything, answers nothing
+        let connected = try spawnWspipe(options + [url(silent)], stdin: .pipe)
+        XCTAssertTrue(waitForStdout(connected, contains: #""type":"connected""#))
+        connected.writeStdin(close)
+        let first = finish(connected, timeout: 15)
+        assertExit(first, 7)
+        XCTAssertEqual(objects(first).filter { $0["type"] as? String == "connected" }.count, 1)
+
+        let port = try deadPort(path("feed.log"))
+        let disconnected = try spawnWspipe(options + ["ws://127.0.0.1:\(port)/"], stdin: .pipe)
+        XCTAssertTrue(waitForStdout(disconnected, contains: #""type":"retry""#))
+        disconnected.writeStdin(close)
+        Thread.sleep(forTimeInterval: 0.3)
+        _ = try startPeer(executable: Locations.python, arguments: ["\(Locations.peers)/raw.py", "--port", String(port),
+                                                                   "--scenario", "silent", "--record", path("raw.json")])
+        let second = finish(disconnected, timeout: 15)
+        assertExit(second, 7)
+        XCTAssertEqual(objects(second).filter { $0["type"] as? String == "connected" }.count, 1)
+    }
+
     /// A signal while waiting for the next attempt ends the run as usual (128 + the signal,
     /// --stats), after a failed attempt as after a lost connection: after a failed attempt
     /// it exited at once, without --stats.
