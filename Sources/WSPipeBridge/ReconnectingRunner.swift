@@ -66,17 +66,16 @@ final class ReconnectingRunner {
     private func attempt() {
         let session = self.session
         retryTimer.map { session.loop.arm($0, at: nil) }
-        guard !session.endedByItself else { return session.loop.stop() }
+        guard !session.endedByItself || leftForNextConnection else { return session.loop.stop() }
         attempts += 1
         session.emit(.connecting(url: Diagnostics.redactedTarget(session.config.client.url.description), attempt: attempts))
         session.submitOutput()
         var attemptConfig = session.config
         attemptConfig.client.bearerToken = freshBearerToken()
         let receiveBuffer = ByteBuffer(capacity: Session.receiveBufferSize)
-        Signals.exitAtOnce.store(true, ordering: .relaxed)  // nothing to close while connecting
         let opened: Opener.Opened
         do {
-            opened = try Opener(config: attemptConfig, log: session.log).open(into: receiveBuffer, notAfter: session.sessionDeadline)
+            opened = try open(attemptConfig, into: receiveBuffer)
         } catch {
             if session.timeoutPassed() { return session.loop.stop() }
             lastOpenError = error
@@ -90,7 +89,6 @@ final class ReconnectingRunner {
             }
             return
         }
-        Signals.exitAtOnce.store(false, ordering: .relaxed)
         lastOpenError = nil
         metrics.connected(at: .now())
         session.emit(.connected(url: Diagnostics.redactedTarget(opened.url.description), subprotocol: opened.subprotocol,
@@ -105,6 +103,25 @@ final class ReconnectingRunner {
         if drained > 0 { session.log.event("sent \(drained) queued message\(drained == 1 ? "" : "s")") }
         if let close = pendingClose { driver.closeAfterDelivery(close) }
         session.submitOutput()
+    }
+
+    /// The dial and handshake, which hold the loop: a signal meanwhile exits at once (nothing
+    /// to close yet). Back on the loop, failed or not, a signal ends the run as usual (exit
+    /// status, --stats, stdout written), also while waiting for the next attempt: it exited
+    /// at once there after a failed attempt, and only there.
+    private func open(_ config: BridgeConfiguration, into buffer: ByteBuffer) throws(OpenError) -> Opener.Opened {
+        Signals.exitAtOnce.store(true, ordering: .relaxed)
+        defer { Signals.exitAtOnce.store(false, ordering: .relaxed) }
+        return try Opener(config: config, log: session.log).open(into: buffer, notAfter: session.sessionDeadline)
+    }
+
+    /// A stdin error while disconnected ended the run's input but not the run: the lines
+    /// before the bad one (in the queue) and its Close (1011) go on the next connection, as
+    /// after stdin's end, and that connection's end is the run's (exit 1). The attempt used
+    /// to stop the run instead: the queue lost, the Close unsent, the exit status the last
+    /// attempt's failure (3) when there was one.
+    private var leftForNextConnection: Bool {
+        session.localEnd == .inputError && pendingClose != nil && !session.timedOut && !session.limitClosing
     }
 
     /// Decides, when a connection ended, whether to go on; schedules the next attempt.
@@ -200,8 +217,10 @@ extension Session {
     /// attempt follows.
     var endedByItself: Bool { localEnd != nil || timedOut || limitClosing }
 
-    /// Whether stdin has ended and its end closes the connection.
-    var inputCloses: Bool { endOfInputAt != nil && config.stdio.closesAtEndOfInput }
+    /// Whether stdin has ended and its end closes the connection, or it asked for a Close
+    /// (--jsonl): the connection's end is then the run's (a retried one sat with stdin
+    /// stopped until killed, when the server had not answered that Close).
+    var inputCloses: Bool { endOfInputAt != nil && config.stdio.closesAtEndOfInput || closeAskedOnStdin }
 
     /// After a failed attempt: whether --timeout has passed meanwhile (the run then ends as
     /// timed out, not as the attempt's failure).

@@ -88,6 +88,7 @@ extension Session {
         guard let driver else {
             for case .close(let payload) in actions {
                 stopStdin()
+                closeAskedOnStdin = true
                 closeOnNextConnection(payload)
             }
             if actions.contains(.limitReached) { stopStdin() }
@@ -100,6 +101,7 @@ extension Session {
             case .close(let payload):
                 log.event("close requested on stdin")
                 stopStdin()
+                closeAskedOnStdin = true
                 driver.closeAfterDelivery(payload)
             case .limitReached:
                 log.event("sent stdin's first message (-1); no more stdin")

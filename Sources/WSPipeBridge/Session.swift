@@ -47,6 +47,7 @@ public final class Session: ConnectionDelegate, StdinReaderOwner {
     var messagesSeen: UInt64 = 0
     var limitClosing = false            // -n reached
     var endOfInputAt: Instant?
+    var closeAskedOnStdin = false    // a --jsonl close object: stdin's end, with its Close
     /// The end-of-input ping of the current connection: answered (true), given up on
     /// (false: exit 12 if the close is otherwise clean), or not sent (nil).
     var deliveryConfirmed: Bool?

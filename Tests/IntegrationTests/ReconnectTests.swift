@@ -13,6 +13,14 @@ final class ReconnectTests: IntegrationTestCase {
                       arguments: ["\(Locations.peers)/feed.py", "--port", String(port), "--log", log] + arguments)
     }
 
+    /// A port nothing listens on now (a feed's, killed), for a feed started on it later.
+    func deadPort(_ log: String) throws -> Int {
+        let probe = try startFeed(log)
+        probe.process.kill()
+        _ = probe.process.wait(timeout: 5)
+        return probe.port
+    }
+
     func lines(_ text: String) -> [String] { text.split(separator: "\n").map(String.init) }
     func logLines(_ path: String) -> [String] { lines((try? String(contentsOfFile: path, encoding: .utf8)) ?? "") }
 
@@ -86,10 +94,7 @@ final class ReconnectTests: IntegrationTestCase {
 
     func testStdinQueuedWhileDisconnectedIsDeliveredOnceInOrder() throws {
         let log = path("feed.log")
-        let probe = try startFeed(log)
-        let port = probe.port
-        probe.process.kill()
-        _ = probe.process.wait(timeout: 5)
+        let port = try deadPort(log)
         let child = try spawnWspipe(fast + ["-v", "--send", "sub", "ws://127.0.0.1:\(port)/"], stdin: .pipe)
         child.writeStdin("a\nb\nc\n")
         child.closeStdin()  // EOF while disconnected: the queue still goes out, then the normal end
@@ -132,10 +137,7 @@ final class ReconnectTests: IntegrationTestCase {
     }
 
     func testRetriesSpentGiveTheLastFailuresStatus() throws {
-        let probe = try startFeed(path("feed.log"))
-        let port = probe.port
-        probe.process.kill()
-        _ = probe.process.wait(timeout: 5)
+        let port = try deadPort(path("feed.log"))
         let result = try runWspipe(fast + ["--max-retries", "2", "--jsonl", "--receive-only", "ws://127.0.0.1:\(port)/"])
         assertExit(result, 3)
         let all = objects(result)
@@ -146,10 +148,7 @@ final class ReconnectTests: IntegrationTestCase {
     }
 
     func testFullQueueUnderEachPolicy() throws {
-        let probe = try startFeed(path("feed.log"))
-        let port = probe.port
-        probe.process.kill()
-        _ = probe.process.wait(timeout: 5)
+        let port = try deadPort(path("feed.log"))
         let jsonInput = Array((0..<5).map { "{\"type\":\"text\",\"data\":\"l\($0)\"}\n" }.joined().utf8)
         let base = ["--reconnect", "--retry-delay", "0.3", "--max-retries", "1", "--queue-size", "2", "--jsonl", "--stats",
                     "ws://127.0.0.1:\(port)/"]
@@ -208,6 +207,70 @@ final class ReconnectTests: IntegrationTestCase {
         XCTAssertEqual(try recorder.record(2).values("Authorization"), ["Bearer second-token"])
         XCTAssertEqual(try recorder.record(3).values("Authorization"), ["Bearer second-token"])
         XCTAssertTrue(result.stderr.contains("cannot read --bearer-file '\(file)' again; using the token read before"), result.stderr)
+    }
+
+    /// A stdin error while disconnected: the lines before the bad one (queued) and a Close
+    /// 1011 go on the next connection, as when connected, and the run exits 1. The next
+    /// attempt stopped the run instead: nothing delivered, exit 3 ("cannot connect").
+    func testStdinErrorWhileDisconnectedDeliversTheQueueThenCloses() throws {
+        let log = path("feed.log")
+        let port = try deadPort(log)
+        let child = try spawnWspipe(fast + ["--jsonl", "--send", "sub", "ws://127.0.0.1:\(port)/"], stdin: .pipe)
+        XCTAssertTrue(waitForStdout(child, contains: #""type":"retry""#))
+        child.writeStdin(#"{"type":"text","data":"x"}"# + "\n" + #"{"type":"# + "\n")
+        Thread.sleep(forTimeInterval: 0.5)  // attempts go on meanwhile
+        _ = try startFeed(log, port: port)
+        let result = finish(child, timeout: 20)
+        assertExit(result, 1)
+        XCTAssertEqual(logLines(log), ["connected", "sub sub", "got x"])
+        assertStderr(result, contains: "stdin line 2 is not a --jsonl message")
+        XCTAssertFalse(result.stderr.contains("cannot connect"), result.stderr)
+        XCTAssertTrue(result.stdoutText.contains(#"{"type":"close","code":1011,"reason":"stdin error"}"#), result.stdoutText)
+    }
+
+    /// A Close asked on stdin (--jsonl) ends stdin as its end does: that connection's end is
+    /// the run's, not retried, also when the server never answers the Close (exit 7, as
+    /// without --reconnect). It was retried: asked while connected, the run then sat on the
+    /// new connection with stdin stopped until killed; asked while disconnected, each new
+    /// connection was closed again, without end.
+    func testCloseAskedOnStdinIsNotRetried() throws {
+        let close = #"{"type":"close","code":4000,"reason":"done"}"# + "\n"
+        let options = fast + ["--jsonl", "--close-timeout", "0.5"]
+        let silent = try startRaw("silent")  // reads everything, answers nothing
+        let connected = try spawnWspipe(options + [url(silent)], stdin: .pipe)
+        XCTAssertTrue(waitForStdout(connected, contains: #""type":"connected""#))
+        connected.writeStdin(close)
+        let first = finish(connected, timeout: 15)
+        assertExit(first, 7)
+        XCTAssertEqual(objects(first).filter { $0["type"] as? String == "connected" }.count, 1)
+
+        let port = try deadPort(path("feed.log"))
+        let disconnected = try spawnWspipe(options + ["ws://127.0.0.1:\(port)/"], stdin: .pipe)
+        XCTAssertTrue(waitForStdout(disconnected, contains: #""type":"retry""#))
+        disconnected.writeStdin(close)
+        Thread.sleep(forTimeInterval: 0.3)
+        _ = try startPeer(executable: Locations.python, arguments: ["\(Locations.peers)/raw.py", "--port", String(port),
+                                                                   "--scenario", "silent", "--record", path("raw.json")])
+        let second = finish(disconnected, timeout: 15)
+        assertExit(second, 7)
+        XCTAssertEqual(objects(second).filter { $0["type"] as? String == "connected" }.count, 1)
+    }
+
+    /// A signal while waiting for the next attempt ends the run as usual (128 + the signal,
+    /// --stats), after a failed attempt as after a lost connection: after a failed attempt
+    /// it exited at once, without --stats.
+    func testSignalWhileWaitingAfterAFailedAttemptEndsTheRunAsUsual() throws {
+        // Refused with Retry-After: 30, so the wait is 30 s, not a jittered one.
+        let feed = try startFeed(path("feed.log"), ["--refusals", "100", "--retry-after", "30"])
+        for (signal, status) in [(SIGINT, Int32(130)), (SIGTERM, Int32(143))] {
+            let child = try spawnWspipe(fast + ["--jsonl", "--stats", url(feed)], stdin: .pipe)
+            XCTAssertTrue(waitForStdout(child, contains: #""type":"retry""#))
+            child.signal(signal)
+            let result = finish(child, timeout: 10)
+            assertExit(result, status)
+            assertStderr(result, contains: "\"attempts\":1,")
+            assertStderr(result, contains: "\"exit\":\(status)}")
+        }
     }
 }
 
