@@ -15,7 +15,7 @@ final class MaskingTests: XCTestCase {
     func testApplyMatchesReferenceForEveryOffsetLengthAndAlignment() {
         for key in Self.keys {
             for offset in 0...7 {
-                for length in 0...70 {
+                for length in 0...140 {  // two turns of the 64-byte loop, then every tail
                     for alignment in 0...7 {
                         let payload = patternBytes(length, seed: UInt8(offset))
                         // Guard bytes around the payload must stay untouched.
@@ -36,7 +36,7 @@ final class MaskingTests: XCTestCase {
     func testCopyMaskedMatchesReferenceForEveryOffsetLengthAndAlignment() {
         for key in Self.keys {
             for offset in 0...7 {
-                for length in 0...70 {
+                for length in 0...140 {  // two turns of the 64-byte loop, then every tail
                     for alignment in 0...7 {
                         let payload = patternBytes(length, seed: UInt8(length & 0xFF))
                         let source = [UInt8](repeating: 0x11, count: alignment) + payload + [UInt8](repeating: 0x22, count: 16)
