@@ -71,7 +71,7 @@ struct OutputAssembler {
     }
 
     private mutating func clearPending() {
-        first = nil
+        if first != nil { first = nil }  // start() clears what end() cleared: no release of nil then
         if !pending.isEmpty { pending.removeAll() }
     }
 
