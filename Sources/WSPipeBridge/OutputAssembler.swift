@@ -71,7 +71,7 @@ struct OutputAssembler {
     }
 
     private mutating func clearPending() {
-        first = nil
+        if first != nil { first = nil }  // start() clears what end() cleared: no release of nil then
         if !pending.isEmpty { pending.removeAll() }
     }
 
@@ -238,7 +238,9 @@ struct OutputAssembler {
     }
 
     /// Copies the current message's pieces, in order, to `start`; returns the bytes copied.
-    @discardableResult
+    /// Inlined: called, it took the assembler by value, a 129-byte copy of it (a memcpy
+    /// call, 29 instructions) for every message `appendRaw` copies.
+    @discardableResult @inline(__always)
     private func copyPending(to start: UnsafeMutableRawPointer) -> Int {
         var offset = 0
         if let first {
