@@ -5,7 +5,8 @@
 // (see fuzz/run).
 //
 // Input: byte 0 bit 0 set: the resolver walks with O_NOFOLLOW instead of openat2; the rest
-// is a raw request target (cut at its "?").
+// is a raw request target: RequestTarget's forms on it whole, then RequestPath and the
+// resolvers on it cut at its "?".
 //
 // The tree: root/{x (executable), y.txt, .secret, fifo, a/b/prog (executable), a/loop ->
 // ../a, out -> /…/outside/secret, up -> ../outside, in -> x}, and outside/secret beside root.
@@ -92,11 +93,36 @@ func referenceSegments(_ path: [UInt8]) -> [[UInt8]]? {
     return segments
 }
 
+/// RequestTarget on the same bytes as a whole target: an origin-form target is itself; an
+/// accepted one starts with "/" and its path has no "?"; an absolute-form one ends in the
+/// target it came from (nothing invented but a leading "/"); RequestPath(target:) refuses
+/// or accepts exactly as RequestPath(path:) on that path.
+func checkTarget(_ target: String) {
+    guard let origin = RequestTarget.originForm(target) else {
+        check(RequestTarget.path(target) == nil, "a path without an origin form")
+        check((try? RequestPath(target: target)) == nil, "RequestPath took a target in no form")
+        return
+    }
+    check(origin.utf8.first == UInt8(ascii: "/"), "an origin form without its slash")
+    if target.utf8.first == UInt8(ascii: "/") { check(origin.utf8.elementsEqual(target.utf8), "an origin-form target changed") }
+    else {
+        // Bytes, not Characters: a cut may fall inside a grapheme cluster ("?" + a combining mark).
+        let whole = Array(target.utf8), tail = Array(origin.utf8)
+        func endsWith(_ bytes: ArraySlice<UInt8>) -> Bool { whole.count >= bytes.count && whole.suffix(bytes.count) == bytes }
+        check(tail == [UInt8(ascii: "/")] || endsWith(tail[...]) || (tail.starts(with: "/?".utf8) && endsWith(tail.dropFirst())),
+              "an absolute form's path is not from its target")
+    }
+    guard let path = RequestTarget.path(target) else { return check(false, "an origin form without a path") }
+    check(!path.utf8.contains(UInt8(ascii: "?")), "a path with its query")
+    check((try? RequestPath(target: target)) == (try? RequestPath(path: Array(path.utf8))), "target and path parse apart")
+}
+
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzzPath(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
     guard let data, size >= 1 else { return 0 }
     _ = removeTree
     var path = Array(UnsafeBufferPointer(start: data + 1, count: size - 1))
+    checkTarget(String(decoding: path, as: UTF8.self))
     if let query = path.firstIndex(of: UInt8(ascii: "?")) { path.removeSubrange(query...) }
     let resolver = resolvers[Int(data[0] & 1)]
 
