@@ -273,13 +273,4 @@ extension Session {
         guard let reconnecting, reconnecting.pendingClose == nil else { return }
         reconnecting.pendingClose = payload
     }
-
-    /// The exit status an ending alone gives (as `conclude` reports it), for giving up on
-    /// reconnecting and for the other server modes' --oneshot: that connection's outcome.
-    static func status(of ending: ConnectionEnding, stale: Bool) -> ExitStatus {
-        var outcome = Outcome()
-        outcome.ending = ending
-        outcome.stale = stale ? 0 : nil
-        return outcome.verdict.status
-    }
 }

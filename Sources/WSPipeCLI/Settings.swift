@@ -185,7 +185,6 @@ struct Settings {
     }
 }
 
-/// The certificate files and the key's passphrase source, as given (read once every option is in).
 /// --no-deflate and the --deflate-* tuning options given (refused with --no-deflate), and the offer they make.
 struct DeflateChoice {
     var tuning: [String] = []
@@ -202,6 +201,7 @@ struct BusFiles {
     var pingSeconds: Double?
 }
 
+/// The certificate files and the key's passphrase source, as given (read once every option is in).
 struct TLSFiles {
     var certificate: String?
     var key: String?
