@@ -47,6 +47,12 @@ public enum OpenError: Error {
     case handshakeLost(HandshakeLoss)
     /// A redirect that cannot or may not be followed (or too many).
     case redirect(RedirectFailure)
+
+    /// Dialing found no descriptor free (`TransportError.isOutOfDescriptors`).
+    public var isOutOfDescriptors: Bool {
+        if case .transport(let error) = self { return error.isOutOfDescriptors }
+        return false
+    }
 }
 
 /// How the connection was lost during the opening handshake.

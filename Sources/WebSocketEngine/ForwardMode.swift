@@ -5,7 +5,8 @@ import WebSocketTransport
 /// The gateway (`--forward`, `--forward-tokens`): each WebSocket client is carried to a TCP
 /// or Unix connection of its own (`StreamRelay`), dialled before its 101 (`decidesLater`),
 /// so a client never gets a WebSocket that leads nowhere: refused or unreachable → 502, no
-/// answer within `dialTimeout` → 504, an unknown token → 404 with nothing dialled.
+/// answer within `dialTimeout` → 504, no descriptor left to dial with → 503 (Retry-After),
+/// an unknown token → 404 with nothing dialled.
 ///
 /// The target comes only from the command line or the token file, never from the request
 /// (no open proxy). A request with an `Origin` (every browser's) is refused with 403 unless
@@ -89,6 +90,10 @@ public final class ForwardMode: ServerMode {
             switch result {
             case .failure(let failure):
                 onDialFailure(remote, target, failure)
+                if failure.isOutOfDescriptors {
+                    return refuse(handshake, 503, "the server has no file descriptor left to connect to the target",
+                                  headers: [HTTPHeader(name: "Retry-After", value: "1")])
+                }
                 refuse(handshake, failure.status, failure.status == 504 ? "the target did not answer" : "the target refused the connection")
             case .success(let made):
                 let pair = StreamRelay(loop: loop, stream: made, options: relay)
@@ -120,9 +125,9 @@ public final class ForwardMode: ServerMode {
         onStart(id, target)
     }
 
-    private func refuse(_ handshake: PendingHandshake, _ status: Int, _ body: String) {
+    private func refuse(_ handshake: PendingHandshake, _ status: Int, _ body: String, headers: [HTTPHeader] = []) {
         do throws(ResponseBuildError) {
-            try handshake.refuse(status: status, body: body)
+            try handshake.refuse(status: status, headers: headers, body: body)
         } catch {
             try? handshake.refuse(status: 500)
         }

@@ -28,7 +28,11 @@ public final class Listener {
 
     public func start() {
         watch = loop.watch(socket.fileDescriptor) { [weak self] _ in self?.acceptAll() }
-        retry = loop.timer { [weak self] in self?.resume() }
+        // The pause for exhaustion ends; one the owner asked for meanwhile stays.
+        retry = loop.timer { [weak self] in
+            guard let self, !pausedByOwner else { return }
+            setAccepting(true)
+        }
         resume()
     }
 

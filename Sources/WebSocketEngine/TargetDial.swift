@@ -18,10 +18,17 @@ public final class TargetDial {
         /// Nothing answered within the timeout.
         case timedOut(seconds: Double)
 
-        /// The HTTP status a gateway answers with: 504 for a timeout, else 502.
+        /// The HTTP status a gateway answers with: 504 for a timeout, 503 when this server
+        /// is out of descriptors (the target is not at fault: try again), else 502.
         public var status: Int {
             if case .timedOut = self { return 504 }
-            return 502
+            return isOutOfDescriptors ? 503 : 502
+        }
+
+        /// The socket could not be made: this process or the system is out of descriptors.
+        public var isOutOfDescriptors: Bool {
+            if case .refused(let code, _) = self { return code == EMFILE || code == ENFILE }
+            return false
         }
 
         public var description: String {

@@ -27,6 +27,15 @@ public enum TransportError: Error, Equatable {
     case unixPathLength(path: String, limit: Int)
     /// A system call the connection needs failed (poll, eventfd, socket).
     case system(call: String, errno: Int32)
+
+    /// The process or the system ran out of descriptors (EMFILE, ENFILE): no fault of the
+    /// server's, and the same connection may be made once a descriptor is free.
+    public var isOutOfDescriptors: Bool {
+        switch self {
+        case .connect(_, let code, _), .unixConnect(_, let code, _), .system(_, let code): return code == EMFILE || code == ENFILE
+        default: return false
+        }
+    }
 }
 
 /// The proxy a connection went to, and where its setting came from.

@@ -25,6 +25,26 @@ final class DescriptorLimitTests: IntegrationTestCase {
         return port
     }
 
+    /// `count` TCP connections to `port`, held open until the holder's stdin ends.
+    private func hold(_ count: Int, port: Int) throws -> ChildProcess {
+        let holder = try ChildProcess(executable: Locations.python,
+                                      arguments: ["\(Locations.peers)/tcp_clients.py", "--port", "\(port)", "hold", "--count", "\(count)"],
+                                      environment: Locations.baseEnvironment, stdin: .pipe)
+        addTeardownBlock { holder.kill() }
+        XCTAssertNotNil(holder.stdout.waitForLine(startingWith: "HELD \(count)", timeout: 15), holder.stderr.text)
+        return holder
+    }
+
+    /// `http_client.py many PORT TARGET COUNT ARGUMENTS` to its end: stdout then stderr.
+    private func requestMany(port: Int, _ target: String, _ count: Int, _ arguments: [String] = []) throws -> (stdout: String, stderr: String) {
+        let many = try ChildProcess(executable: Locations.python,
+                                    arguments: ["\(Locations.peers)/http_client.py", "many", String(port), target, "\(count)"] + arguments,
+                                    environment: Locations.baseEnvironment, stdin: .null)
+        addTeardownBlock { many.kill() }
+        let result = many.wait(timeout: 30)
+        return (result.stdoutText, result.stderr)
+    }
+
     /// The soft and hard "Max open files" of a process, from /proc/PID/limits.
     private func openFilesLimits(_ pid: pid_t) throws -> (soft: String, hard: String) {
         let text = try String(contentsOfFile: "/proc/\(pid)/limits", encoding: .utf8)
@@ -64,11 +84,7 @@ final class DescriptorLimitTests: IntegrationTestCase {
         // 32 descriptors in all, soft and hard: 60 held connections leave some in the backlog.
         let server = try spawnLimited("-n 32", ["-l", "0", "--echo", "--handshake-timeout", "30"])
         let port = try port(server, scheme: "ws")
-        let holder = try ChildProcess(executable: Locations.python,
-                                      arguments: ["\(Locations.peers)/tcp_clients.py", "--port", "\(port)", "hold", "--count", "60"],
-                                      environment: Locations.baseEnvironment, stdin: .pipe)
-        addTeardownBlock { holder.kill() }
-        XCTAssertNotNil(holder.stdout.waitForLine(startingWith: "HELD 60", timeout: 15), holder.stderr.text)
+        let holder = try hold(60, port: port)
         let before = try cpuSeconds(server.pid)
         Thread.sleep(forTimeInterval: 2)
         let spent = try cpuSeconds(server.pid) - before
@@ -81,15 +97,16 @@ final class DescriptorLimitTests: IntegrationTestCase {
         assertStdout(client, "after\n")
     }
 
+    /// Out of descriptors, an accepted connection waits for one to dial with (it was reset,
+    /// and so were most of the 60) and accepting pauses, without spinning; every connection
+    /// is forwarded once descriptors are free again.
     func testForwardListenAtTheLimitWaitsInsteadOfSpinningAndForwardsAgainAfter() throws {
         let peer = try startPython("fwd_echo.py", [])
-        let forwarder = try spawnLimited("-n 32", ["--forward-listen", "0", "--no-deflate", "ws://127.0.0.1:\(peer.port)/"])
+        let forwarder = try spawnLimited("-n 32", ["-v", "--forward-listen", "0", "--no-deflate", "ws://127.0.0.1:\(peer.port)/"])
         let port = try port(forwarder, scheme: "tcp")
-        let holder = try ChildProcess(executable: Locations.python,
-                                      arguments: ["\(Locations.peers)/tcp_clients.py", "--port", "\(port)", "hold", "--count", "60"],
-                                      environment: Locations.baseEnvironment, stdin: .pipe)
-        addTeardownBlock { holder.kill() }
-        XCTAssertNotNil(holder.stdout.waitForLine(startingWith: "HELD 60", timeout: 15), holder.stderr.text)
+        let holder = try hold(60, port: port)
+        XCTAssertTrue(forwarder.stderr.wait(timeout: 5) { String(decoding: $0, as: UTF8.self).contains(
+            "no descriptor left to open its WebSocket: it waits for one (up to 10 s), accepting paused") }, forwarder.stderr.text)
         Thread.sleep(forTimeInterval: 0.5)  // the openings that find descriptors are done
         let before = try cpuSeconds(forwarder.pid)
         Thread.sleep(forTimeInterval: 2)
@@ -104,6 +121,33 @@ final class DescriptorLimitTests: IntegrationTestCase {
         addTeardownBlock { clients.kill() }
         let result = clients.wait(timeout: 40)
         XCTAssertEqual(result.stdoutText.split(separator: "\n").last, "DONE ok=3", "\(result)\n\(forwarder.stderr.text)")
+        // The 60 held (by now closed) and the 3 echoed were each forwarded; none was reset.
+        let forwardedAll = forwarder.stderr.wait(timeout: 10) {
+            String(decoding: $0, as: UTF8.self).components(separatedBy: "] connected: ws://").count - 1 == 63
+        }
+        XCTAssertTrue(forwardedAll, forwarder.stderr.text)
+        XCTAssertFalse(forwarder.stderr.text.contains("reset:"), forwarder.stderr.text)
+    }
+
+    /// A connection that finds no descriptor within the connect timeout is reset, and says so.
+    /// A pair takes two descriptors: of the limits 32 and 33 one leaves a single descriptor
+    /// once the pairs are made, so there a connection is accepted that can never dial.
+    func testForwardListenResetsAConnectionThatWaitsLongerThanTheConnectTimeout() throws {
+        let peer = try startPython("fwd_echo.py", [])
+        var forwarders: [ChildProcess] = []
+        for limit in [32, 33] {
+            let forwarder = try spawnLimited("-n \(limit)", ["-v", "--connect-timeout", "1", "--forward-listen", "0", "--no-deflate",
+                                                            "ws://127.0.0.1:\(peer.port)/"])
+            let port = try port(forwarder, scheme: "tcp")
+            _ = try hold(30, port: port)
+            forwarders.append(forwarder)
+        }
+        let reset = "reset: no descriptor was free within 1 s (the connect timeout)"
+        let deadline = Date(timeIntervalSinceNow: 10)
+        while Date() < deadline && !forwarders.contains(where: { $0.stderr.text.contains(reset) }) {
+            Thread.sleep(forTimeInterval: 0.1)
+        }
+        XCTAssertTrue(forwarders.contains { $0.stderr.text.contains(reset) }, forwarders.map(\.stderr.text).joined(separator: "\n---\n"))
     }
 
     /// Out of descriptors, a file that exists is no "not found": --static answers 503 with
@@ -114,19 +158,10 @@ final class DescriptorLimitTests: IntegrationTestCase {
         try Data("hello\n".utf8).write(to: URL(fileURLWithPath: root + "/a.txt"))
         let server = try spawnLimited("-n 40", ["-l", "0", "--echo", "--static", root, "--handshake-timeout", "30"])
         let port = try port(server, scheme: "ws")
-        let many = try ChildProcess(executable: Locations.python,
-                                    arguments: ["\(Locations.peers)/http_client.py", "many", String(port), "/a.txt", "60"],
-                                    environment: Locations.baseEnvironment, stdin: .null)
-        addTeardownBlock { many.kill() }
-        let result = many.wait(timeout: 30)
-        let statuses = result.stdoutText
-        XCTAssertTrue(statuses.contains("\"503\""), statuses + result.stderr)
-        XCTAssertFalse(statuses.contains("\"404\""), statuses)
-        let client = try ChildProcess(executable: Locations.python,
-                                      arguments: ["\(Locations.peers)/http_client.py", "many", String(port), "/a.txt", "1"],
-                                      environment: Locations.baseEnvironment, stdin: .null)
-        addTeardownBlock { client.kill() }
-        XCTAssertEqual(client.wait(timeout: 30).stdoutText, "{\"statuses\": {\"200\": 1}}\n")
+        let result = try requestMany(port: port, "/a.txt", 60)
+        XCTAssertTrue(result.stdout.contains("\"503\""), result.stdout + result.stderr)
+        XCTAssertFalse(result.stdout.contains("\"404\""), result.stdout)
+        XCTAssertEqual(try requestMany(port: port, "/a.txt", 1).stdout, "{\"statuses\": {\"200\": 1}}\n")
     }
 
     /// The same for --dir: out of descriptors, a program that exists is 503, not 404.
@@ -137,12 +172,24 @@ final class DescriptorLimitTests: IntegrationTestCase {
         chmod(programs + "/wait", 0o755)
         let server = try spawnLimited("-n 40", ["-l", "0", "--dir", programs, "--handshake-timeout", "30"])
         let port = try port(server, scheme: "ws")
-        let many = try ChildProcess(executable: Locations.python,
-                                    arguments: ["\(Locations.peers)/http_client.py", "many", String(port), "/wait", "60", "--upgrade"],
-                                    environment: Locations.baseEnvironment, stdin: .null)
-        addTeardownBlock { many.kill() }
-        let result = many.wait(timeout: 30)
-        XCTAssertTrue(result.stdoutText.contains("\"503\""), result.stdoutText + result.stderr)
-        XCTAssertFalse(result.stdoutText.contains("\"404\""), result.stdoutText)
+        let result = try requestMany(port: port, "/wait", 60, ["--upgrade"])
+        XCTAssertTrue(result.stdout.contains("\"503\""), result.stdout + result.stderr)
+        XCTAssertFalse(result.stdout.contains("\"404\""), result.stdout)
+    }
+
+    /// The gateway out of descriptors: a client it cannot dial the target for is answered 503
+    /// (this server is short, the target is not at fault), not 502. A relay takes two
+    /// descriptors: of the limits 40 and 41 one leaves a single one once the relays are made.
+    func testForwardOutOfDescriptorsIs503NotBadGateway() throws {
+        let echo = try startPeer(executable: Locations.python, arguments: ["\(Locations.peers)/tcp_clients.py", "--port", "0", "serve-echo"])
+        var outputs: [String] = []
+        for limit in [40, 41] {
+            let server = try spawnLimited("-n \(limit)", ["-l", "0", "--forward", "tcp:127.0.0.1:\(echo.port)", "--handshake-timeout", "30"])
+            let port = try port(server, scheme: "ws")
+            let result = try requestMany(port: port, "/", 40, ["--upgrade"])
+            outputs.append(result.stdout + result.stderr)
+        }
+        XCTAssertTrue(outputs.contains { $0.contains("\"503\"") }, outputs.joined(separator: "\n"))
+        XCTAssertFalse(outputs.contains { $0.contains("\"502\"") }, outputs.joined(separator: "\n"))
     }
 }
