@@ -65,6 +65,11 @@ int wsp_tls_load(char *error, size_t length) {
 #define WSP_RESOLVE_CRYPTO(name) WSP_RESOLVE(crypto, name)
     WSP_SSL_FUNCTIONS(WSP_RESOLVE_SSL)
     WSP_CRYPTO_FUNCTIONS(WSP_RESOLVE_CRYPTO)
+    // Without NO_ATEXIT, exit() frees OpenSSL's tables while another thread (a connect
+    // or a bus link under way when a signal ends the process) may still use them: a crash
+    // at exit. The kernel frees everything at exit anyway.
+    __typeof__(&OPENSSL_init_ssl) init = ok ? (__typeof__(&OPENSSL_init_ssl))dlsym(ssl, "OPENSSL_init_ssl") : NULL;
+    if (init) init(OPENSSL_INIT_NO_ATEXIT, NULL);
     loaded = ok;
     pthread_mutex_unlock(&load_lock);
     return ok ? 0 : -1;
