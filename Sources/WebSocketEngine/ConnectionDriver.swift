@@ -31,15 +31,9 @@ public final class ConnectionDriver: MessageSink {
     /// The message being received is compressed (RSV1 on its first frame).
     @exclusivity(unchecked) var inflating = false
 
-    private var readInterest = PollInterest.read
-    private var readReady = true
-    private var endOfStream = false
-    private var writeBlocked: PollInterest?
-    private var outputShutDown = false
-    private var discardedAfterClose = 0
+    /// What the socket has done and what it waits for.
+    @exclusivity(unchecked) private var socket = SocketProgress()
     var serviceQueued = false
-    /// The peer's shutdown was seen (and reported) while reading was paused.
-    private var shutDownWhilePaused = false
     /// The socket took bytes while the owner was not to be called (in the middle of a
     /// read): `connectionHasRoom` is due at the next flush.
     private var roomUnreported = false
@@ -190,29 +184,29 @@ public final class ConnectionDriver: MessageSink {
         loop.later { reference.driver?.service() }
     }
 
-    private var drained: Bool { !endOfStream && discardedAfterClose > ConnectionDriver.drainLimit }
+    private var drained: Bool { socket.drained }
 
     private var mayRead: Bool {
-        !endOfStream && discardedAfterClose <= ConnectionDriver.drainLimit && !pausesReading
+        !socket.endOfStream && socket.discardedAfterClose <= ConnectionDriver.drainLimit && !pausesReading
     }
 
     private func handle(_ events: IOEvents) {
         if !events.isDisjoint(with: [.error, .hangUp]) { closing.peerReset(closeSent: core.closeSent != nil) }
-        if pausesReading && !shutDownWhilePaused && !events.isDisjoint(with: [.readHangUp, .error, .hangUp]) {
-            shutDownWhilePaused = true
+        if pausesReading && !socket.shutDownWhilePaused && !events.isDisjoint(with: [.readHangUp, .error, .hangUp]) {
+            socket.shutDownWhilePaused = true
             delegate?.connectionPeerShutDownWhilePaused(self)
         }
-        if drained && !events.isDisjoint(with: [.readHangUp, .error, .hangUp]) { endOfStream = true }
+        if drained && !events.isDisjoint(with: [.readHangUp, .error, .hangUp]) { socket.endOfStream = true }
         let error = !events.isDisjoint(with: [.error, .hangUp])
-        if events.contains(IOEvents(readInterest)) || error { readReady = true }
-        if let blocked = writeBlocked, events.contains(IOEvents(blocked)) || error { writeBlocked = nil }
+        if events.contains(IOEvents(socket.readInterest)) || error { socket.readReady = true }
+        if let blocked = socket.writeBlocked, events.contains(IOEvents(blocked)) || error { socket.writeBlocked = nil }
         service()
     }
 
     private func service() {
         serviceQueued = false
         guard ending == nil else { return }
-        if readReady && mayRead { readSocket() }
+        if socket.readReady && mayRead { readSocket() }
         guard ending == nil else { return }
         checkTimers(now: .now())
         // Frame waiting messages as the socket takes the queue, until it is full.
@@ -221,23 +215,23 @@ public final class ConnectionDriver: MessageSink {
         repeat {
             queueControlFrames()
             frameWaiting()
-            if writeBlocked == nil { flush() }
-        } while writeBlocked == nil && (!waiting.isEmpty || core.hasOutboundControl) && !outputShutDown && closing.loss == nil
+            if socket.writeBlocked == nil { flush() }
+        } while socket.writeBlocked == nil && (!waiting.isEmpty || core.hasOutboundControl) && !socket.outputShutDown && closing.loss == nil
         if finishedStep() {
             finish()
             return
         }
         var interest: IOEvents = []
-        if mayRead && !readReady { interest.insert(IOEvents(readInterest)) }
-        if let blocked = writeBlocked { interest.insert(IOEvents(blocked)) }
+        if mayRead && !socket.readReady { interest.insert(IOEvents(socket.readInterest)) }
+        if let blocked = socket.writeBlocked { interest.insert(IOEvents(blocked)) }
         if drained { interest.insert(.readHangUp) }
         // Paused, the socket is out of epoll: a peer that goes away would go unnoticed.
-        if pausesReading && !endOfStream && !shutDownWhilePaused { interest.insert(.readHangUp) }
+        if pausesReading && !socket.endOfStream && !socket.shutDownWhilePaused { interest.insert(.readHangUp) }
         loop.setInterest(watch, interest)
         // readReady stays set while a read may find more (bytes the stream holds count: a
         // read goes on past a short one then). Buffered input after a read met EAGAIN is a
         // TLS record not complete yet: it waits for the socket like everything else.
-        if readReady && mayRead {
+        if socket.readReady && mayRead {
             scheduleService()  // more to read: come back after a look at the other descriptors
         } else if mayRead && !options.keepsBuffersWhenIdle {
             releaseIdleBuffers()
@@ -265,27 +259,27 @@ public final class ConnectionDriver: MessageSink {
                     // After the peer's Close or a failure, bytes are read only so the peer gets
                     // to read our Close (closing with unread data sends a reset that can
                     // destroy it). A peer that keeps streaming gets a megabyte of that.
-                    discardedAfterClose += n
+                    socket.discardedAfterClose += n
                     parsed = buffer.count
-                    if discardedAfterClose > ConnectionDriver.drainLimit { return }
+                    if socket.discardedAfterClose > ConnectionDriver.drainLimit { return }
                 }
                 processReceived()
                 if closing.incomingCountsUntil != nil { receivedAfterBarrier() }
                 if n < room && !stream.hasBufferedInput {
-                    readReady = false
+                    socket.readReady = false
                     return
                 }
             case .wouldBlock(let interest):
-                readInterest = interest
-                readReady = false
+                socket.readInterest = interest
+                socket.readReady = false
                 return
             case .endOfStream:
-                endOfStream = true
+                socket.endOfStream = true
                 closing.peerEndedStream(closeReceived: core.closeReceived != nil, ownerAnswers: core.state == .closeReceived,
                                         closeSent: core.closeSent != nil)
                 return
             case .failed(let why):
-                endOfStream = true
+                socket.endOfStream = true
                 if core.closeReceived == nil { closing.lose(.readFailed(why)) }
                 return
             }
@@ -347,7 +341,7 @@ public final class ConnectionDriver: MessageSink {
     func queueControlFrames() {
         guard core.hasOutboundControl, !closing.echoPending else { return }
         if core.hasPendingPong && outbound.holdsUnwrittenPong {
-            if writeBlocked == nil { flush(reportsRoom: false) }
+            if socket.writeBlocked == nil { flush(reportsRoom: false) }
             core.keepOnlyMostRecentPong()
             if outbound.holdsUnwrittenPong && !core.hasOutboundCloseOrPing { return }
         }
@@ -366,17 +360,17 @@ public final class ConnectionDriver: MessageSink {
                 delegate?.connection(self, wroteThrough: token)
             }
         }
-        guard !outbound.isEmpty || stream.hasPendingOutput, !outputShutDown else { return }
+        guard !outbound.isEmpty || stream.hasPendingOutput, !socket.outputShutDown else { return }
         let before = outbound.totalWritten
         switch outbound.write(to: stream, vectors: loop.vectors) {
         case .done, .endOfStream:
             break
         case .wouldBlock(let interest):
-            writeBlocked = interest
+            socket.writeBlocked = interest
         case .failed(let why):
             outbound.discard()
             waiting.removeAll()
-            outputShutDown = true
+            socket.outputShutDown = true
             if core.closeReceived == nil { closing.lose(.writeFailed(why)) }
         }
         let now = Instant.now()
@@ -406,18 +400,18 @@ public final class ConnectionDriver: MessageSink {
 
     /// True when the connection is over.
     private func finishedStep() -> Bool {
-        if closing.loss != nil || endOfStream && !writesAfterPeersShutdown {
+        if closing.loss != nil || socket.endOfStream && !writesAfterPeersShutdown {
             // Deliver what already arrived and send what is queued, if the socket takes it.
-            if !endOfStream { readSocket() }
-            if writeBlocked == nil { flush() }
+            if !socket.endOfStream { readSocket() }
+            if socket.writeBlocked == nil { flush() }
             return true
         }
         let now = Instant.now()
-        if core.state == .closed && outbound.isEmpty && !stream.hasPendingOutput && !outputShutDown {
+        if core.state == .closed && outbound.isEmpty && !stream.hasPendingOutput && !socket.outputShutDown {
             // Both Close frames are exchanged (or we failed the connection): end our side and
             // wait, up to the close deadline, for the peer to close TCP (RFC 6455 §7.1.1).
             stream.shutdownOutput()
-            outputShutDown = true
+            socket.outputShutDown = true
             closing.outputShutDown(now: now)
         }
         return closing.isOverdue(at: now)
@@ -432,7 +426,7 @@ public final class ConnectionDriver: MessageSink {
 
     /// The peer half-closed after its Close: the owner's output and answer still go.
     private var writesAfterPeersShutdown: Bool {
-        closing.writesAfterPeersShutdown(ownerAnswers: core.state == .closeReceived, outputShutDown: outputShutDown,
+        closing.writesAfterPeersShutdown(ownerAnswers: core.state == .closeReceived, outputShutDown: socket.outputShutDown,
                                          unwritten: !waiting.isEmpty || !outbound.isEmpty || stream.hasPendingOutput)
     }
 
@@ -475,4 +469,25 @@ public final class ConnectionDriver: MessageSink {
         owner?.connection(self, didEnd: result)
         loopReference.driver = nil
     }
+}
+
+/// The socket's side of a driver: readiness as epoll last reported it, its ends, and what
+/// was read after the connection ended. Plain data; the driver decides what it means.
+struct SocketProgress {
+    /// What a read waits for (a TLS read may need the socket writable).
+    var readInterest = PollInterest.read
+    /// A read may find more: set by readiness, cleared by a short or blocked read.
+    var readReady = true
+    var endOfStream = false
+    /// A write waits for this readiness.
+    var writeBlocked: PollInterest?
+    var outputShutDown = false
+    /// Bytes read (and dropped) after the peer's Close or a failure.
+    var discardedAfterClose = 0
+    /// The peer's shutdown was seen (and reported) while reading was paused.
+    var shutDownWhilePaused = false
+
+    /// More than `drainLimit` bytes were dropped after the end and the peer has not closed:
+    /// reading stops, and only its hang-up is watched.
+    var drained: Bool { !endOfStream && discardedAfterClose > ConnectionDriver.drainLimit }
 }
