@@ -1,5 +1,6 @@
 import CWSPipeShims
 import Glibc
+import Synchronization
 import WebSocketCore
 import WebSocketEngine
 import WebSocketTransport
@@ -49,14 +50,34 @@ extension TCPStream {
 struct TaggedOpeningLog: OpeningLog {
     let log: Diagnostics
     let tag: String
+    /// Set on a try after the first (a connection waiting for a descriptor tries every
+    /// 100 ms): the dial's events, which the first try showed, are left out until the
+    /// handshake's first line, and shown from then on.
+    private let hushed: Hush?
+
+    init(log: Diagnostics, tag: String, retry: Bool = false) {
+        self.log = log
+        self.tag = tag
+        hushed = retry ? Hush() : nil
+    }
+
+    private final class Hush: Sendable {
+        let lifted = Atomic(false)
+    }
 
     var settingNames: SettingNames { log.settingNames }
-    func line(_ direction: String, _ text: String) { log.line(direction, "[\(tag)] \(text)") }
+    func line(_ direction: String, _ text: String) {
+        hushed?.lifted.store(true, ordering: .relaxed)
+        log.line(direction, "[\(tag)] \(text)")
+    }
     func header(_ direction: String, _ header: HTTPHeader) {
         guard log.isVerbose else { return }
         log.line(direction, "[\(tag)] \(header.name): \(Diagnostics.redacted(header))")
     }
-    func event(_ message: @autoclosure () -> String) { log.event("[\(tag)] \(message())") }
+    func event(_ message: @autoclosure () -> String) {
+        if let hushed, !hushed.lifted.load(ordering: .relaxed) { return }
+        log.event("[\(tag)] \(message())")
+    }
     func shownTarget(_ target: String) -> String { log.shownTarget(target) }
     func redirecting(status: Int, to url: WebSocketURL, sameHost: Bool) {
         event(Diagnostics.redirectText(status: status, to: url, sameHost: sameHost))

@@ -95,7 +95,7 @@ final class ForwardListening {
             return deadline
         }()
         let opener = Opener(config: config, log: log)
-        let openingLog = TaggedOpeningLog(log: log, tag: "\(id)")
+        let openingLog = TaggedOpeningLog(log: log, tag: "\(id)", retry: starvedSince != nil)
         let started = openings.run({
             let buffer = ByteBuffer(capacity: ForwardListening.receiveBufferSize)
             do throws(OpenError) {
