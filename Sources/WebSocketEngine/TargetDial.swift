@@ -128,9 +128,7 @@ public final class TargetDial {
         case .connected(let stream):
             complete(.success(stream))
         case .failed(let code):
-            lastFailure = .refused(errno: code, address: address)
-            if case .unix = target { return complete(.failure(lastFailure!)) }
-            tryNext()
+            failedAttempt(.refused(errno: code, address: address))
         case .inProgress(let fd):
             let watch = loop.watch(fd) { [weak self] _ in self?.connectReady() }
             pending = (fd, watch, address)
@@ -146,10 +144,15 @@ public final class TargetDial {
         case .success(let stream):
             complete(.success(stream))
         case .failure(let failure):
-            lastFailure = .refused(errno: failure.errno, address: address)
-            if case .unix = target { return complete(.failure(lastFailure!)) }
-            tryNext()
+            failedAttempt(.refused(errno: failure.errno, address: address))
         }
+    }
+
+    /// A Unix socket has one address: its failure is the dial's. A name may have more.
+    private func failedAttempt(_ failure: Failure) {
+        lastFailure = failure
+        if case .unix = target { return complete(.failure(failure)) }
+        tryNext()
     }
 
     private func complete(_ result: Result<TCPStream, Failure>) {
