@@ -13,6 +13,15 @@ public struct BearerToken: Sendable, Equatable {
         case notUTF8
         case empty
         case invalidCharacters  // a space, a control or a non-ASCII character
+
+        /// What is wrong, after the token's source ("--bearer-file 'F': " + this).
+        public var text: String {
+            switch self {
+            case .notUTF8: "it is not UTF-8 text"
+            case .empty: "the bearer token is empty"
+            case .invalidCharacters: "the bearer token contains spaces, control or non-ASCII characters"
+            }
+        }
     }
 
     /// A token given as it is (an option's value, an environment variable).

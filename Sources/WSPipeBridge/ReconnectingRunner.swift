@@ -169,11 +169,16 @@ final class ReconnectingRunner {
     /// --bearer-file again (tokens rotate); the last good token when it cannot be read.
     private func freshBearerToken() -> String? {
         guard let path = session.config.client.bearerFile else { return bearerToken }
-        guard let bytes = SmallFile.contents(of: path), let token = try? BearerToken(fileContents: bytes) else {
-            session.log.warning("cannot read --bearer-file '\(path)' again; using the token read before")
+        let kept = "; using the token read before"
+        guard let bytes = SmallFile.contents(of: path) else {
+            session.log.warning("cannot read --bearer-file '\(path)' again: \(SmallFile.whyUnreadable(path))" + kept)
             return bearerToken
         }
-        bearerToken = token.value
+        do throws(BearerToken.Problem) {
+            bearerToken = try BearerToken(fileContents: bytes).value
+        } catch {
+            session.log.warning("--bearer-file '\(path)' read again: \(error.text)" + kept)
+        }
         return bearerToken
     }
 

@@ -34,11 +34,8 @@ func tokenFromFile(_ path: String, readFile: (String) -> [UInt8]?) throws(UsageE
 }
 
 private func tokenError(_ problem: BearerToken.Problem, source: String) -> UsageError {
-    switch problem {
-    case .notUTF8: return UsageError("\(source) is not UTF-8 text", pointsAtHelp: false)
-    case .empty: return UsageError("\(source): the bearer token is empty")
-    case .invalidCharacters: return UsageError("\(source): the bearer token contains spaces, control or non-ASCII characters")
-    }
+    // A file that is not text is no mistake of syntax: --help would not help.
+    UsageError("\(source): \(problem.text)", pointsAtHelp: problem != .notUTF8)
 }
 
 func checkHeaderValue(_ value: String, option: String) throws(UsageError) {

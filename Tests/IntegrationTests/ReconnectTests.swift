@@ -186,7 +186,8 @@ final class ReconnectTests: IntegrationTestCase {
     }
 
     /// --bearer-file is read again before each attempt (tokens rotate); a file that no longer
-    /// holds a valid token (by the rule of the first read) keeps the last good one, with a warning.
+    /// holds a valid token (by the rule of the first read), or is gone, keeps the last good
+    /// one, with a warning that says which.
     func testBearerFileIsReadAgainBeforeEachAttempt() throws {
         let recorder = try startRecorder(["--wait-for", "go", "--close-code", "1012"])
         let file = path("token")
@@ -200,13 +201,18 @@ final class ReconnectTests: IntegrationTestCase {
         try "two words\n".write(toFile: file, atomically: true, encoding: .utf8)
         child.writeStdin(go)
         XCTAssertTrue(waitForStdout(child, contains: #""subprotocol":null,"attempt":3}"#))
+        try FileManager.default.removeItem(atPath: file)
+        child.writeStdin(go)
+        XCTAssertTrue(waitForStdout(child, contains: #""subprotocol":null,"attempt":4}"#))
         child.closeStdin()
         let result = finish(child, timeout: 20)
         assertExit(result, 0)
         XCTAssertEqual(try recorder.record(1).values("Authorization"), ["Bearer first-token"])
         XCTAssertEqual(try recorder.record(2).values("Authorization"), ["Bearer second-token"])
         XCTAssertEqual(try recorder.record(3).values("Authorization"), ["Bearer second-token"])
-        XCTAssertTrue(result.stderr.contains("cannot read --bearer-file '\(file)' again; using the token read before"), result.stderr)
+        XCTAssertEqual(try recorder.record(4).values("Authorization"), ["Bearer second-token"])
+        XCTAssertTrue(result.stderr.contains("cannot read --bearer-file '\(file)' again: No such file or directory; using the token read before"), result.stderr)
+        XCTAssertTrue(result.stderr.contains("--bearer-file '\(file)' read again: the bearer token contains spaces, control or non-ASCII characters; using the token read before"), result.stderr)
     }
 
     /// A stdin error while disconnected: the lines before the bad one (queued) and a Close

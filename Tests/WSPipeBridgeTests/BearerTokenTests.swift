@@ -24,7 +24,8 @@ final class BearerTokenTests: XCTestCase {
 
     /// --require-bearer's expected token follows the same rule as the client's.
     func testTheServersExpectedTokenIsCheckedAsTheClientsIs() {
-        let files = ["/t/empty": Array("\n".utf8), "/t/spaced": Array("two words\n".utf8), "/t/good": Array("s3cret\n".utf8)]
+        let files = ["/t/empty": Array("\n".utf8), "/t/spaced": Array("two words\n".utf8), "/t/good": Array("s3cret\n".utf8),
+                     "/t/binary": [0x73, 0xFF, 0x0A]]
         func parse(_ args: [String], env: [String: String] = [:]) throws -> Command {
             try CommandLineParser.parse(args, environment: { env[$0] }, readFile: { files[$0] })
         }
@@ -38,6 +39,10 @@ final class BearerTokenTests: XCTestCase {
         XCTAssertThrowsError(try parse(["-l", "8080", "--echo", "--require-bearer"], env: ["WSPIPE_BEARER": "a b"])) {
             XCTAssertEqual(($0 as? UsageError)?.message,
                            "WSPIPE_BEARER: the bearer token contains spaces, control or non-ASCII characters")
+        }
+        XCTAssertThrowsError(try parse(["-l", "8080", "--echo", "--require-bearer", "--bearer-file", "/t/binary"])) {
+            XCTAssertEqual(($0 as? UsageError)?.message, "--bearer-file '/t/binary': it is not UTF-8 text")
+            XCTAssertEqual(($0 as? UsageError)?.pointsAtHelp, false)
         }
         XCTAssertNoThrow(try parse(["-l", "8080", "--echo", "--require-bearer", "--bearer-file", "/t/good"]))
     }
