@@ -51,23 +51,35 @@ struct TaggedOpeningLog: OpeningLog {
     let log: Diagnostics
     let tag: String
     /// Set on a try after the first (a connection waiting for a descriptor tries every
-    /// 100 ms): the dial's events, which the first try showed, are left out until the
-    /// handshake's first line, and shown from then on.
-    private let hushed: Hush?
+    /// 100 ms): the dial's events are held back, and shown once the try gets further (at the
+    /// handshake's first line, or `release()` when it fails otherwise than out of
+    /// descriptors); a try that finds no descriptor again shows nothing.
+    private let held: Held?
 
     init(log: Diagnostics, tag: String, retry: Bool = false) {
         self.log = log
         self.tag = tag
-        hushed = retry ? Hush() : nil
+        held = retry ? Held() : nil
     }
 
-    private final class Hush: Sendable {
-        let lifted = Atomic(false)
+    private final class Held: Sendable {
+        /// nil once released: events go straight out.
+        let events = Mutex<[String]?>([])
+    }
+
+    /// Shows what a retry held back, and lets later events through.
+    func release() {
+        guard let held else { return }
+        let events = held.events.withLock { events in
+            defer { events = nil }
+            return events ?? []
+        }
+        for event in events { log.event(event) }
     }
 
     var settingNames: SettingNames { log.settingNames }
     func line(_ direction: String, _ text: String) {
-        hushed?.lifted.store(true, ordering: .relaxed)
+        release()
         log.line(direction, "[\(tag)] \(text)")
     }
     func header(_ direction: String, _ header: HTTPHeader) {
@@ -75,8 +87,10 @@ struct TaggedOpeningLog: OpeningLog {
         log.line(direction, "[\(tag)] \(header.name): \(Diagnostics.redacted(header))")
     }
     func event(_ message: @autoclosure () -> String) {
-        if let hushed, !hushed.lifted.load(ordering: .relaxed) { return }
-        log.event("[\(tag)] \(message())")
+        guard log.isVerbose else { return }
+        let text = "[\(tag)] \(message())"
+        if let held, held.events.withLock({ events in events?.append(text); return events != nil }) { return }
+        log.event(text)
     }
     func shownTarget(_ target: String) -> String { log.shownTarget(target) }
     func redirecting(status: Int, to url: WebSocketURL, sameHost: Bool) {

@@ -104,7 +104,12 @@ final class ForwardListening {
             } catch {
                 return .failure(error)
             }
-        }, then: { [unowned self] result in self.opened(id, result) })
+        }, then: { [unowned self] result in
+            // A retry's dial is shown unless it found no descriptor again (it waits on).
+            let waitsOn = if case .failure(let error) = result { error.isOutOfDescriptors } else { false }
+            if !waitsOn { openingLog.release() }
+            self.opened(id, result)
+        })
         guard started else {
             log.event("[\(id)] cannot start a thread to open its WebSocket: closing it")
             connections[id] = nil

@@ -472,7 +472,7 @@ public final class ConnectionDriver: MessageSink {
 }
 
 /// The socket's side of a driver: readiness as epoll last reported it, its ends, and what
-/// was read after the connection ended. Plain data; the driver decides what it means.
+/// was read after the connection ended.
 struct SocketProgress {
     /// What a read waits for (a TLS read may need the socket writable).
     var readInterest = PollInterest.read

@@ -128,12 +128,13 @@ final class DescriptorLimitTests: IntegrationTestCase {
         XCTAssertTrue(forwardedAll, forwarder.stderr.text)
         XCTAssertFalse(forwarder.stderr.text.contains("reset:"), forwarder.stderr.text)
         // -v shows a waiting connection's failed dial once, not at every try (10 a second),
-        // and the handshake of the try that opened it.
+        // and the dial and handshake of the try that opened it.
         let log = forwarder.stderr.text
         let waited = log.components(separatedBy: "no descriptor left to open its WebSocket").count - 1
         XCTAssertGreaterThan(waited, 0, log)
         XCTAssertEqual(log.components(separatedBy: ": Too many open files").count - 1, waited, log)
         XCTAssertEqual(log.components(separatedBy: " GET / HTTP/1.1").count - 1, 63, log)
+        XCTAssertEqual(log.components(separatedBy: "] connected to 127.0.0.1:").count - 1, 63, log)
     }
 
     /// A connection that finds no descriptor within the connect timeout is reset, and says so.
