@@ -12,7 +12,7 @@ _wspipe() {
     local flags="-t --text -b --binary -0 --null --jsonl --timestamps --base64 --whole-input
         -1 --one-message --require-count --receive-only --send-only --stats --no-close -k --insecure
         -4 --ipv4 -6 --ipv6 -L --location -v --verbose -q --quiet -h --help -V --version
-        --echo --broadcast --require-protocol --require-bearer
+        --echo --broadcast --require-protocol --require-bearer --sameorigin
         --reuseport
         --oneshot
         --metrics-public --devconsole
@@ -23,7 +23,7 @@ _wspipe() {
         --user-agent --bearer --bearer-file --cacert -n --max-messages --send --timeout
         --idle-timeout --linger --proxy --noproxy --socks5 --cert --key --key-pass-env
         --key-pass-file --tls-min --connect-to --sni --unix-socket --resolve --max-redirs
-        -l --listen --path --allow-origin --sameorigin --health --response-header --max-clients --handshake-timeout
+        -l --listen --path --allow-origin --health --response-header --max-clients --handshake-timeout
         --stale-timeout --retry-delay --retry-max-delay --max-retries --retry-reset
         --queue-size --queue-bytes --queue-policy --send-file
         --exec --sh --dir --close-grace --max-children --passenv --client-ca

@@ -4,7 +4,7 @@ import WSPipeBridge
 /// only it takes, the client options it refuses (with the reason the usage error gives),
 /// and the factory of its `ServeConfiguration.Mode` (whose `served` makes the engine's
 /// mode and its stdio face, ServedModes.swift). The man page's table in SERVER is
-/// hand-written; ManPageTests compares each of its cells with `accepts`.
+/// hand-written; ManPageModeTableTests compares each of its cells with `accepts`.
 struct ServerModeDescriptor: Sendable {
     /// The mode as usage errors name it ("--echo", "the stdio mode").
     let name: String
@@ -102,7 +102,10 @@ extension ServerModeDescriptor {
         guard given.count <= 1 else {
             let names = given.map(\.0.name)
             if names.contains(exec.name) && !names.contains(forward.name) {
-                throw UsageError("--exec/--sh/--dir, --echo and --broadcast are different modes: choose one")
+                // Listed from the table, so a new mode is named too (--forward's pairs take the general wording).
+                let others = table.filter { !$0.flags.isEmpty && $0.name != exec.name && $0.name != forward.name }.map(\.name)
+                let listed = [exec.name] + others
+                throw UsageError("\(listed.dropLast().joined(separator: ", ")) and \(listed[listed.count - 1]) are different modes: choose one")
             }
             throw UsageError("\(names[0]) cannot be combined with \(names[1]): choose one mode")
         }

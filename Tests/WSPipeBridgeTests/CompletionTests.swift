@@ -48,6 +48,23 @@ final class CompletionTests: XCTestCase {
         }
     }
 
+    /// bash's two lists: `flags` (no value) and `valued`; each option in the right one.
+    func testBashCompletionListsFlagsAndValuedOptionsApart() throws {
+        let text = try source(Self.bashFile)
+        func list(_ name: String) throws -> [String] {
+            let start = try XCTUnwrap(text.range(of: "local \(name)=\""), "no '\(name)' list in completions/wspipe.bash")
+            let end = try XCTUnwrap(text[start.upperBound...].firstIndex(of: "\""))
+            return text[start.upperBound..<end].split(whereSeparator: { $0 == " " || $0 == "\n" }).map(String.init)
+        }
+        for (listName, valued) in [("flags", false), ("valued", true)] {
+            for name in try list(listName) {
+                let option = name.hasPrefix("--") ? Option.named(name) : name.count == 2 ? Option.named(short: name.last!) : nil
+                let found = try XCTUnwrap(option, "completions/wspipe.bash: '\(name)' in \(listName) is not an option")
+                XCTAssertEqual(found.takesValue, valued, "completions/wspipe.bash: \(name) is in \(listName)")
+            }
+        }
+    }
+
     func testZshCompletionOffersEveryOptionWithItsValue() throws {
         let text = try source(Self.zshFile)
         let names = longNames(in: text)
