@@ -153,8 +153,10 @@ public final class ConnectionDriver: MessageSink {
     public var role: Role { core.role }
     /// Whether data may still be sent.
     public var canSendData: Bool { closing.acceptsData && core.canSendData }
-    /// Bytes waiting to be written: framed, plus messages not framed yet.
-    public var queuedBytes: Int { outbound.byteCount + waiting.byteCount }
+    /// Bytes waiting to be written: framed, plus messages not framed yet, each of those
+    /// counted with its entry's cost (`MessageQueue.entryCost`): what backpressure and the
+    /// queue limits compare, so that many empty messages are bounded as bytes are.
+    public var queuedBytes: Int { outbound.byteCount + waiting.weight }
     /// The round trip of the last answered keepalive ping, in seconds.
     public var lastRoundTrip: Double? { pings.lastRoundTrip }
     /// The Close we sent and the one we received.

@@ -26,9 +26,17 @@ struct MessageQueue {
 
     private var messages: [Message] = []
     private var head = 0
+    /// Payload bytes waiting.
     private(set) var byteCount = 0
     /// Entries waiting (a broadcast's consecutive batches are one).
     var count: Int { messages.count - head }
+
+    /// About what an entry holds besides its payload: the entry and a small copy's array
+    /// header. Counted by `weight`, so empty or 1-byte messages still fill the queue (with
+    /// payload bytes alone, a million empty lines weighed nothing and waited without bound).
+    static let entryCost = MemoryLayout<Message>.stride + 32
+    /// What the queue holds, for limits: its payload bytes and each entry's cost.
+    var weight: Int { byteCount + count * MessageQueue.entryCost }
 
     var isEmpty: Bool { head == messages.count }
 

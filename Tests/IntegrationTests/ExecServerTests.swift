@@ -33,6 +33,22 @@ final class ExecServerTests: IntegrationTestCase {
         assertExit(finish(server), 0)
     }
 
+    /// A program printing empty lines to a client that does not read: each line is an empty
+    /// message, which weighed nothing in the connection's queue, so the server kept reading
+    /// the program and grew by about 1.2 GB per client (found by a helper). The queue now
+    /// counts each waiting message's entry, and the program blocks in write.
+    func testEmptyLinesToAClientThatDoesNotReadKeepTheServerSmall() throws {
+        let (server, port) = try serve(["--sh", "exec yes ''"])
+        let fd = try stalledClient(port)
+        usleep(3_000_000)
+        let peak = peakRSSKiB(of: server.pid) ?? 0
+        close(fd)
+        XCTAssertGreaterThan(peak, 0, "the server is gone: \(server.stderr.text)")
+        XCTAssertLessThan(peak, 96 * 1024, "server peak RSS \(mebibytes(peak)) with one client that does not read")
+        server.signal(SIGTERM)
+        _ = finish(server)
+    }
+
     func testArgumentsAfterExecAreTheProgramsAndStatusBecomes1011() throws {
         let program = try script("args.sh", #"echo "$#:$1:$2"; echo "to stderr" >&2; exit 3"#)
         let (server, port) = try serve(["--exec", program, "-n", "--x y"])
