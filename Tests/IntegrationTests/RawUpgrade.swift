@@ -27,14 +27,14 @@ extension IntegrationTestCase {
 
 extension IntegrationTestCase {
     /// A client that completes a WebSocket upgrade with a 4 KiB receive buffer and then
-    /// never reads (`headers` as for `upgradeStatus`). The caller closes the descriptor.
-    func stalledClient(_ port: Int, headers: String = "") throws -> Int32 {
+    /// never reads. The caller closes the descriptor.
+    func stalledClient(_ port: Int) throws -> Int32 {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         var small: Int32 = 4096
         setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, socklen_t(MemoryLayout<Int32>.size))
         guard connectLoopback(fd, port) == 0 else { close(fd); throw HarnessError("connect failed: \(errno)") }
         let request = "GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-            + "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\(headers)\r\n"
+            + "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
         _ = Array(request.utf8).withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
         // The 101's head, byte by byte: nothing after it is taken from the socket.
         var head: [UInt8] = []
