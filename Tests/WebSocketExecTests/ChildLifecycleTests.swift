@@ -1,7 +1,7 @@
 import Foundation
 import Glibc
 import WebSocketCore
-import WebSocketEngine
+@testable import WebSocketEngine
 @testable import WebSocketExec
 import WebSocketTransport
 import XCTest
@@ -110,11 +110,15 @@ final class ChildLifecycleTests: ExecTestCase {
         let rig = try rig(ChildCommand(program: "yes", arguments: ["0123456789abcdef"]))
         rig.client.pauseReading()
         spin(1) { false }
+        // The queue's limit and two reads of the program's output: `queuedBytes` counts a
+        // message waiting unframed with its entry (`MessageQueue.entryCost`), so a read of
+        // 17-byte lines weighs its bytes and an entry per line.
+        let read = ExecOptions().chunkSize + ExecOptions().chunkSize / 17 * MessageQueue.entryCost
+        let bound = ConnectionOptions().queueLimit + 2 * read
         let queued = rig.server.queuedBytes
-        XCTAssertLessThan(queued, ConnectionOptions().queueLimit + 2 * ExecOptions().chunkSize,
-                          "stdout is read only while the connection has room")
+        XCTAssertLessThan(queued, bound, "stdout is read only while the connection has room")
         spin(0.3) { false }
-        XCTAssertLessThan(rig.server.queuedBytes, ConnectionOptions().queueLimit + 2 * ExecOptions().chunkSize)
+        XCTAssertLessThan(rig.server.queuedBytes, bound)
         rig.client.resumeReading()
         XCTAssertTrue(spin { rig.log.messages.count > 10_000 }, "and it flows again")
         XCTAssertTrue(rig.log.messages.prefix(10_000).allSatisfy { $0.text == "0123456789abcdef" })
