@@ -16,12 +16,16 @@ enum LocalEnd: Equatable {
 /// one-connection client, the reconnecting client, the stdio server and a reconnection's
 /// giving up cannot disagree.
 struct Outcome {
-    /// Who ran: the client (one connection or reconnecting), the stdio server ending with
-    /// its first client (--oneshot), or the stdio server serving one client after another.
-    enum Runner: Equatable {
+    /// Which side the session is: the client (one connection or reconnecting), the stdio
+    /// server ending with its first client (--oneshot), or the stdio server serving one
+    /// client after another. Given to the session when it is made.
+    enum Face: Equatable {
         case client
         case oneshot
         case service
+
+        /// Our side, for wording: the peer is the server, or the client when serving.
+        var role: Role { self == .client ? .client : .server }
     }
 
     /// --require-count: the clean end came after `received` of the `required` messages.
@@ -30,7 +34,7 @@ struct Outcome {
         var required: Int
     }
 
-    var runner = Runner.client
+    var face = Face.client
     /// How the last connection ended; nil when none did (never opened, or abandoned).
     var ending: ConnectionEnding?
     /// A connection is still under the session (false: between reconnection attempts, or
@@ -39,6 +43,9 @@ struct Outcome {
     var localEnd: LocalEnd?
     /// --timeout expired.
     var timedOut = false
+    /// The one-connection client's --timeout seconds, when they ran out before its
+    /// connection opened (said so; a run that reconnects says nothing then).
+    var timeoutBeforeOpen: Double?
     /// Why the last attempt failed before a connection (--reconnect).
     var openError: OpenError?
     /// --stale-timeout's seconds, when it declared the connection dead.
@@ -64,7 +71,7 @@ struct Outcome {
     }
 
     /// Our side, for wording: the peer is the server, or the client when serving.
-    var role: Role { runner == .client ? .client : .server }
+    var role: Role { face.role }
 
     var verdict: Verdict {
         switch conclusion {
@@ -83,12 +90,12 @@ struct Outcome {
 
     /// The precedence of the exit statuses, first match wins.
     private var conclusion: Conclusion {
-        if runner == .service { return serviceConclusion }
+        if face == .service { return serviceConclusion }
         if case .signal(let number) = localEnd { return .report(.signal(number)) }
         if localEnd == .queueFull, let bounds = queueBounds {
             return .report(.queueFull(messages: bounds.messages, bytes: bounds.bytes))
         }
-        if timedOut && !connected { return .report(.timedOut) }
+        if timedOut && !connected { return .report(timeoutBeforeOpen.map { .timedOutBeforeOpen(seconds: $0) } ?? .timedOut) }
         if !connected, let openError { return .report(.open(openError)) }
         if let stale { return .report(.stale(seconds: stale)) }
         if case .failed = ending { return .said(.protocolViolation) }

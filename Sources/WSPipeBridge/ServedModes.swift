@@ -64,7 +64,8 @@ final class StdioServing: ServedMode {
     private let log: Diagnostics
 
     init(_ context: ModeContext) {
-        session = Session(config: context.config, log: context.log, loop: context.loop, span: .connection)
+        session = Session(config: context.config, log: context.log, loop: context.loop, span: .connection,
+                          face: context.serve.oneshot ? .oneshot : .service)
         runner = StdioServerRunner(session: session, oneshot: context.serve.oneshot)
         log = context.log
     }

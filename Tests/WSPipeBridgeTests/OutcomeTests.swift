@@ -243,7 +243,7 @@ final class OutcomeTests: XCTestCase {
     // MARK: - Serving
 
     func testTheOneshotServerNamesTheClient() {
-        func served(_ ending: ConnectionEnding?) -> Outcome { outcome(ending) { $0.runner = .oneshot } }
+        func served(_ ending: ConnectionEnding?) -> Outcome { outcome(ending) { $0.face = .oneshot } }
         assertVerdict(served(closed(1008, reason: "the server is slow")), .closedByPeer,
                       "the client closed the connection with 1008 (policy violation) \"the server is slow\"")
         assertVerdict(served(.timedOut(CloseWait(limit: 2, waited: 2, closeWritten: false))), .connectionLost,
@@ -253,7 +253,7 @@ final class OutcomeTests: XCTestCase {
         assertVerdict(served(.lost(.writeFailed(.tlsSessionClosed))), .connectionLost,
                       "connection lost: cannot send: the client closed the TLS session")
         assertVerdict(outcome(closed()) {
-            $0.runner = .oneshot
+            $0.face = .oneshot
             $0.shortfall = Outcome.Shortfall(received: 0, required: 1)
         }, .countNotReached, "the connection ended after 0 of 1 message (--require-count)")
     }
@@ -261,7 +261,7 @@ final class OutcomeTests: XCTestCase {
     func testAServiceEndsZeroUnlessALocalFailure() {
         func service(_ change: (inout Outcome) -> Void) -> Outcome {
             outcome(.lost(.peerClosedTCP(afterOurClose: false))) {
-                $0.runner = .service
+                $0.face = .service
                 change(&$0)
             }
         }
