@@ -18,7 +18,9 @@ final class ClientOpening {
     typealias Result = Swift.Result<Opened, OpenError>
 
     private let jobs: BlockingJobs<Result>
-    private var cancellation: ConnectCancellation?
+    /// One for every opening (the first cancel is the run's end, after which none starts):
+    /// a pipe per attempt made --reconnect's descriptor count move with each dial.
+    private let cancellation = ConnectCancellation()
 
     /// An opening has started and its result is not back yet.
     var isOpening: Bool { jobs.running > 0 }
@@ -36,7 +38,7 @@ final class ClientOpening {
     /// `done` gets the result on the loop. With no thread to be had, it opens on the loop
     /// (blocking it, as every opening once did) and `done` is called before this returns.
     func start(_ opener: Opener, notAfter limit: Instant?, then done: @escaping (Result) -> Void) {
-        let cancellation = ConnectCancellation()
+        let cancellation = self.cancellation
         let deadline = { () -> Deadline in
             var deadline = Deadline(seconds: opener.config.client.connectTimeout).notAfter(limit)
             deadline.cancellation = cancellation
@@ -51,17 +53,10 @@ final class ClientOpening {
                 return .failure(error)
             }
         }
-        self.cancellation = cancellation
-        let started = jobs.run(job) { [unowned self] result in
-            self.cancellation = nil
-            done(result)
-        }
-        if !started {
-            self.cancellation = nil
-            done(job())
-        }
+        if !jobs.run(job, then: done) { done(job()) }
     }
 
-    /// Ends the dial under way early (it fails, as at its deadline).
+    /// Ends the dial under way early (it fails, as at its deadline), and any later one: the
+    /// run is ending.
     func cancel() { cancellation?.cancel() }
 }

@@ -122,6 +122,17 @@ final class OutcomeTests: XCTestCase {
         }, .timedOut)
     }
 
+    /// The one-connection client says --timeout ran out before its connection opened (the
+    /// opening runs off the loop: the timer may end it before the dial's own deadline does).
+    func testTheOneConnectionClientSaysATimeoutBeforeOpening() {
+        assertVerdict(outcome(nil) {
+            $0.connected = false
+            $0.timedOut = true
+            $0.timeoutBeforeOpen = 2
+            $0.openError = .transport(.timedOut(.connecting(target: "127.0.0.1:9"), seconds: 10))
+        }, .timedOut, "timed out after 2 s (--timeout) before the connection was open")
+    }
+
     func testSignalsAre128PlusTheNumberWithoutALine() {
         for (number, status) in [(Int32(1), ExitStatus.hangup), (2, .interrupted), (15, .terminated)] {
             assertVerdict(outcome(closed(1001, byUs: true)) { $0.localEnd = .signal(number) }, status)
