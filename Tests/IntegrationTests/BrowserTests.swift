@@ -86,12 +86,12 @@ final class BrowserTests: IntegrationTestCase {
 extension IntegrationTestCase {
     /// Each expression's JSON value, in order (browser.py's lines), on the page at `url`;
     /// without chromium, `Tool.chromium.absence()` (a skip, a failure under CI=true).
-    func browse(_ url: String, _ expressions: [String]) throws -> [Any] {
+    func browse(_ url: String, _ expressions: [String], file: StaticString = #filePath, line: UInt = #line) throws -> [Any] {
         let child = try ChildProcess(executable: Locations.python,
                                      arguments: ["\(Locations.peers)/browser.py", "--timeout", "60", url] + expressions,
                                      environment: Locations.baseEnvironment, stdin: .null)
         let result = finish(child, timeout: 90)
-        if result.exitCode == 77 { throw Tool.chromium.absence() }  // browser.py found no chromium
+        if result.exitCode == 77 { throw Tool.chromium.absence(file: file, line: line) }  // browser.py found no chromium
         XCTAssertEqual(result.exitCode, 0, result.stdoutText + result.stderr)
         let values = try result.stdoutText.split(separator: "\n").map { line -> Any in
             let object = try XCTUnwrap(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])

@@ -40,27 +40,29 @@ package struct Tool: Sendable {
     package static let setpriv = Tool("setpriv", ["/usr/bin/setpriv"], package: "util-linux")
 
     /// Where it is installed; when it is not, the skip or (under CI=true) failure `absence` gives.
-    package func path(environment: [String: String] = ProcessInfo.processInfo.environment) throws -> String {
+    package func path(environment: [String: String] = ProcessInfo.processInfo.environment,
+                      file: StaticString = #filePath, line: UInt = #line) throws -> String {
         let files = FileManager.default
         for candidate in candidates {
             var isDirectory: ObjCBool = false
             guard files.fileExists(atPath: candidate, isDirectory: &isDirectory) else { continue }
             if isDirectory.boolValue || files.isExecutableFile(atPath: candidate) { return candidate }
         }
-        throw absence(environment: environment)
+        throw absence(environment: environment, file: file, line: line)
     }
 
     /// What a test throws when the tool is missing: an XCTSkip, or under CI=true an error,
     /// which XCTest records as a failure.
-    package func absence(environment: [String: String] = ProcessInfo.processInfo.environment) -> Error {
+    package func absence(environment: [String: String] = ProcessInfo.processInfo.environment,
+                         file: StaticString = #filePath, line: UInt = #line) -> Error {
         let what = "\(name) is not installed (scripts/setup installs it: apt \(package))"
         if CI.isOn(environment) { return MissingToolError(description: what + ", and CI=true makes a missing tool a failure") }
-        return XCTSkip(what)
+        return XCTSkip(what, file: file, line: line)
     }
 
     /// Node and its `ws` module, for the tests that run a Node peer.
-    package static func nodeWithWS() throws -> (node: String, ws: String) {
-        (try node.path(), try nodeWS.path())
+    package static func nodeWithWS(file: StaticString = #filePath, line: UInt = #line) throws -> (node: String, ws: String) {
+        (try node.path(file: file, line: line), try nodeWS.path(file: file, line: line))
     }
 }
 
@@ -77,6 +79,8 @@ package struct MissingToolError: Error, CustomStringConvertible {
 }
 
 /// A skip the machine forces, never a failure (CI=true or not): no socket binds to ::1.
-package func requireIPv6Loopback() throws {
-    guard ipv6LoopbackAvailable() else { throw XCTSkip("this machine has no IPv6 loopback (cannot bind a socket to ::1)") }
+package func requireIPv6Loopback(file: StaticString = #filePath, line: UInt = #line) throws {
+    guard ipv6LoopbackAvailable() else {
+        throw XCTSkip("this machine has no IPv6 loopback (cannot bind a socket to ::1)", file: file, line: line)
+    }
 }
