@@ -1,7 +1,7 @@
 // The programs and files the tests take from scripts/setup, and the one rule for a missing
 // one: the test skips with one line, except under CI=true, where it fails, so that a run
 // which should exercise everything cannot pass with a feature unrun. Skips the machine
-// forces (root, no ::1, descriptor limits) are plain XCTSkips, listed in docs/DESIGN.md.
+// forces (root, no ::1, descriptor limits) are plain XCTSkips, listed in CONTRIBUTING.md.
 import Foundation
 import XCTest
 
