@@ -29,12 +29,12 @@ final class OneConnectionRunner {
 
     private func opened(_ result: ClientOpening.Result) {
         switch result {
-        case .success(let done) where endedWhileOpening:
+        case .opened(let done) where endedWhileOpening:
             done.opened.stream.close()
             session.stopLoop()
-        case .success(let done):
+        case .opened(let done):
             session.connected(done.opened, received: done.buffer)
-        case .failure(let error):
+        case .failed(let error):
             if !endedWhileOpening {
                 openError = error
                 _ = session.timeoutPassed()  // --timeout, when shorter, limited the opening

@@ -83,12 +83,12 @@ final class ReconnectingRunner {
     private func opened(_ result: ClientOpening.Result) {
         let done: ClientOpening.Opened
         switch result {
-        case .success(let opened) where endedWhileOpening:
+        case .opened(let opened) where endedWhileOpening:
             opened.opened.stream.close()
             return session.stopLoop()
-        case .failure where endedWhileOpening:
+        case .failed where endedWhileOpening:
             return session.stopLoop()
-        case .failure(let error):
+        case .failed(let error):
             if session.timeoutPassed() { return session.stopLoop() }
             lastOpenError = error
             let failure = Self.attemptFailure(error)
@@ -100,7 +100,7 @@ final class ReconnectingRunner {
                 session.stopLoop()
             }
             return
-        case .success(let opened):
+        case .opened(let opened):
             done = opened
         }
         lastOpenError = nil
