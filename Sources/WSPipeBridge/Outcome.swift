@@ -112,8 +112,9 @@ struct Outcome {
         }
     }
 
-    /// A service ends 0, also after a signal (it was asked to stop); how clients left is
-    /// for -v and --jsonl. Only a local failure is 1.
+    /// A service ends 0 (after a signal too, and then the process dies of the signal at its
+    /// very end: `dieOfSignalIfStopped`); how clients left is for -v and --jsonl. Only a
+    /// local failure is 1.
     private var serviceConclusion: Conclusion {
         if localEnd == .inputError || localEnd == .outputError { return .said(.localError) }
         if let stdoutFailure { return .report(.localOutput(why: stdoutFailure)) }
