@@ -164,8 +164,8 @@ public final class WebSocket: Sendable {
     ///
     /// The blocking work runs on one of the library's connect threads, all before
     /// `options.connectTimeout`. Cancelling the calling task ends that work where it
-    /// waits (DNS, TCP, TLS, the handshake; the socket is closed) and makes it throw
-    /// `.cancelled`.
+    /// waits (DNS, TCP, TLS, the handshake; the socket is closed, after a Close 1001 when
+    /// the server's 101 came all the same) and makes it throw `.cancelled`.
     /// - Throws: `WebSocketError` `.invalidURL`, `.invalidArgument`, `.cannotConnect`, `.tls`,
     ///   `.handshakeRejected`, `.timedOut`, `.cancelled`.
     public static func connect(to url: String, options: WebSocketOptions = .init()) async throws(WebSocketError) -> WebSocket {
