@@ -14,10 +14,11 @@ final class ShellLoopSignalTests: IntegrationTestCase {
     /// `for i in 1 2 3; do echo $i >> MARKER; WSPIPE ARGUMENTS; echo "rc=$?"; done` in bash,
     /// leading its own process group (ChildProcess spawns so), wspipe's stdin and stderr
     /// being bash's.
-    private func startLoop(_ arguments: [String], stdin: StandardInput = .pipe) throws -> (loop: ChildProcess, marker: String) {
+    private func startLoop(_ arguments: [String], stdin: StandardInput = .pipe,
+                           file: StaticString = #filePath, line: UInt = #line) throws -> (loop: ChildProcess, marker: String) {
         let marker = path("iterations")
         let script = #"for i in 1 2 3; do echo "$i" >> "$0"; "$@"; echo "rc=$?"; done"#
-        let loop = try ChildProcess(executable: "/bin/bash", arguments: ["-c", script, marker, Locations.wspipe] + arguments,
+        let loop = try ChildProcess(executable: try Tool.bash.path(file: file, line: line), arguments: ["-c", script, marker, Locations.wspipe] + arguments,
                                     environment: Locations.baseEnvironment, stdin: stdin)
         addTeardownBlock { loop.kill() }
         return (loop, marker)
