@@ -83,4 +83,19 @@ final class ShellLoopSignalTests: IntegrationTestCase {
         guard waitForStderr(loop, "wspipe: listening on tcp://") else { return }
         interruptOnce(loop, marker: marker, handled: "wspipe: * signal 2: closing 0 connection(s)")
     }
+
+    /// The ending is done before the death: the stdio server's -l unix: socket is removed and
+    /// --stats printed, its "exit" being what a shell shows (128 + N; it said 0).
+    func testTheStdioServerEndsItsRunThenDiesOfTheSignal() throws {
+        let socket = path("s.sock")
+        let server = try spawnWspipe(["-l", "unix:\(socket)", "--stats"], stdin: .pipe)
+        guard server.stderr.waitForLine(startingWith: "wspipe: listening on ", timeout: 15) != nil else {
+            return XCTFail("not listening: \(server.stderr.text)")
+        }
+        server.signal(SIGHUP)
+        let result = finish(server)
+        assertDiedOf(result, SIGHUP)
+        assertStderr(result, contains: "\"exit\":129}")
+        XCTAssertFalse(FileManager.default.fileExists(atPath: socket), "the socket is removed before the death")
+    }
 }
