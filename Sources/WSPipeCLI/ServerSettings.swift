@@ -7,21 +7,14 @@ import WSPipeBus
 import WebSocketExec
 
 extension Option {
-    /// Options that mean something only when serving.
-    static let serverOnly: [Option] = [reuseport, echo, broadcast, bus, busInbound, busPasswordFile, busPing, path, allowOrigin, sameOrigin, requireProtocol, requireBearer, health, metrics, metricsPublic,
-                                       staticFiles, staticDir, devConsole, responseHeader, maxClients, handshakeTimeout, exec, sh, dir, closeGrace,
-                                       maxChildren, passenv, clientCA,
-                                       forward, forwardTokens, oneshot]
+    /// Options that mean something only when serving (their scope has a server mode and
+    /// no client).
+    static let serverOnly: [Option] = applying(to: [], not: .clientConnection).filter { !$0.scope.isDisjoint(with: .server) }
     /// Options of a client connection, which a server has no use for.
-    static let clientOnly: [Option] = [proxy, socks5, noproxy, unixSocket, connectTo, resolve, ipv4, ipv6, location, maxRedirs,
-                                       insecure, cacert, sni, header, origin, userAgent, bearer, connectTimeout,
-                                       reconnect, reconnectOnClose, retryDelay, retryMaxDelay, maxRetries, retryReset,
-                                       queueSize, queueBytes, queuePolicy, sendFile, staleTimeout, printPingRTT]
+    static let clientOnly: [Option] = applying(to: [], not: [.server, .notYetServing]).filter { !$0.scope.isDisjoint(with: .clientConnection) }
     /// Options whose server meaning is not built yet: refused with -l rather than parsed
     /// and ignored.
-    static let notYetServing: [Option] = [decompress]
-    /// The stdin and stdout formats: --broadcast reads and writes them; --echo has no use.
-    static let formats: [Option] = [text, binary, null, chunkSize]
+    static let notYetServing: [Option] = applying(to: .notYetServing)
 }
 
 /// A valid request to try --response-header values against the 101 (`ServerHandshake.accept`
@@ -96,6 +89,7 @@ extension Settings {
 
         var serve = ServeConfiguration(listen: listen)
         serve.reusePort = reusePort
+        serve.alsoIPv6Loopback = listenLocalhost
         if reusePort, let kind = listen.inheritedOrUnix {
             throw UsageError("--reuseport is for TCP listeners: \(kind)")
         }

@@ -17,6 +17,8 @@ struct Settings {
     var compression = DeflateChoice()
     // Server mode (-l): see ServerSettings.swift.
     var listen: ListenAddress?
+    /// -l localhost:PORT: 127.0.0.1, and [::1] where the host has it.
+    var listenLocalhost = false
     var policy = HandshakePolicy()
     var requireBearer = false
     var maxClients: Int?
@@ -47,7 +49,6 @@ struct Settings {
     /// --reconnect, and what the reconnection options set (only with it).
     var reconnect = false
     var reconnection = ClientConfiguration.Reconnection()
-    var reconnectOptions: [String] = []
     var sendFile: String?
     /// --forward-listen's address (ForwardListenSettings.swift).
     var forwardListen: ListenAddress?
@@ -67,7 +68,7 @@ struct Settings {
         config.client.deflate = compression.disabled ? nil : compression.offer
         if reconnect {
             config.client.reconnect = reconnection
-        } else if let first = reconnectOptions.first {
+        } else if let first = given.first(where: { Option.named($0)?.scope.contains(.reconnect) == true }) {
             throw UsageError("\(first) needs --reconnect")
         }
         if let sendFile {

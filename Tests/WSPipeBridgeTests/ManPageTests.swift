@@ -69,6 +69,8 @@ final class ManPageTests: XCTestCase {
             // short name or the long name.
             let intro = lines.filter { line in
                 let trimmed = line.drop { $0 == " " }
+                // The left column; a description's wrapped line may start with an option too.
+                guard line.count - trimmed.count <= 6 else { return false }
                 if let short = option.shortName, trimmed.hasPrefix("-\(short), \(option.longName)") {
                     return ManPage.names(in: String(trimmed)).long.first == option.longName
                 }
