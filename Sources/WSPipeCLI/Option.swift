@@ -156,7 +156,7 @@ extension Option {
             case .network: return "proxies, sockets, DNS"
             case .tls: return "certificates, versions"
             case .request: return "headers, origin, tokens"
-            case .output: return "-v, -q, --help"
+            case .output: return "-v, -q, --stats, --help"
             case .server: return "-l and its modes"
             case .access: return "who may connect"
             case .web: return "health, metrics, files"

@@ -14,14 +14,14 @@ extension Option {
     /// found by CommandLineTests.testEveryDeclarationIsRegistered.
     public static let allCases: [Option] = [
         text, binary, null, chunkSize, jsonl, timestamps, base64, wholeInput, maxMessages, oneMessage,
-        requireCount, send, timeout, idleTimeout, receiveOnly, sendOnly, stats, noClose, linger, closeCode,
+        requireCount, send, timeout, idleTimeout, receiveOnly, sendOnly, noClose, linger, closeCode,
         closeReason, closeTimeout, connectTimeout, maxMessageSize, pingInterval, pingTimeout, staleTimeout,
         printPingRTT, noDeflate, deflateClientWindowBits, deflateServerWindowBits,
         deflateClientNoContextTakeover, deflateServerNoContextTakeover, decompress, reconnect, reconnectOnClose,
         retryDelay, retryMaxDelay, maxRetries, retryReset, queueSize, queueBytes, queuePolicy, sendFile, proxy,
         socks5, noproxy, unixSocket, connectTo, resolve, ipv4, ipv6, location, maxRedirs, insecure, cacert,
         cert, key, keyPassEnv, keyPassFile, tlsMin, sni, header, subprotocol, origin, userAgent, bearerFile,
-        bearer, verbose, quiet, help, version, listen, reuseport, echo, broadcast, oneshot, maxClients,
+        bearer, verbose, quiet, stats, help, version, listen, reuseport, echo, broadcast, oneshot, maxClients,
         handshakeTimeout, responseHeader, clientCA, path, allowOrigin, sameOrigin, requireProtocol,
         requireBearer, health, metrics, metricsPublic, staticFiles, staticDir, devConsole, bus, busInbound,
         busPasswordFile, busPing, exec, sh, dir, closeGrace, maxChildren, passenv, forward, forwardTokens,
@@ -101,7 +101,7 @@ extension Option {
     static let sendOnly = Option("--send-only", in: .limits, applies: [.client, .stdioServer, .broadcast], help: "never write stdout; end after stdin EOF and the closing handshake") {
         $0.config.stdio.sendOnly = true
     }
-    static let stats = Option("--stats", in: .limits, applies: [.client, .stdioServer], help: "print a one-line JSON summary on stderr at exit") {
+    static let stats = Option("--stats", in: .output, applies: [.client, .stdioServer], help: "print a one-line JSON summary on stderr at exit") {
         $0.config.stdio.stats = true
     }
 

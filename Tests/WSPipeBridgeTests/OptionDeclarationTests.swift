@@ -146,7 +146,7 @@ final class OptionDeclarationTests: XCTestCase {
                        "--proxy is a client option; it cannot be used with -l/--listen (see wspipe --help network)")
         XCTAssertEqual(message(["--forward-listen", "0", "--stats", "ws://h/"]),
                        "--stats has no meaning with --forward-listen: each TCP connection's bytes are the binary messages of its own "
-                       + "WebSocket, with no stdin or stdout (see wspipe --help limits)")
+                       + "WebSocket, with no stdin or stdout (see wspipe --help output)")
         XCTAssertNil(message(["--forward-listen", "0", "--chunk-size", "4K", "ws://h/"]))
     }
 }
