@@ -3,7 +3,8 @@ import WSPipeBridge
 
 extension Option {
     static let forwardListen = Option("--forward-listen", value: "[ADDR:]PORT",
-                                      in: .gateway, applies: .forwardListen, help: "listen for TCP on PORT (127.0.0.1 unless ADDR; port 0: any free); each",
+                                      in: .gateway, applies: .forwardListen,
+                                      help: "listen for TCP on PORT (127.0.0.1 unless ADDR; port 0: any free); each",
                                       "connection gets its own WebSocket to URL (the client options apply), its",
                                       "bytes as binary messages both ways; runs until a signal") { text, name throws(UsageError) in
         if let port = portWithoutAddress(text) {
