@@ -211,22 +211,14 @@ public final class WebSocket: Sendable {
                         continuation.resume(returning: .failure(failure))
                         return
                     }
-                    let agreed: PerMessageDeflate?
-                    do throws(OpenError) {
-                        agreed = try PerMessageDeflate.agreed(offer: try? options.deflate?.parameters(), opened.negotiated)
-                    } catch {
-                        opened.stream.close()
-                        continuation.resume(returning: .failure(OpenFailure(error: WebSocketError(error), attempt: AttemptFailure(error))))
-                        return
-                    }
                     if attempt.isCancelled {
                         opened.stream.close()
                         continuation.resume(returning: .failure(OpenFailure(error: .cancelled, attempt: nil)))
                         return
                     }
-                    let socket = WebSocket(url: opened.url, negotiated: opened.negotiated, deflate: agreed?.configuration,
+                    let socket = WebSocket(url: opened.url, negotiated: opened.negotiated, deflate: opened.agreement.deflate?.configuration,
                                            engine: engine, options: options)
-                    let transfer = StreamTransfer(opened: opened, buffer: buffer, extensions: agreed.map { [$0] } ?? [])
+                    let transfer = StreamTransfer(opened: opened, buffer: buffer)
                     engine.submit {
                         LoopSide.start(socket, transfer: transfer, options: options)
                         continuation.resume(returning: .success(socket))
@@ -528,8 +520,6 @@ final class ConnectAttempt: Sendable {
 struct StreamTransfer: @unchecked Sendable {
     let opened: ClientOpener.Opened
     let buffer: ByteBuffer
-    /// The agreed extensions, configured (permessage-deflate).
-    let extensions: [any WebSocketExtension]
 }
 
 /// What the caller queued for the engine.
