@@ -6,12 +6,13 @@ public enum HelpTopic: Sendable, Equatable {
     case all
     case category(Option.Category)
 
-    /// `all` or a category's name (any case); nil for another word.
+    /// `all`, a category's name (any case), or an option's long name without its dashes
+    /// (`--help echo`: the category --echo is in); nil for another word.
     init?(_ word: String) {
         let name = word.lowercased()
         if name == "all" {
             self = .all
-        } else if let category = Option.Category(rawValue: name) {
+        } else if let category = Option.Category(rawValue: name) ?? Option.named("--" + name)?.category {
             self = .category(category)
         } else {
             return nil

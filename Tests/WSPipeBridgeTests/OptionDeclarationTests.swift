@@ -86,6 +86,8 @@ final class OptionDeclarationTests: XCTestCase {
         XCTAssertEqual(try topic(["--help=all"]), .all)
         XCTAssertEqual(try topic(["--help", "ALL"]), .all)
         XCTAssertEqual(try topic(["-htls"]), .category(.tls))
+        XCTAssertEqual(try topic(["--help", "echo"]), .category(.server), "an option's name: its category")
+        XCTAssertEqual(try topic(["-h", "forward-listen"]), .category(.gateway))
         XCTAssertEqual(try topic(["ws://h/", "--help"]), .summary, "URL --help still prints help")
         XCTAssertEqual(try topic(["--help", "ws://h/"]), .summary)
         XCTAssertEqual(try topic(["--help", "-v"]), .summary)
