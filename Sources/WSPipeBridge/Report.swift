@@ -143,7 +143,7 @@ func missingProgram(_ path: String, _ code: Int32) -> String {
     let searched = getenv("PATH").map { String(cString: $0) } ?? "/usr/local/bin:/usr/bin:/bin"
     var text = "cannot run '\(path)': not found in PATH (\(Diagnostics.terminalSafe(searched)))"
     if access(path, F_OK) == 0 {
-        text += "; the current directory is not searched: write ./\(path) for the one here"
+        text += "; the current directory is not searched: --exec ./\(path) runs the one here"
     }
     return text
 }

@@ -138,7 +138,7 @@ final class HabitsTests: IntegrationTestCase {
         let script = directory + "/count.sh"
         try "#!/bin/sh\necho 1\n".write(toFile: script, atomically: true, encoding: .utf8)
         chmod(script, 0o755)
-        for (name, note) in [("count.sh", "; the current directory is not searched: write ./count.sh for the one here"),
+        for (name, note) in [("count.sh", "; the current directory is not searched: --exec ./count.sh runs the one here"),
                              ("no-such-program", "")] {
             let child = try ChildProcess(executable: "/bin/sh", arguments: ["-c", "cd \"$1\" && exec \"$2\" -l 0 --exec \"$3\"", "sh",
                                                                             directory, Locations.wspipe, name],
