@@ -97,7 +97,7 @@ public enum CommandLineParser {
         }
         /// The URL (or a program after -l): websocat's and wscat's forms are named.
         func positional(_ text: String) throws(UsageError) {
-            if let first = positionals.first, Habits.isURLLike(first) || !given.contains(Option.listen.longName) && Habits.isURLLike(text) {
+            if let first = positionals.first, Habits.isURLLike(first) || (!given.contains(Option.listen.longName) && Habits.isURLLike(text)) {
                 throw UsageError("more than one URL given: '\(Diagnostics.redactedURL(first))' and "
                                  + "'\(Diagnostics.redactedURL(text))'")
             }

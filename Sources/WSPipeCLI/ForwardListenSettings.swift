@@ -37,7 +37,7 @@ extension Settings {
     func checkForwardListen() throws(UsageError) {
         guard forwardListen != nil else { return }
         if listen != nil { throw Settings.forwardListenWithServer }
-        if let option = Option.serverOnly.first(where: { given.contains($0.longName) }) {
+        if let option = Option.allCases.first(where: { $0.isServerOnly && given.contains($0.longName) }) {
             throw UsageError("\(option.longName) is a server option; --forward-listen is a client of URL")
         }
         if let option = Option.reconnecting.first(where: { given.contains($0.longName) }) {

@@ -40,8 +40,11 @@ enum Habits {
     /// before the word is split into short flags (it was "unknown option '-i'"). nil for
     /// anything else (`-vb`, `-Hvalue`, `-tiemout`).
     static func singleDashLong(_ argument: String) -> (typed: String, hint: String)? {
+        // -n, -vb, -H...: too short to be a long name (checked first: this runs for every
+        // single-dash argument).
+        guard argument.utf8.count > 3 else { return nil }
         let word = argument.split(separator: "=", maxSplits: 1).first.map(String.init) ?? argument
-        guard word.utf8.count > 2, let hint = singleDash(argument, near: false) else { return nil }
+        guard word.utf8.count > 3, let hint = singleDash(argument, near: false) else { return nil }
         return (word, hint)
     }
 

@@ -62,16 +62,22 @@ public struct Option: Sendable, Equatable {
     /// the Dictionary's metadata at run time checks String's Hashable conformance against
     /// every conformance record of the binary (200,000 instructions at each start with a
     /// long option, callgrind). CommandLineTests check that names are unique.
+    /// `firstIndex` looks at each option in place; a `for` loop copied each one it passed
+    /// (four retains and releases per option, 36,000 instructions a run, callgrind).
     static func named(_ longName: String) -> Option? {
-        for option in allCases where option.longName == longName { return option }
-        return nil
+        allCases.firstIndex { $0.longName == longName }.map { allCases[$0] }
     }
 
     /// The option with the short name `-letter`, if any.
     static func named(short letter: Character) -> Option? {
-        for option in allCases where option.shortName == letter { return option }
-        return nil
+        allCases.firstIndex { $0.shortName == letter }.map { allCases[$0] }
     }
+
+    /// Meant only when serving: a server mode in its scope and no client.
+    var isServerOnly: Bool { scope.isDisjoint(with: .clientConnection) && !scope.isDisjoint(with: .server) }
+
+    /// Meant only for a client's connection: no server mode (nor one to come) in its scope.
+    var isClientOnly: Bool { scope.isDisjoint(with: [.server, .notYetServing]) && !scope.isDisjoint(with: .clientConnection) }
 
     /// The declared options whose scope has all of `these` and none of `not`, in --help order.
     static func applying(to these: Scope, not: Scope = []) -> [Option] {

@@ -9,9 +9,9 @@ import WebSocketExec
 extension Option {
     /// Options that mean something only when serving (their scope has a server mode and
     /// no client).
-    static let serverOnly: [Option] = applying(to: [], not: .clientConnection).filter { !$0.scope.isDisjoint(with: .server) }
+    static var serverOnly: [Option] { allCases.filter(\.isServerOnly) }
     /// Options of a client connection, which a server has no use for.
-    static let clientOnly: [Option] = applying(to: [], not: [.server, .notYetServing]).filter { !$0.scope.isDisjoint(with: .clientConnection) }
+    static var clientOnly: [Option] { allCases.filter(\.isClientOnly) }
     /// Options whose server meaning is not built yet: refused with -l rather than parsed
     /// and ignored.
     static let notYetServing: [Option] = applying(to: .notYetServing)
@@ -49,12 +49,12 @@ extension Settings {
     /// the bearer token for --require-bearer. Throws `UsageError`.
     func finishServer(environment: (String) -> String?, readFile: (String) -> [UInt8]?) throws(UsageError) -> BridgeConfiguration {
         guard let listen else {
-            let name = Option.serverOnly.first { given.contains($0.longName) }?.longName ?? "this option"
+            let name = given.first { Option.named($0)?.isServerOnly == true } ?? "this option"
             throw UsageError("\(name) is a server option: it needs -l/--listen")
         }
         // A TLS bus (rediss://) is dialed as a client: it takes --cacert and -k.
         let busTakes: [Option] = bus.address?.tls == true ? [.cacert, .insecure] : []
-        if let option = Option.clientOnly.first(where: { given.contains($0.longName) && !busTakes.contains($0) }) {
+        if let option = Option.allCases.first(where: { $0.isClientOnly && given.contains($0.longName) && !busTakes.contains($0) }) {
             let hint = option == Option.cacert ? " (the CAs of client certificates: --client-ca)" : ""
             throw UsageError("\(option.longName) is a client option; it cannot be used with -l/--listen\(hint)")
         }

@@ -61,7 +61,9 @@ struct Settings {
     /// The configuration, after the checks that need every option. Throws `UsageError`.
     func finish(environment: (String) -> String?, readFile: (String) -> [UInt8]?) throws(UsageError) -> BridgeConfiguration {
         try checkForwardListen()
-        if listen != nil || Option.serverOnly.contains(where: { given.contains($0.longName) }) { return try finishServer(environment: environment, readFile: readFile) }
+        if listen != nil || given.contains(where: { Option.named($0)?.isServerOnly == true }) {
+            return try finishServer(environment: environment, readFile: readFile)
+        }
         try checkCombinations()
         var config = self.config
         config.forwardListen = forwardListen
