@@ -53,10 +53,7 @@ final class ReconnectCompressionTests: IntegrationTestCase {
     }
 
     func testNodeWsWithPerMessageDeflate() throws {
-        let ws = "/usr/share/nodejs/ws"
-        guard FileManager.default.fileExists(atPath: ws) else {
-            throw HarnessError("node-ws is not installed (scripts/setup installs it: apt-get install node-ws)")
-        }
+        let (node, ws) = try Tool.nodeWithWS()
         let script = path("echo.js")
         try """
             const { WebSocketServer } = require('\(ws)');
@@ -64,7 +61,7 @@ final class ReconnectCompressionTests: IntegrationTestCase {
             wss.on('listening', () => console.log('PORT ' + wss.address().port));
             wss.on('connection', (s) => s.on('message', (m, binary) => s.send(m, { binary })));
             """.write(toFile: script, atomically: true, encoding: .utf8)
-        let server = try startPeer(executable: "/usr/bin/node", arguments: [script])
+        let server = try startPeer(executable: node, arguments: [script])
         try checkEveryFormat(url(server), peer: "node ws")
     }
 
