@@ -50,6 +50,9 @@ public struct ClientConfiguration: Sendable {
     /// certificate, --tls-min. (`caFile`, `insecure` and `userAgent` above are copied in
     /// when connecting.)
     public var network = DialOptions()
+    /// The TLS options given, by long name ("--cacert", "--insecure"...), in `Option.tls`
+    /// order: those no hop of the route uses are said at the start (`Opener.unusedTLSOptions`).
+    public var tlsOptionsGiven: [String] = []
     /// -L/--location: follow 301/302/303/307/308 answers to the handshake.
     public var followRedirects = false
     /// --max-redirs: at most this many redirects are followed.
@@ -217,6 +220,9 @@ public struct ServeConfiguration: Sendable {
     public var activatedDescriptors: [Int32] = []
     /// --reuseport: SO_REUSEPORT on the TCP listener.
     public var reusePort = false
+    /// -l localhost:PORT: `listen` is 127.0.0.1:PORT, and [::1] on the same port is listened
+    /// on too where the host has it.
+    public var alsoIPv6Loopback = false
     public var mode: Mode = .stdio
     /// --oneshot: serve one client, then exit with the status its ending gives.
     public var oneshot = false

@@ -9,7 +9,7 @@ import WebSocketTransport
 /// WebSocket to the URL, with the client options, relaying its bytes as binary messages
 /// both ways. Prints `listening on tcp://ADDR:PORT` (even with -q), runs until
 /// SIGINT/SIGTERM/SIGHUP, then closes every WebSocket with 1001 within the close timeout
-/// and exits 0, as the server modes do.
+/// and returns 0; the process then dies of the signal, as in the server modes.
 @inline(never)
 public func runForwardListen(_ config: BridgeConfiguration, on address: ListenAddress) -> ExitStatus {
     let log = Diagnostics(verbosity: config.verbosity)
@@ -25,6 +25,7 @@ public func runForwardListen(_ config: BridgeConfiguration, on address: ListenAd
         log.warning("--forward-listen on \(address), which is not a loopback address: whoever reaches it gets a WebSocket "
                     + "to \(Diagnostics.redactedLocation(config.client.url.description)) with this command's credentials")
     }
+    Opener(config: config, log: log).warnAboutUnusedTLSOptions()
     let forwarding: ForwardListening
     do throws(EventLoopError) {
         forwarding = try ForwardListening(config: config, loop: loop, socket: socket, log: log)

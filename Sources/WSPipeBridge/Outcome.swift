@@ -41,11 +41,11 @@ struct Outcome {
     /// none ever opened).
     var connected = true
     var localEnd: LocalEnd?
-    /// --timeout expired.
-    var timedOut = false
-    /// The one-connection client's --timeout seconds, when they ran out before its
-    /// connection opened (said so; a run that reconnects says nothing then).
-    var timeoutBeforeOpen: Double?
+    /// --timeout's seconds, when it expired.
+    var timedOut: Double?
+    /// The one-connection client's --timeout ran out before its connection opened (said
+    /// so; a run that reconnects says only the status then).
+    var timedOutBeforeOpen = false
     /// Why the last attempt failed before a connection (--reconnect).
     var openError: OpenError?
     /// --stale-timeout's seconds, when it declared the connection dead.
@@ -68,6 +68,8 @@ struct Outcome {
         /// To print now; nil when there is nothing to say or it was said when it happened
         /// (a protocol failure, a local error, the unconfirmed barrier).
         var line: String?
+        /// The line is a notice, hidden by -q (`Failure.isNotice`), not an error.
+        var isNotice = false
     }
 
     /// Our side, for wording: the peer is the server, or the client when serving.
@@ -78,7 +80,7 @@ struct Outcome {
         case .said(let status): return Verdict(status: status, line: nil)
         case .report(let failure):
             let (line, status) = report(failure, as: role)
-            return Verdict(status: status, line: line)
+            return Verdict(status: status, line: line, isNotice: failure.isNotice)
         }
     }
 
@@ -95,12 +97,14 @@ struct Outcome {
         if localEnd == .queueFull, let bounds = queueBounds {
             return .report(.queueFull(messages: bounds.messages, bytes: bounds.bytes))
         }
-        if timedOut && !connected { return .report(timeoutBeforeOpen.map { .timedOutBeforeOpen(seconds: $0) } ?? .timedOut) }
+        if let timedOut, !connected {
+            return .report(timedOutBeforeOpen ? .timedOutBeforeOpen(seconds: timedOut) : .timedOut(seconds: timedOut))
+        }
         if !connected, let openError { return .report(.open(openError)) }
         if let stale { return .report(.stale(seconds: stale)) }
         if case .failed = ending { return .said(.protocolViolation) }
         if localEnd == .inputError || localEnd == .outputError || localEnd == .decompressError { return .said(.localError) }
-        if timedOut { return .report(.timedOut) }
+        if let timedOut { return .report(.timedOut(seconds: timedOut)) }
         if let stdoutFailure { return .report(.localOutput(why: stdoutFailure)) }
         if localEnd == .readerGone { return .said(.success) }
         if countReached { return .said(.success) }
@@ -119,12 +123,22 @@ struct Outcome {
         }
     }
 
-    /// A service ends 0, also after a signal (it was asked to stop); how clients left is
-    /// for -v and --jsonl. Only a local failure is 1.
+    /// A service ends 0; how clients left is for -v and --jsonl. Only a local failure is 1,
+    /// and a signal 128 + N, as for the client (what --stats' "exit" says: the process then
+    /// dies of the signal, `dieOfSignalIfStopped`, and a shell shows that number).
     private var serviceConclusion: Conclusion {
+        if case .signal(let number) = localEnd { return .report(.signal(number)) }
         if localEnd == .inputError || localEnd == .outputError { return .said(.localError) }
         if let stdoutFailure { return .report(.localOutput(why: stdoutFailure)) }
         return .said(.success)
+    }
+}
+
+extension Diagnostics {
+    /// Prints a verdict's line, if any: an error, or a notice that -q hides.
+    func say(_ verdict: Outcome.Verdict) {
+        guard let line = verdict.line else { return }
+        if verdict.isNotice { notice(line) } else { error(line) }
     }
 }
 

@@ -35,6 +35,8 @@ final class ReconnectingRunner {
     private var bearerToken: String?
     /// The session ended while an attempt was opening: its result, once back, is dropped.
     private var endedWhileOpening = false
+    /// The drop and the return said without -v.
+    private let notices = ReconnectionNotices()
 
     init(session: Session, settings: ClientConfiguration.Reconnection) throws(Failure) {
         self.session = session
@@ -60,7 +62,7 @@ final class ReconnectingRunner {
         session.queueInput(in: offlineQueue)
         session.runLoop()
 
-        if let status = givingUp { session.emit(.givingUp(attempts: attempts, exit: status)) }
+        if let status = givingUp { say(.givingUp(attempts: attempts, exit: status)) }
         return session.finishRun(Session.RunnerFacts(openError: lastOpenError, statistics: statistics()))
     }
 
@@ -69,7 +71,7 @@ final class ReconnectingRunner {
         retryTimer.map { loop.arm($0, at: nil) }
         guard !session.endedByItself || session.leftForNextConnection else { return session.stopLoop() }
         attempts += 1
-        session.emit(.connecting(url: Diagnostics.redactedTarget(config.client.url.description), attempt: attempts))
+        say(.connecting(url: Diagnostics.redactedTarget(config.client.url.description), attempt: attempts))
         session.submitOutput()
         var attemptConfig = config
         attemptConfig.client.bearerToken = freshBearerToken()
@@ -105,13 +107,13 @@ final class ReconnectingRunner {
         }
         lastOpenError = nil
         metrics.connected(at: .now())
-        session.emit(.connected(url: Diagnostics.redactedTarget(done.opened.url.description), subprotocol: done.opened.subprotocol,
+        say(.connected(url: Diagnostics.redactedTarget(done.opened.url.description), subprotocol: done.opened.subprotocol,
                                 attempt: attempts))
         session.submitOutput()
         guard let resent = session.connectionOpened(done.opened, received: done.buffer) else { return }
         // --send and --send-file went first on this connection, again.
         if !config.stdio.sendMessages.isEmpty || config.client.sendFile != nil {
-            session.emit(.resubscribed(messages: Int(resent)))
+            say(.resubscribed(messages: Int(resent)))
         }
         session.sendQueuedInput()
         session.submitOutput()
@@ -130,7 +132,7 @@ final class ReconnectingRunner {
         let up = metrics.disconnected(at: .now())
         backoff.connectionEnded(upFor: up)
         let stale = session.connectionWasStale
-        session.emit(Self.disconnection(ending, stale: stale, up: up))
+        say(Self.disconnection(ending, stale: stale, up: up))
         session.submitOutput()
         guard !session.endedByItself else { return false }
         if session.inputCloses {
@@ -151,11 +153,18 @@ final class ReconnectingRunner {
         return true
     }
 
+    /// Says an event as the session does (-v, --jsonl), and the drop and the return
+    /// without -v (`ReconnectionNotices`).
+    private func say(_ event: ConnectionEvent) {
+        session.emit(event)
+        notices.note(event, log)
+    }
+
     /// Arms the next attempt if `failure` is retried and retries are left.
     private func scheduleRetry(_ failure: AttemptFailure, retryAfter: Double?) -> Bool {
         guard settings.policy.retries(failure),
               let delay = backoff.nextDelay(retryAfter: retryAfter, jitter: &jitter) else { return false }
-        session.emit(.retry(seconds: delay, attempt: attempts + 1, retryAfter: retryAfter.map { $0 >= delay - 1e-9 } ?? false))
+        say(.retry(seconds: delay, attempt: attempts + 1, retryAfter: retryAfter.map { $0 >= delay - 1e-9 } ?? false))
         session.submitOutput()
         let timer = retryTimer ?? loop.timer { [unowned self] in attempt() }
         retryTimer = timer

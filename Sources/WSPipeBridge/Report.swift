@@ -10,8 +10,9 @@ import WebSocketTransport
 public enum Failure: Error {
     // The command line.
     /// A mistake on the command line (exit 2). `pointsAtHelp`: whether `--help` explains it
-    /// (not for an unreadable file or an unset variable).
-    case usage(String, pointsAtHelp: Bool)
+    /// (not for an unreadable file or an unset variable); `topic`: the --help category that
+    /// does ("see wspipe --help tls").
+    case usage(String, pointsAtHelp: Bool, topic: String? = nil)
 
     /// --bus: the bus refused our credentials or wants some (`reply`: its error line); exit 5.
     case busRefused(bus: String, reply: String)
@@ -40,8 +41,9 @@ public enum Failure: Error {
     case lost(ConnectionLoss)
     /// The closing handshake made no progress for `--close-timeout` (exit 7).
     case closeTimedOut(CloseWait)
-    /// `--timeout` expired after the connection was open (exit 124, nothing printed).
-    case timedOut
+    /// `--timeout` (seconds) expired after the connection was open (exit 124; a notice,
+    /// hidden by -q).
+    case timedOut(seconds: Double)
     /// The end-of-input ping went unanswered: the Close went without the server confirming
     /// it had read the `messages` sent, `seconds` after the ending began (exit 12).
     case deliveryUnconfirmed(messages: UInt64, seconds: Double)
@@ -77,8 +79,8 @@ public enum Failure: Error {
 public func report(_ failure: Failure, as role: Role = .client) -> (message: String?, status: ExitStatus) {
     let peer = "the \(role.peerName)"
     switch failure {
-    case .usage(let message, let pointsAtHelp):
-        return (pointsAtHelp ? noting("see wspipe --help", after: message) : message, .usage)
+    case .usage(let message, let pointsAtHelp, let topic):
+        return (pointsAtHelp ? noting("see wspipe --help" + (topic.map { " \($0)" } ?? ""), after: message) : message, .usage)
     case .open(let error):
         return (message(error), status(error))
     case .timedOutBeforeOpen(let seconds):
@@ -97,15 +99,10 @@ public func report(_ failure: Failure, as role: Role = .client) -> (message: Str
     case .lost(let loss):
         return ("connection lost: \(message(loss, peer: peer))", .connectionLost)
     case .closeTimedOut(let wait):
-        let waited = formatWaited(wait.waited)
-        let what = wait.closeWritten ? "no Close from \(peer)" : "\(peer) stopped reading before our Close"
-        let why = wait.peerKeptSending
-            ? "it kept sending for \(formatSeconds(wait.limit * ConnectionDriver.barrierIncomingLimit)) s after the end-of-input ping "
-                + "(at most \(formatSeconds(ConnectionDriver.barrierIncomingLimit)) times --close-timeout)"
-            : "nothing came for \(formatSeconds(wait.limit)) s (--close-timeout)"
-        return ("connection lost: \(what): \(why); gave up \(waited) s after the closing began", .connectionLost)
-    case .timedOut:
-        return (nil, .timedOut)
+        return ("connection lost: \(message(wait, peer: peer)); gave up \(formatWaited(wait.waited)) s after the closing began",
+                .connectionLost)
+    case .timedOut(let seconds):
+        return ("timed out after \(formatSeconds(seconds)) s (--timeout)", .timedOut)
     case .deliveryUnconfirmed(let messages, let seconds):
         let waited = formatWaited(seconds)
         return ("\(peer) did not confirm reading all \(messages) message\(messages == 1 ? "" : "s") within \(waited) s; "
@@ -125,11 +122,34 @@ public func report(_ failure: Failure, as role: Role = .client) -> (message: Str
     case .serverTLS(let failure):
         return (serverMessage(failure), .tlsFailure)
     case .missingProgram(let path, let code):
-        return ("cannot run '\(path)': \(errnoText(code))", .localError)
+        return (missingProgram(path, code), .localError)
     case .cannotOpenDirectory(let path, let code):
         return ("cannot serve programs from '\(path)': \(errnoText(code))", .localError)
     case .busRefused(let bus, let reply):
         return ("the bus \(bus) refused us: \(Diagnostics.terminalSafe(reply)) (see BUS in the man page)", .handshakeRejected)
+    }
+}
+
+/// A program that cannot run. A name without a '/' was looked up in PATH only (never in
+/// the current directory): said, with `./NAME` when the current directory has that file.
+func missingProgram(_ path: String, _ code: Int32) -> String {
+    guard code == ENOENT, !path.isEmpty, !path.utf8.contains(UInt8(ascii: "/")) else {
+        return "cannot run '\(path)': \(errnoText(code))"
+    }
+    let searched = getenv("PATH").map { String(cString: $0) } ?? "/usr/local/bin:/usr/bin:/bin"
+    var text = "cannot run '\(path)': not found in PATH (\(Diagnostics.terminalSafe(searched)))"
+    if access(path, F_OK) == 0 {
+        text += "; the current directory is not searched: --exec ./\(path) runs the one here"
+    }
+    return text
+}
+
+extension Failure {
+    /// Said as a notice (hidden by -q) rather than an error: the end the user set up with
+    /// --timeout, which a script may expect.
+    var isNotice: Bool {
+        if case .timedOut = self { return true }
+        return false
     }
 }
 
@@ -218,6 +238,29 @@ private func name(_ source: ProxySource) -> String {
 /// A server TLS configuration failure: the client's wording where it is the same.
 private func serverMessage(_ failure: TLSFailure) -> String {
     failure.serverSentence(commandLineNames, clientCA: "--client-ca")
+}
+
+/// Why a connection ended, in words, when its Close does not say it (nil for a closing
+/// handshake: the Close's code and reason say it; for a failure, the line gives the code we
+/// closed with and this the peer's breach): -v's lines for a server's client and a
+/// --forward-listen pair. `peer`: "the server", or "the client" when serving.
+func describe(_ ending: ConnectionEnding, peer: String) -> String? {
+    switch ending {
+    case .closed: return nil
+    case .failed(let error): return error.description
+    case .lost(let loss): return message(loss, peer: peer)
+    case .timedOut(let wait): return "\(message(wait, peer: peer)); gave up \(formatWaited(wait.waited)) s after the closing began"
+    }
+}
+
+/// The closing handshake that made no progress: what was missing and for how long.
+private func message(_ wait: CloseWait, peer: String) -> String {
+    let what = wait.closeWritten ? "no Close from \(peer)" : "\(peer) stopped reading before our Close"
+    let why = wait.peerKeptSending
+        ? "it kept sending for \(formatSeconds(wait.limit * ConnectionDriver.barrierIncomingLimit)) s after the end-of-input ping "
+            + "(at most \(formatSeconds(ConnectionDriver.barrierIncomingLimit)) times --close-timeout)"
+        : "nothing came for \(formatSeconds(wait.limit)) s (--close-timeout)"
+    return "\(what): \(why)"
 }
 
 /// `peer`: "the server", or "the client" when serving.

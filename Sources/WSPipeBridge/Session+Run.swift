@@ -53,7 +53,7 @@ extension Session {
         stdout.drain()
         let facts = facts()
         let verdict = outcome(facts).verdict
-        if let line = verdict.line { log.error(line) }
+        log.say(verdict)
         if config.stdio.stats { log.always(statistics(verdict.status, adding: facts.statistics)) }
         return verdict.status
     }

@@ -372,9 +372,9 @@ final class Session: ConnectionDelegate, StdinReaderOwner {
         outcome.ending = connectionEnding
         outcome.connected = driver != nil
         outcome.localEnd = ending.localEnd
-        outcome.timedOut = ending.timedOut
+        outcome.timedOut = ending.timedOut ? config.stdio.sessionTimeout ?? 0 : nil
+        outcome.timedOutBeforeOpen = facts.saysTimeoutBeforeOpen
         outcome.openError = facts.openError
-        if facts.saysTimeoutBeforeOpen { outcome.timeoutBeforeOpen = config.stdio.sessionTimeout ?? 0 }
         outcome.stale = ending.stale ? config.client.staleTimeout ?? 0 : nil
         outcome.queueBounds = config.client.reconnect.map { (messages: $0.queueSize, bytes: $0.queueBytes) }
         if case .failed(let why) = stdout.sink.failure { outcome.stdoutFailure = why }

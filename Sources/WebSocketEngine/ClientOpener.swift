@@ -70,6 +70,12 @@ public struct ClientOpener: Sendable {
             } catch {
                 throw .transport(error)
             }
+            // A connect given up on while dialing sends no request: a server that answered it
+            // would see a connection opened and dropped.
+            if deadline.cancellation?.isCancelled ?? false {
+                stream.close()
+                throw .transport(.timedOut(.sendingHandshake, seconds: deadline.seconds))
+            }
             buffer.count = 0
             let handshake = ClientHandshake(url: url, subprotocols: subprotocols, headers: headers(home, home),
                                             extensions: extensions)

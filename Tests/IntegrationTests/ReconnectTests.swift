@@ -262,8 +262,8 @@ final class ReconnectTests: IntegrationTestCase {
         XCTAssertEqual(objects(second).filter { $0["type"] as? String == "connected" }.count, 1)
     }
 
-    /// A signal while waiting for the next attempt ends the run as usual (128 + the signal,
-    /// --stats), after a failed attempt as after a lost connection: after a failed attempt
+    /// A signal while waiting for the next attempt ends the run as usual (--stats with 128 +
+    /// the signal, then death by the signal), after a failed attempt as after a lost connection: after a failed attempt
     /// it exited at once, without --stats.
     func testSignalWhileWaitingAfterAFailedAttemptEndsTheRunAsUsual() throws {
         // Refused with Retry-After: 30, so the wait is 30 s, not a jittered one.
@@ -273,7 +273,7 @@ final class ReconnectTests: IntegrationTestCase {
             XCTAssertTrue(waitForStdout(child, contains: #""type":"retry""#))
             child.signal(signal)
             let result = finish(child, timeout: 10)
-            assertExit(result, status)
+            assertDiedOf(result, signal)
             assertStderr(result, contains: "\"attempts\":1,")
             assertStderr(result, contains: "\"exit\":\(status)}")
         }
@@ -307,6 +307,30 @@ final class RelayFaultTests: IntegrationTestCase {
         // m0..m2 whole, m3 cut inside its frame (never written), then a new connection's m0..m5.
         XCTAssertEqual(texts(result), ["m0", "m1", "m2", "m0", "m1", "m2", "m3", "m4", "m5"])
         XCTAssertEqual(events(result, "disconnected").first?["cause"] as? String, "lost")
+    }
+
+    /// Issue 35 item 7: without -v a connection lost and restored under --reconnect is
+    /// said in one line each (it was silent); -q hides both.
+    func testDropAndReturnAreSaidWithoutVerbose() throws {
+        for quiet in [false, true] {
+            let feed = try start("feed.py", ["--log", path("feed-\(quiet).log"), "--count", "6"])
+            let relay = try start("relay.py", ["--target", String(feed.port), "--log", path("relay-\(quiet).log"),
+                                               "--cut-frames", "3"])
+            let result = try runWspipe(fast + (quiet ? ["-q"] : []) + ["--receive-only", "--send", "s", "-n", "9", url(relay)],
+                                       timeout: 30)
+            assertExit(result, 0)
+            let lines = result.stderr.split(separator: "\n").map(String.init)
+            if quiet {
+                XCTAssertEqual(lines, [], "-q")
+                continue
+            }
+            XCTAssertEqual(lines.count, 2, result.stderr)
+            XCTAssertTrue(lines.first?.hasPrefix("wspipe: disconnected after ") == true, result.stderr)
+            XCTAssertTrue(lines.first?.hasSuffix(" s: the connection was lost without a closing handshake; reconnecting (--reconnect)")
+                          == true, result.stderr)
+            XCTAssertTrue(lines.last?.hasPrefix("wspipe: reconnected after ") == true, result.stderr)
+            XCTAssertTrue(lines.last?.hasSuffix(": \(url(relay)) (attempt 2)") == true, result.stderr)
+        }
     }
 
     func testBlackholeTripsThePingTimeoutAndReconnects() throws {

@@ -133,7 +133,7 @@ final class ServerStdioTests: IntegrationTestCase {
         XCTAssertTrue(lines.last?.hasPrefix("closed 1000 after ") == true && seconds >= 0.9 && seconds < 5, "\(idle)")
         server.signal(SIGTERM)
         let result = finish(server, timeout: 20)
-        assertExit(result, 0)
+        assertDiedOf(result, SIGTERM)
         XCTAssertEqual(result.stdoutText, "a\nb\n", "the third message came after -n's count")
     }
 
@@ -150,7 +150,7 @@ final class ServerStdioTests: IntegrationTestCase {
                       "the idle timeout closed it, not the first client's count: \(second)")
         server.signal(SIGTERM)
         let result = finish(server, timeout: 20)
-        assertExit(result, 0)
+        assertDiedOf(result, SIGTERM)
         XCTAssertEqual(result.stdoutText, "a\nb\nd\n")
     }
 
@@ -164,8 +164,24 @@ final class ServerStdioTests: IntegrationTestCase {
         }
         server.signal(SIGINT)
         let result = finish(server, timeout: 20)
+        assertDiedOf(result, SIGINT)
+        XCTAssertEqual(result.stdoutText, "r1\nr2\nr3\n")
+    }
+
+    /// Issue 35 item 9: `printf 'q1\nq2\nq3\n' | wspipe -l ... -1` exits after the client that
+    /// got the last line (it kept serving: a fourth client got nothing, and it never ended).
+    func testOneMessagePerClientEndsWhenStdinIsUsedUp() throws {
+        let server = try spawnWspipe(["-l", "0", "-1"], stdin: .bytes(Array("q1\nq2\nq3\n".utf8)))
+        guard let port = listeningPort(server) else { return XCTFail("no listening line: \(server.stderr.text)") }
+        for n in 1...3 {
+            let client = try runWspipe(["--no-close", "ws://127.0.0.1:\(port)/"], stdin: .bytes(Array("r\(n)\n".utf8)))
+            assertExit(client, 0)
+            assertStdout(client, "q\(n)\n")
+        }
+        let result = finish(server, timeout: 10)
         assertExit(result, 0)
         XCTAssertEqual(result.stdoutText, "r1\nr2\nr3\n")
+        XCTAssertLessThan(result.elapsed, 9, "ended by itself, not killed")
     }
 
     func testJSONLinesWithEvents() throws {
@@ -212,7 +228,7 @@ final class ServerStdioTests: IntegrationTestCase {
         let idle = finish(try pythonClient(["wait", "ws://127.0.0.1:\(port)/"]), timeout: 30)
         XCTAssertTrue(idle.stdoutText.hasPrefix("got welcome\nclosed 1000 after 1."), "\(idle)")
         server.signal(SIGTERM)
-        assertExit(finish(server), 0)
+        assertDiedOf(finish(server), SIGTERM)
     }
 
     /// --broadcast with a stdout reader that stalls for 6 s while a client floods it: the loop
@@ -273,7 +289,7 @@ final class ServerStdioTests: IntegrationTestCase {
         server.signal(SIGTERM)
         XCTAssertTrue(finish(client, timeout: 20).stdoutText.hasPrefix("got one\nclosed 1001 after "))
         let result = finish(server)
-        assertExit(result, 0)
+        assertDiedOf(result, SIGTERM)
         assertStdout(result, "")
 
         for (mode, code, status) in [("--echo", "1000", Int32(0)), ("--echo", "4001", 8), ("--broadcast", "1000", 0)] {
@@ -400,7 +416,7 @@ final class ServerStdioTests: IntegrationTestCase {
         let client = finish(try pythonClient(["wait", "ws://127.0.0.1:\(port)/", "x"]), timeout: 30)
         XCTAssertTrue(client.stdoutText.hasPrefix("got hi\ngot x\nclosed 1000 after "), "\(client)")
         server.signal(SIGTERM)
-        assertExit(finish(server), 0)
+        assertDiedOf(finish(server), SIGTERM)
     }
 
     /// --whole-input: all of stdin is one message to the first client, and the server ends

@@ -35,7 +35,7 @@ final class ServerTests: IntegrationTestCase {
         let result = try python(["echo", "ws://127.0.0.1:\(port)/any"])
         XCTAssertEqual(result.stdoutText, "text:hello\nbinary:3:same\ntext:\ntext:1000 chars\nbinary:300000:same\nclosed 1000\n", "\(result)")
         server.signal(SIGTERM)
-        assertExit(finish(server), 0)
+        assertDiedOf(finish(server), SIGTERM)
     }
 
     func testEchoToWebsocatAndOurClient() throws {
@@ -48,7 +48,7 @@ final class ServerTests: IntegrationTestCase {
         assertExit(ours, 0)
         XCTAssertEqual(ours.stdoutText, #"{"type":"text","data":"a"}"# + "\n" + #"{"type":"binary","base64":"AAE="}"# + "\n" + #"{"type":"close","code":1000,"reason":""}"# + "\n")
         server.signal(SIGINT)
-        assertExit(finish(server), 0)
+        assertDiedOf(finish(server), SIGINT)
     }
 
     func testUnixSocket() throws {
@@ -65,7 +65,7 @@ final class ServerTests: IntegrationTestCase {
         let ours = try runWspipe(["ws+unix://\(socketPath)"], stdin: .bytes(Array("over unix\n".utf8)))
         assertStdout(ours, "over unix\n")
         server.signal(SIGTERM)
-        assertExit(finish(server), 0)
+        assertDiedOf(finish(server), SIGTERM)
         XCTAssertFalse(FileManager.default.fileExists(atPath: socketPath), "the socket file is removed at the end")
 
         let regular = path("regular")
@@ -111,8 +111,43 @@ final class ServerTests: IntegrationTestCase {
         XCTAssertTrue(try answer(port, huge).hasPrefix("status 431\n"))
         server.signal(SIGTERM)
         let result = finish(server)
-        assertExit(result, 0)
+        assertDiedOf(result, SIGTERM)
         XCTAssertFalse(result.stderr.contains("s3cret"), "the token is never printed")
+    }
+
+    /// Issue 35 item 4: a refusal's reason (with the request's Origin) is on the server's
+    /// stderr with -v (it said only "refused a handshake with 403"), never without -v.
+    func testRefusalReasonIsSaidWithVerboseOnly() throws {
+        let options = ["--echo", "--allow-origin", "https://app.example", "--require-bearer"]
+        let environment = ["WSPIPE_BEARER": "s3cret"]
+        let (verbose, port) = try startServer(options + ["-v"], environment: environment)
+        let token = "Authorization: Bearer s3cret\r\n"
+        XCTAssertTrue(try answer(port, upgrade("/", token + "Origin: https://evil.example\r\n")).hasPrefix("status 403\n"))
+        XCTAssertTrue(try answer(port, upgrade("/", "Origin: https://app.example\r\n")).hasPrefix("status 401\n"))
+        // Client text reaches the terminal as visible text only (a UTF-8 C1 control here).
+        XCTAssertTrue(try answer(port, upgrade("/", token + "Origin: https://e\u{9B}vil.example\r\n")).hasPrefix("status 403\n"))
+        verbose.signal(SIGTERM)
+        let said = finish(verbose)
+        assertDiedOf(said, SIGTERM)
+        let refusals = said.stderr.split(separator: "\n").filter { $0.contains("refused a handshake") }
+        XCTAssertEqual(refusals.count, 3, said.stderr)
+        guard refusals.count == 3 else { return }
+        XCTAssertTrue(refusals[0].hasPrefix("wspipe: * refused a handshake from 127.0.0.1:"), said.stderr)
+        XCTAssertTrue(refusals[0].hasSuffix(" with 403 Forbidden: origin 'https://evil.example' is not allowed"), said.stderr)
+        XCTAssertTrue(refusals[1].hasSuffix(" with 401 Unauthorized: a bearer token is required (Origin: https://app.example)"),
+                      said.stderr)
+        XCTAssertTrue(refusals[2].hasSuffix(" with 403 Forbidden: origin 'https://e??vil.example' is not allowed "
+                                            + "(Origin: https://e\\x9Bvil.example)"), "the C1 control shown escaped: \(said.stderr)")
+        XCTAssertFalse(said.stderr.unicodeScalars.contains("\u{9B}"), said.stderr)
+        XCTAssertFalse(said.stderr.contains("s3cret"))
+
+        let (quiet, quietPort) = try startServer(options, environment: environment)
+        XCTAssertTrue(try answer(quietPort, upgrade("/", token + "Origin: https://evil.example\r\n")).hasPrefix("status 403\n"))
+        quiet.signal(SIGTERM)
+        let silent = finish(quiet)
+        assertDiedOf(silent, SIGTERM)
+        XCTAssertFalse(silent.stderr.contains("refused"), "an internet-facing server does not log every bot: \(silent.stderr)")
+        XCTAssertFalse(silent.stderr.contains("evil"), silent.stderr)
     }
 
     func testMaxClientsAnswers503() throws {
@@ -127,7 +162,7 @@ final class ServerTests: IntegrationTestCase {
         }
         XCTAssertTrue(busy.hasPrefix("status 503\n") && busy.contains("Retry-After: 1\n"), busy)
         server.signal(SIGTERM)
-        assertExit(finish(server), 0)
+        assertDiedOf(finish(server), SIGTERM)
         assertExit(finish(holder), 8)  // the server's Close 1001
     }
 
@@ -136,7 +171,7 @@ final class ServerTests: IntegrationTestCase {
         let result = try python(["slowloris", String(port), "10"])
         XCTAssertTrue(result.stdoutText.hasPrefix("closed after"), "\(result)")
         server.signal(SIGTERM)
-        assertExit(finish(server), 0)
+        assertDiedOf(finish(server), SIGTERM)
     }
 
     func testAClientFloodingPingsWithoutReadingGetsOnePongWaitingAndItsEcho() throws {
@@ -155,7 +190,7 @@ final class ServerTests: IntegrationTestCase {
         XCTAssertNotNil(afterGap, "\(result)")
         XCTAssertLessThanOrEqual(afterGap ?? .max, 2, "pongs were not coalesced: \(result)")
         server.signal(SIGTERM)
-        assertExit(finish(server), 0)
+        assertDiedOf(finish(server), SIGTERM)
     }
 
     /// 1,000 clients at once on one loop: every handshake answered, one descriptor each, and
@@ -171,7 +206,7 @@ final class ServerTests: IntegrationTestCase {
         XCTAssertLessThan(descriptors, 1000 + 32, "one descriptor per client plus a few")
         server.signal(SIGTERM)
         let result = finish(server, timeout: 30)
-        assertExit(result, 0)
+        assertDiedOf(result, SIGTERM)
         XCTAssertEqual(finish(clients, timeout: 30).stdoutText, "open 1000\ncloses 1001=1000\n")
     }
 
@@ -204,7 +239,7 @@ final class ServerTests: IntegrationTestCase {
         let ours = try runWspipe(["ws://127.0.0.1:\(port)/"], stdin: .bytes(Array("after exhaustion\n".utf8)))
         assertStdout(ours, "after exhaustion\n")
         server.signal(SIGTERM)
-        assertExit(finish(server), 0)
+        assertDiedOf(finish(server), SIGTERM)
     }
 
     /// --broadcast to 50 clients, one of which never reads: the 49 get every message, the
@@ -320,7 +355,7 @@ final class ServerTests: IntegrationTestCase {
                                   (["--echo", "ws://127.0.0.1:1/"], "--echo is a server option"),
                                   (["-l", "0", "--echo", "ws://127.0.0.1:1/"], "cannot be combined with -l"),
                                   (["-l", "0", "--echo", "--stats"], "--stats has no meaning with -l/--listen --echo"),
-                                  (["-l", "localhost:80", "--echo"], "is not an IP address"),
+                                  (["-l", "example.com:80", "--echo"], "is not an IP address"),
                                   (["-l", "0", "--echo", "--require-bearer"], "WSPIPE_BEARER"),
                                   (["-l", "0", "--echo", "--response-header", "Upgrade: x"], "--response-header")] {
             let result = try runWspipe(arguments)
@@ -335,7 +370,7 @@ final class ServerTests: IntegrationTestCase {
             assertExit(try runWspipe(["-l", "80", "--echo"]), 3)
         }
         server.signal(SIGTERM)
-        assertExit(finish(server), 0)
+        assertDiedOf(finish(server), SIGTERM)
     }
 
     func testJSONLinesEvents() throws {
@@ -348,6 +383,6 @@ final class ServerTests: IntegrationTestCase {
         XCTAssertTrue(lines[0].hasSuffix(#","path":"/feed","subprotocol":null}"#), lines[0])
         XCTAssertEqual(lines.last, #"{"type":"disconnected","client":1,"code":1000,"reason":"","cause":"closed"}"#)
         server.signal(SIGTERM)
-        assertExit(finish(server), 0)
+        assertDiedOf(finish(server), SIGTERM)
     }
 }

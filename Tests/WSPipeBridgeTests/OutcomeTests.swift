@@ -114,12 +114,17 @@ final class OutcomeTests: XCTestCase {
         assertVerdict(outcome(closed()) { $0.deliveryConfirmed = true }, .success)
     }
 
-    func testTimeoutIs124WithoutALine() {
-        assertVerdict(outcome(closed(byUs: true)) { $0.timedOut = true }, .timedOut)
+    /// Issue 35 item 7: --timeout's expiry is said (it exited 124 with nothing on stderr),
+    /// as a notice that -q hides.
+    func testTimeoutIs124WithANotice() {
+        let line = "timed out after 5 s (--timeout)"
+        assertVerdict(outcome(closed(byUs: true)) { $0.timedOut = 5 }, .timedOut, line)
         assertVerdict(outcome(nil) {
             $0.connected = false
-            $0.timedOut = true
-        }, .timedOut)
+            $0.timedOut = 0.5
+        }, .timedOut, "timed out after 0.5 s (--timeout)")
+        XCTAssertTrue(outcome(closed(byUs: true)) { $0.timedOut = 5 }.verdict.isNotice)
+        XCTAssertFalse(outcome(.lost(.abandoned)).verdict.isNotice, "other endings are errors")
     }
 
     /// The one-connection client says --timeout ran out before its connection opened (the
@@ -127,8 +132,8 @@ final class OutcomeTests: XCTestCase {
     func testTheOneConnectionClientSaysATimeoutBeforeOpening() {
         assertVerdict(outcome(nil) {
             $0.connected = false
-            $0.timedOut = true
-            $0.timeoutBeforeOpen = 2
+            $0.timedOut = 2
+            $0.timedOutBeforeOpen = true
             $0.openError = .transport(.timedOut(.connecting(target: "127.0.0.1:9"), seconds: 10))
         }, .timedOut, "timed out after 2 s (--timeout) before the connection was open")
     }
@@ -144,10 +149,10 @@ final class OutcomeTests: XCTestCase {
 
     func testATimeoutAfterACleanCloseIs124() {
         assertVerdict(outcome(closed(byUs: true)) {
-            $0.timedOut = true
+            $0.timedOut = 5
             $0.deliveryConfirmed = false
             $0.shortfall = Outcome.Shortfall(received: 0, required: 1)
-        }, .timedOut)
+        }, .timedOut, "timed out after 5 s (--timeout)")
     }
 
     func testASignalDuringTheBarrierWaitIsTheSignal() {
@@ -158,7 +163,7 @@ final class OutcomeTests: XCTestCase {
         // ... also before a timeout and a lost connection.
         assertVerdict(outcome(.lost(.abandoned)) {
             $0.localEnd = .signal(15)
-            $0.timedOut = true
+            $0.timedOut = 5
         }, .terminated)
     }
 
@@ -202,7 +207,7 @@ final class OutcomeTests: XCTestCase {
         }.verdict.status, .signal(SIGINT))
         XCTAssertEqual(outcome(closed()) {
             $0.countReached = true
-            $0.timedOut = true
+            $0.timedOut = 5
         }.verdict.status, .timedOut)
     }
 
@@ -211,7 +216,7 @@ final class OutcomeTests: XCTestCase {
             $0.connected = false
             $0.localEnd = .queueFull
             $0.queueBounds = (messages: 1, bytes: 1)
-            $0.timedOut = true
+            $0.timedOut = 5
             $0.openError = .handshakeLost(.closedMidAnswer)
         }.verdict.status, .queueFull)
     }
@@ -220,7 +225,7 @@ final class OutcomeTests: XCTestCase {
         let refused = OpenError.transport(.connect(target: "h:1", errno: ECONNREFUSED))
         XCTAssertEqual(outcome(nil) {
             $0.connected = false
-            $0.timedOut = true
+            $0.timedOut = 5
             $0.openError = refused
         }.verdict.status, .timedOut, "--timeout while retrying")
         XCTAssertEqual(outcome(closed()) { $0.openError = refused }.verdict.status, .success)
@@ -229,26 +234,26 @@ final class OutcomeTests: XCTestCase {
     func testStaleBeatsAProtocolFailureAndATimeout() {
         XCTAssertEqual(outcome(.failed(.protocolError("x"))) {
             $0.stale = 5
-            $0.timedOut = true
+            $0.timedOut = 5
         }.verdict.status, .connectionLost)
     }
 
     func testAProtocolFailureBeatsALocalErrorWhichBeatsATimeout() {
         XCTAssertEqual(outcome(.failed(.protocolError("x"))) {
             $0.localEnd = .inputError
-            $0.timedOut = true
+            $0.timedOut = 5
         }.verdict.status, .protocolViolation)
         XCTAssertEqual(outcome(closed(byUs: true)) {
             $0.localEnd = .outputError
-            $0.timedOut = true
+            $0.timedOut = 5
         }.verdict.status, .localError)
     }
 
     func testATimeoutBeatsAFailingStdout() {
         assertVerdict(outcome(closed(byUs: true)) {
-            $0.timedOut = true
+            $0.timedOut = 5
             $0.stdoutFailure = "cannot write to stdout: Input/output error"
-        }, .timedOut)
+        }, .timedOut, "timed out after 5 s (--timeout)")
     }
 
     // MARK: - Serving
@@ -269,7 +274,7 @@ final class OutcomeTests: XCTestCase {
         }, .countNotReached, "the connection ended after 0 of 1 message (--require-count)")
     }
 
-    func testAServiceEndsZeroUnlessALocalFailure() {
+    func testAServiceEndsZeroUnlessALocalFailureOrASignal() {
         func service(_ change: (inout Outcome) -> Void) -> Outcome {
             outcome(.lost(.peerClosedTCP(afterOurClose: false))) {
                 $0.face = .service
@@ -277,8 +282,8 @@ final class OutcomeTests: XCTestCase {
             }
         }
         assertVerdict(service { _ in }, .success)
-        assertVerdict(service { $0.localEnd = .signal(15) }, .success)
-        assertVerdict(service { $0.timedOut = true }, .success)
+        assertVerdict(service { $0.localEnd = .signal(15) }, .terminated)
+        assertVerdict(service { $0.timedOut = 5 }, .success)
         assertVerdict(service { $0.localEnd = .inputError }, .localError)
         assertVerdict(service { $0.stdoutFailure = "cannot write to stdout: Broken pipe" }, .localError,
                       "cannot write to stdout: Broken pipe")
