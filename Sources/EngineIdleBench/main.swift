@@ -37,7 +37,8 @@ let socket = try TCPListener(address: "127.0.0.1", port: 0)
 var drivers: [ConnectionDriver] = []
 let delegate = Quiet()
 let listener = Listener(loop: loop, socket: socket) { stream in
-    let driver = ConnectionDriver(loop: loop, stream: stream, core: WebSocketConnection(role: .server), delegate: delegate)
+    let driver = ConnectionDriver(loop: loop, stream: stream, agreement: HandshakeAgreement(role: .server),
+                                  maximumMessageSize: 64 << 20, delegate: delegate)
     drivers.append(driver)
     driver.start()
 }

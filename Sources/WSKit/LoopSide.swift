@@ -38,10 +38,8 @@ final class LoopSide: ConnectionDelegate, @unchecked Sendable {
     /// A client connection: starts its driver over the opened stream.
     static func start(_ socket: WebSocket, transfer: StreamTransfer, options: WebSocketOptions) {
         let side = LoopSide(socket: socket)
-        let core = WebSocketConnection(role: .client, maximumMessageSize: UInt64(max(options.maximumMessageSize, 0)),
-                                       extensions: transfer.extensions)
-        let driver = ConnectionDriver(loop: socket.engine.loop, stream: transfer.opened.stream, core: core,
-                                      options: connectionOptions(options),
+        let driver = ConnectionDriver(loop: socket.engine.loop, stream: transfer.opened.stream, agreement: transfer.opened.agreement,
+                                      maximumMessageSize: UInt64(max(options.maximumMessageSize, 0)), options: connectionOptions(options),
                                       received: transfer.buffer, parsed: transfer.opened.headLength, delegate: side)
         side.attach(driver)
         driver.start()

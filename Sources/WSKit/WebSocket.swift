@@ -164,8 +164,8 @@ public final class WebSocket: Sendable {
     ///
     /// The blocking work runs on one of the library's connect threads, all before
     /// `options.connectTimeout`. Cancelling the calling task ends that work where it
-    /// waits (DNS, TCP, TLS, the handshake; the socket is closed) and makes it throw
-    /// `.cancelled`.
+    /// waits (DNS, TCP, TLS, the handshake; the socket is closed, after a Close 1001 when
+    /// the server's 101 came all the same) and makes it throw `.cancelled`.
     /// - Throws: `WebSocketError` `.invalidURL`, `.invalidArgument`, `.cannotConnect`, `.tls`,
     ///   `.handshakeRejected`, `.timedOut`, `.cancelled`.
     public static func connect(to url: String, options: WebSocketOptions = .init()) async throws(WebSocketError) -> WebSocket {
@@ -186,17 +186,24 @@ public final class WebSocket: Sendable {
         let attempt: AttemptFailure?
     }
 
-    static func open(_ url: WebSocketURL, options: WebSocketOptions) async -> Result<WebSocket, OpenFailure> {
-        let result = await attemptOpen(url, options: options)
+    /// Connects as `connect(to:options:)` does, cancelled through `attempt` as well as by
+    /// cancelling the calling task (WSKitFoundation's task gives its close code that way).
+    package static func connect(to url: String, options: WebSocketOptions, attempt: ConnectAttempt) async throws(WebSocketError) -> WebSocket {
+        let parsed: WebSocketURL
+        do { parsed = try WebSocketURL(parsing: url) } catch { throw .invalidURL(error.description) }
+        return try await open(parsed, options: options, attempt: attempt).mapError(\.error).get()
+    }
+
+    static func open(_ url: WebSocketURL, options: WebSocketOptions, attempt: ConnectAttempt = ConnectAttempt()) async -> Result<WebSocket, OpenFailure> {
+        let result = await attemptOpen(url, options: options, attempt: attempt)
         if case .failure(let failure) = result, let log = options.log { log("failed: \(failure.error.description)") }
         return result
     }
 
-    private static func attemptOpen(_ url: WebSocketURL, options: WebSocketOptions) async -> Result<WebSocket, OpenFailure> {
+    private static func attemptOpen(_ url: WebSocketURL, options: WebSocketOptions, attempt: ConnectAttempt) async -> Result<WebSocket, OpenFailure> {
         let opener: ClientOpener
         do throws(WebSocketError) { opener = try options.opener(for: url) } catch { return .failure(OpenFailure(error: error, attempt: nil)) }
         let engine = EngineThread.shared
-        let attempt = ConnectAttempt()
         return await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<Result<WebSocket, OpenFailure>, Never>) in
                 ConnectPool.shared.run {
@@ -211,25 +218,23 @@ public final class WebSocket: Sendable {
                         continuation.resume(returning: .failure(failure))
                         return
                     }
-                    let agreed: PerMessageDeflate?
-                    do throws(OpenError) {
-                        agreed = try PerMessageDeflate.agreed(offer: try? options.deflate?.parameters(), opened.negotiated)
-                    } catch {
-                        opened.stream.close()
-                        continuation.resume(returning: .failure(OpenFailure(error: WebSocketError(error), attempt: AttemptFailure(error))))
-                        return
-                    }
                     if attempt.isCancelled {
-                        opened.stream.close()
+                        attempt.abandon(opened.stream)
                         continuation.resume(returning: .failure(OpenFailure(error: .cancelled, attempt: nil)))
                         return
                     }
-                    let socket = WebSocket(url: opened.url, negotiated: opened.negotiated, deflate: agreed?.configuration,
+                    let socket = WebSocket(url: opened.url, negotiated: opened.negotiated, deflate: opened.agreement.deflate?.configuration,
                                            engine: engine, options: options)
-                    let transfer = StreamTransfer(opened: opened, buffer: buffer, extensions: agreed.map { [$0] } ?? [])
+                    let transfer = StreamTransfer(opened: opened, buffer: buffer)
                     engine.submit {
                         LoopSide.start(socket, transfer: transfer, options: options)
-                        continuation.resume(returning: .success(socket))
+                        // Cancelled since the check above: the driver sends the Close.
+                        if let close = attempt.closing {
+                            socket.side?.close(code: close.code, reason: close.reason)
+                            continuation.resume(returning: .failure(OpenFailure(error: .cancelled, attempt: nil)))
+                        } else {
+                            continuation.resume(returning: .success(socket))
+                        }
                     }
                 }
             }
@@ -359,13 +364,7 @@ public final class WebSocket: Sendable {
         guard let raw = UInt16(exactly: code), CloseCode(raw).isSendable else {
             throw .invalidArgument("\(code) is not a close code that may be sent (1000-4999 except 1004-1006 and 1015)")
         }
-        var bytes = Array(reason.utf8)
-        if bytes.count > ClosePayload.maximumReasonLength {
-            var end = ClosePayload.maximumReasonLength
-            while end > 0 && bytes[end] & 0xC0 == 0x80 { end -= 1 }  // not inside a character
-            bytes = Array(bytes[..<end])
-        }
-        let closingBytes = bytes
+        let closingBytes = WebSocket.closeReason(reason)
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
             let over = shared.withLock { state -> Bool in
                 if state.state == .closed { return true }
@@ -376,6 +375,15 @@ public final class WebSocket: Sendable {
             if over { continuation.resume(); return }
             engine.submit { [self] in side?.close(code: raw, reason: closingBytes, afterDelivery: true) }
         }
+    }
+
+    /// `reason` as a Close carries it: UTF-8, cut to 123 bytes at a character boundary.
+    static func closeReason(_ reason: String) -> [UInt8] {
+        let bytes = Array(reason.utf8)
+        guard bytes.count > ClosePayload.maximumReasonLength else { return bytes }
+        var end = ClosePayload.maximumReasonLength
+        while end > 0 && bytes[end] & 0xC0 == 0x80 { end -= 1 }  // not inside a character
+        return Array(bytes[..<end])
     }
 
     // MARK: - Receiving
@@ -496,17 +504,38 @@ public final class WebSocket: Sendable {
 
 /// Cancellation of a connect: checked when the blocking work returns, and signalled into
 /// its waits (DNS, TCP, TLS, the handshake) so that they end at once. The signal's pipe is
-/// made only when the work starts: connects queued for a connect thread hold none.
-final class ConnectAttempt: Sendable {
-    private let state = Mutex<(cancelled: Bool, signal: ConnectCancellation?)>((false, nil))
-    var isCancelled: Bool { state.withLock { $0.cancelled } }
+/// made only when the work starts: connects queued for a connect thread hold none. A
+/// handshake that completed all the same is ended with a Close carrying the cancel's code.
+package final class ConnectAttempt: Sendable {
+    private let state = Mutex<(close: (code: UInt16, reason: [UInt8])?, signal: ConnectCancellation?)>((nil, nil))
+    var isCancelled: Bool { closing != nil }
+    /// The Close for a connection that opens after the cancel (nil: not cancelled).
+    var closing: (code: UInt16, reason: [UInt8])? { state.withLock { $0.close } }
 
-    func cancel() {
+    package init() {}
+
+    /// Ends the connect where it is; a connection already open gets a Close with `code`
+    /// (one that may be sent) and `reason` (cut to 123 bytes). The first cancel counts.
+    package func cancel(code: UInt16 = 1001, reason: String = "") {
         let signal = state.withLock { state -> ConnectCancellation? in
-            state.cancelled = true
+            if state.close == nil { state.close = (code, WebSocket.closeReason(reason)) }
             return state.signal
         }
         signal?.cancel()
+    }
+
+    /// A connection whose handshake completed after the cancel (on the connect thread, before
+    /// any reading): the Close goes out, then the socket is closed without waiting for the
+    /// peer's (a cancel returns at once; the peer sees the code, then the end of the stream).
+    func abandon(_ stream: ByteStream) {
+        if let close = closing {
+            let payload = ClosePayload(code: CloseCode(close.code), reason: close.reason)
+            var keys = MaskingKeyGenerator.system
+            let frame = FrameEncoder.frame(opcode: .close, payload: payload.bytes, maskingKey: keys.next())
+            _ = try? stream.writeAll(frame, until: Deadline(seconds: 1), stage: .sendingHandshake)
+            stream.shutdownOutput()
+        }
+        stream.close()
     }
 
     /// The deadline for the blocking work, with this attempt's cancellation in it.
@@ -515,7 +544,7 @@ final class ConnectAttempt: Sendable {
         let signal = ConnectCancellation()
         let cancelled = state.withLock { state -> Bool in
             state.signal = signal
-            return state.cancelled
+            return state.close != nil
         }
         if cancelled { signal?.cancel() }
         deadline.cancellation = signal
@@ -528,8 +557,6 @@ final class ConnectAttempt: Sendable {
 struct StreamTransfer: @unchecked Sendable {
     let opened: ClientOpener.Opened
     let buffer: ByteBuffer
-    /// The agreed extensions, configured (permessage-deflate).
-    let extensions: [any WebSocketExtension]
 }
 
 /// What the caller queued for the engine.

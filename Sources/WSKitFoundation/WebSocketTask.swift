@@ -113,6 +113,8 @@ public final class WebSocketTask: Sendable {
         var phase = Phase.suspended
         var socket: WebSocket?
         var connect: Task<Void, Never>?
+        /// The connect under way: a cancel ends it with its code.
+        var attempt: ConnectAttempt?
         /// Calls not given to the socket yet, in call order.
         var calls: [Call] = []
         var callsHead = 0
@@ -228,18 +230,23 @@ public final class WebSocketTask: Sendable {
         options.subprotocols = protocols + offered
         options.maximumMessageSize = maximum
         let text = url.absoluteString.replacingOccurrences(of: "^http", with: "ws", options: .regularExpression)
+        let attempt = ConnectAttempt()
         let connect = Task { [self] in
             let result: Result<WebSocket, WebSocketError>
             do throws(WebSocketError) {
-                result = .success(try await WebSocket.connect(to: text, options: options))
+                result = .success(try await WebSocket.connect(to: text, options: options, attempt: attempt))
             } catch {
                 result = .failure(error)
             }
             connected(result)
         }
-        locked.withLock { state in
-            if state.phase == .connecting { state.connect = connect } else { connect.cancel() }
+        let cancelled = locked.withLock { state -> (code: Int, reason: String)? in
+            guard state.phase == .connecting else { return state.cancelled }
+            state.connect = connect
+            state.attempt = attempt
+            return nil
         }
+        if let cancelled { attempt.cancel(code: UInt16(cancelled.code), reason: cancelled.reason) }
     }
 
     private func connected(_ result: Result<WebSocket, WebSocketError>) {
@@ -249,6 +256,7 @@ public final class WebSocketTask: Sendable {
         case .success(let socket):
             let cancelled = locked.withLock { state -> (code: Int, reason: String)? in
                 state.connect = nil
+                state.attempt = nil
                 guard state.cancelled == nil else { return state.cancelled }
                 state.socket = socket
                 state.phase = .open
@@ -420,14 +428,16 @@ public final class WebSocketTask: Sendable {
     // MARK: - Ending
 
     /// Closes with `closeCode` and `reason` (UTF-8, at most 123 bytes are sent) once the
-    /// calls made before it have gone out; a task not resumed yet or still connecting is
-    /// ended at once. Waiting calls and receives fail with `WebSocketError.cancelled`.
-    /// Codes that may not be sent (`.invalid`, 1005, 1006, 1015) close with 1000. Later
-    /// calls do nothing.
+    /// calls made before it have gone out (a ping given to the connection gets its Pong);
+    /// a task not resumed yet is ended at once, one still connecting where its connect
+    /// waits (a handshake that completed all the same gets the Close). Calls still waiting
+    /// (for the connection, or for room in its queue) and receives fail with
+    /// `WebSocketError.cancelled`. Codes that may not be sent (`.invalid`, 1005, 1006, 1015)
+    /// close with 1000. Later calls do nothing.
     public func cancel(with closeCode: CloseCode, reason: Data?) {
         let text = reason.map { String(decoding: $0, as: UTF8.self) } ?? ""
         let code = WebSocketTask.sendable(closeCode) ? closeCode.rawValue : 1000
-        let outcome = locked.withLock { state -> (phase: Phase, socket: WebSocket?)? in
+        let outcome = locked.withLock { state -> (phase: Phase, socket: WebSocket?, attempt: ConnectAttempt?)? in
             let phase = state.phase
             guard phase == .suspended || phase == .connecting || phase == .open else { return nil }
             state.cancelled = (code, text)
@@ -436,15 +446,19 @@ public final class WebSocketTask: Sendable {
                 state.closeCode = CloseCode(rawValue: code)
                 state.closeReason = reason.flatMap { $0.isEmpty ? nil : $0 }
             }
-            failWaiting(&state, with: .cancelled)
+            // Pings already given to the connection go before the Close: their Pongs come.
+            failWaiting(&state, with: .cancelled, pingsToo: phase != .open)
             state.connect?.cancel()
-            return (phase, state.socket)
+            return (phase, state.socket, state.attempt)
         }
         guard let outcome else { return }
         switch outcome.phase {
         case .suspended: finish(error: .cancelled)
         case .open: if let socket = outcome.socket { Task { try? await socket.close(code: code, reason: text) } }
-        default: break  // connecting: `connected` closes what opens, or finishes with the failure
+        default:
+            // Connecting: the connect ends where it waits, or closes what opened with this code;
+            // `connected` finishes with the failure (or closes a socket that opened just after).
+            outcome.attempt?.cancel(code: UInt16(code), reason: text)
         }
     }
 
@@ -458,10 +472,11 @@ public final class WebSocketTask: Sendable {
         }
     }
 
-    /// Every call waiting for the connection or its Pong fails, and every receive.
-    private func failWaiting(_ state: inout State, with error: WebSocketError) {
+    /// Every call waiting for the connection fails, and every receive; with `pingsToo`, the
+    /// pings waiting for their Pongs (otherwise the connection's end settles them).
+    private func failWaiting(_ state: inout State, with error: WebSocketError, pingsToo: Bool = true) {
         for call in state.takeCalls() { call.completion.complete(.failure(error), on: callbacks) }
-        let waiting = pings.withLock { pings in
+        let waiting: [Completion<Void>] = !pingsToo ? [] : pings.withLock { pings in
             defer { pings.removeAll() }
             return Array(pings.values)
         }

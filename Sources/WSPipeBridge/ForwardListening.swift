@@ -150,15 +150,8 @@ final class ForwardListening {
         case .failure(let error):
             failed(id, stream, error)
         case .success(let done):
-            let extensions: [any WebSocketExtension]
-            do throws(OpenError) {
-                extensions = try PerMessageDeflate.agreed(offer: config.client.deflate, done.opened.negotiated).map { [$0] } ?? []
-            } catch {
-                done.opened.stream.close()
-                return failed(id, stream, error)
-            }
             log.event("[\(id)] connected: \(Diagnostics.redactedLocation(done.opened.url.description))")
-            let pair = ForwardedPair(loop: loop, local: stream, opened: done, extensions: extensions, config: config) { [unowned self] in
+            let pair = ForwardedPair(loop: loop, local: stream, opened: done, config: config) { [unowned self] in
                 ended(id, $0)
             }
             connections[id] = .relayed(pair)

@@ -9,14 +9,14 @@ final class ForwardedPair {
     private let relay: StreamRelay
     private let driver: ConnectionDriver
 
-    init(loop: EventLoop, local: TCPStream, opened: ForwardListening.OpenedConnection, extensions: [any WebSocketExtension],
-         config: BridgeConfiguration, onEnd: @escaping (RelayOutcome) -> Void) {
+    init(loop: EventLoop, local: TCPStream, opened: ForwardListening.OpenedConnection, config: BridgeConfiguration,
+         onEnd: @escaping (RelayOutcome) -> Void) {
         var relayOptions = RelayOptions()
         relayOptions.chunkSize = config.stdio.chunkSize  // --chunk-size
         relay = StreamRelay(loop: loop, stream: local, options: relayOptions)
         relay.onEnd = onEnd
-        let core = WebSocketConnection(role: .client, maximumMessageSize: config.maxMessageSize, extensions: extensions)
-        driver = ConnectionDriver(loop: loop, stream: opened.opened.stream, core: core, options: ForwardedPair.connectionOptions(config),
+        driver = ConnectionDriver(loop: loop, stream: opened.opened.stream, agreement: opened.opened.agreement,
+                                  maximumMessageSize: config.maxMessageSize, options: ForwardedPair.connectionOptions(config),
                                   received: opened.buffer, parsed: opened.opened.headLength, delegate: relay)
     }
 

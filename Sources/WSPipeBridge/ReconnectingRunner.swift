@@ -241,8 +241,7 @@ extension Session {
     func connectionOpened(_ opened: Opener.Opened, received: ByteBuffer) -> (driver: ConnectionDriver, resent: UInt64)? {
         endedDriver = nil
         let sentBefore = sent.messages
-        attach(stream: opened.stream, core: WebSocketConnection(maximumMessageSize: config.maxMessageSize),
-               received: received, parsed: opened.headLength)
+        attach(opened, received: received)
         return driver.map { ($0, sent.messages - sentBefore) }
     }
 

@@ -6,15 +6,6 @@ import WebSocketTransport
 extension Session {
     // MARK: - -v and --stats at the end
 
-    /// The extensions the server agreed to, configured (zlib loaded only now).
-    func agreedExtensions(_ negotiated: ClientHandshake.Negotiated) throws(OpenError) -> [any WebSocketExtension] {
-        guard let deflate = try PerMessageDeflate.agreed(offer: config.client.deflate, negotiated),
-              let configuration = deflate.configuration else { return [] }
-        let response = negotiated.extensions.first { $0.name.lowercased() == DeflateParameters.extensionName }
-        log.event("permessage-deflate agreed: \(response.map { "\($0)" } ?? "") (\(configuration.summary))")
-        return [deflate]
-    }
-
     /// -v at the end: the messages each way, how many of them were compressed, and the
     /// wire bytes against the payload bytes of those (short ones go uncompressed).
     func compressionSummary(_ driver: ConnectionDriver) -> String {

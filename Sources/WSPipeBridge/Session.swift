@@ -143,17 +143,8 @@ public final class Session: ConnectionDelegate, StdinReaderOwner {
         // From the successful handshake on, a signal means a closing handshake.
         Signals.exitAtOnce.store(false, ordering: .relaxed)
         log.event("connected: \(Diagnostics.redactedTarget(opened.url.description))")
-
-        let extensions: [any WebSocketExtension]
-        do throws(OpenError) {
-            extensions = try agreedExtensions(opened.negotiated)
-        } catch {
-            opened.stream.close()
-            return log.report(.open(error))
-        }
         startTimers()
-        attach(stream: opened.stream, core: WebSocketConnection(maximumMessageSize: config.maxMessageSize, extensions: extensions),
-               received: receiveBuffer, parsed: opened.headLength)
+        attach(opened, received: receiveBuffer)
         loop.run()
         if let driver, driver.compression != nil { log.event(compressionSummary(driver)) }
 
@@ -167,9 +158,10 @@ public final class Session: ConnectionDelegate, StdinReaderOwner {
     /// stdout flow through it until it ends. Connections can follow one another (the
     /// one-client server, reconnection): stdin, stdout, counts and timers carry over, and
     /// `continuesAfter` decides, when one ends, whether the session waits for the next.
-    func attach(stream: ByteStream, core: WebSocketConnection, received: ByteBuffer?, parsed: Int) {
-        let driver = ConnectionDriver(loop: loop, stream: stream, core: core, options: connectionOptions,
-                                      received: received, parsed: parsed, delegate: self)
+    func attach(_ opened: Opener.Opened, received: ByteBuffer) {
+        let driver = ConnectionDriver(loop: loop, stream: opened.stream, agreement: opened.agreement,
+                                      maximumMessageSize: config.maxMessageSize, options: connectionOptions,
+                                      received: received, parsed: opened.headLength, delegate: self)
         begin(driver)
         driver.start()
         refreshStdin()

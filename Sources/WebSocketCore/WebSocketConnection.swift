@@ -54,13 +54,19 @@ public struct WebSocketConnection: Sendable {
     /// About a thousand maximum-size pings.
     public static let maximumPendingPongBytes = 128 * 1024
 
+    /// A connection as its opening handshake settled it.
     /// - Parameters:
-    ///   - role: our end of the connection.
+    ///   - agreement: what the handshake agreed (role, extensions): the extensions' RSV bits
+    ///     are accepted on the first frame of received data messages (see `MessageReader`)
+    ///     and may be set on ours.
     ///   - maximumMessageSize: largest message accepted from the peer, in bytes.
     ///   - keys: the source of masking keys (`.system` outside tests; unused by a server).
-    ///   - extensions: the negotiated extensions; their RSV bits are accepted on the first
-    ///     frame of received data messages (see `MessageReader`) and may be set on ours.
-    public init(role: Role = .client, maximumMessageSize: UInt64 = 64 << 20, keys: MaskingKeyGenerator = .system,
+    public init(_ agreement: HandshakeAgreement, maximumMessageSize: UInt64 = 64 << 20, keys: MaskingKeyGenerator = .system) {
+        self.init(role: agreement.role, maximumMessageSize: maximumMessageSize, keys: keys, extensions: agreement.extensions)
+    }
+
+    /// Tests and fuzz targets of this package: a connection no handshake settled.
+    package init(role: Role = .client, maximumMessageSize: UInt64 = 64 << 20, keys: MaskingKeyGenerator = .system,
                 extensions: [any WebSocketExtension] = []) {
         self.role = role
         self.extensions = extensions

@@ -39,8 +39,11 @@ public struct ClientOpener: Sendable {
         public let url: WebSocketURL
         /// Where WebSocket frames start in the buffer given to `open`.
         public let headLength: Int
-        /// What the server agreed to.
+        /// What the server answered.
         public let negotiated: ClientHandshake.Negotiated
+        /// The connection the handshake settled, extensions configured (zlib loaded when
+        /// permessage-deflate was agreed): what `ConnectionDriver` is made from.
+        public let agreement: HandshakeAgreement
         /// The subprotocol the server chose.
         public var subprotocol: String? { negotiated.subprotocol }
     }
@@ -67,6 +70,12 @@ public struct ClientOpener: Sendable {
             } catch {
                 throw .transport(error)
             }
+            // A connect given up on while dialing sends no request: a server that answered it
+            // would see a connection opened and dropped.
+            if deadline.cancellation?.isCancelled ?? false {
+                stream.close()
+                throw .transport(.timedOut(.sendingHandshake, seconds: deadline.seconds))
+            }
             buffer.count = 0
             let handshake = ClientHandshake(url: url, subprotocols: subprotocols, headers: headers(home, home),
                                             extensions: extensions)
@@ -74,7 +83,8 @@ public struct ClientOpener: Sendable {
             let head: HTTPResponseHead
             do {
                 let (negotiated, headLength) = try exchange.perform(handshake, into: buffer)
-                return Opened(stream: stream, url: url, headLength: headLength, negotiated: negotiated)
+                let agreement = try Self.agreement(of: handshake, negotiated, log: log)
+                return Opened(stream: stream, url: url, headLength: headLength, negotiated: negotiated, agreement: agreement)
             } catch {
                 stream.close()
                 guard followRedirects, case .handshake(.unexpectedStatus(let refused), _) = error,
@@ -105,28 +115,28 @@ public struct ClientOpener: Sendable {
     }
 }
 
-extension PerMessageDeflate {
-    /// The client's permessage-deflate as the server agreed to it (RFC 7692 §7.1), configured,
-    /// with zlib loaded for it (only now: a connection that agreed nothing never maps libz);
-    /// nil when nothing was offered or the server declined.
+extension ClientOpener {
+    /// What `negotiated` agrees to, configured, with zlib loaded for permessage-deflate (only
+    /// now: a connection that agreed nothing never maps libz).
     /// - Throws: `OpenError.handshake(.invalid)` for an answer the offer does not accept (the
     ///   handshake checked it already) or zlib that cannot be loaded.
-    public static func agreed(offer: DeflateParameters?, _ negotiated: ClientHandshake.Negotiated) throws(OpenError) -> PerMessageDeflate? {
-        guard let offer,
-              let response = negotiated.extensions.first(where: { $0.name.lowercased() == DeflateParameters.extensionName })
-        else { return nil }
-        let deflate = PerMessageDeflate.client(offer)
-        let parameters: DeflateParameters
+    static func agreement(of handshake: ClientHandshake, _ negotiated: ClientHandshake.Negotiated,
+                          log: any OpeningLog) throws(OpenError) -> HandshakeAgreement {
+        let agreement: HandshakeAgreement
         do throws(ExtensionNegotiationError) {
-            parameters = try deflate.acceptedParameters(response)
+            agreement = try handshake.agreement(negotiated)
         } catch {
             throw .handshake(.invalid(error.description), body: [])
         }
-        do throws(ZlibLoadError) {
-            try Zlib.load()
-        } catch {
-            throw .handshake(.invalid("the server agreed to permessage-deflate, but \(error.reason)"), body: [])
+        if let deflate = agreement.deflate, let configuration = deflate.configuration {
+            do throws(ZlibLoadError) {
+                try Zlib.load()
+            } catch {
+                throw .handshake(.invalid("the server agreed to permessage-deflate, but \(error.reason)"), body: [])
+            }
+            let response = negotiated.extensions.first { $0.name.lowercased() == DeflateParameters.extensionName }
+            log.event("permessage-deflate agreed: \(response.map { "\($0)" } ?? "") (\(configuration.summary))")
         }
-        return deflate.agreed(DeflateConfiguration(agreed: parameters, role: .client))
+        return agreement
     }
 }

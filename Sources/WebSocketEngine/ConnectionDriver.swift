@@ -100,11 +100,25 @@ public final class ConnectionDriver: MessageSink {
     /// Payloads up to this size are copied next to their header instead of referenced.
     public static let copyLimit = 4096
 
+    /// The one door from a finished opening handshake to a running connection: the client
+    /// (the CLI's session and reconnecting runner, --forward-listen's pairs, WSKit) and the
+    /// server make their drivers here, so a core always carries what its handshake agreed.
     /// - Parameters:
     ///   - stream: the connected stream, after the opening handshake.
-    ///   - core: the protocol state machine in the connection's role.
+    ///   - agreement: what the handshake settled (role, extensions, subprotocol).
+    ///   - maximumMessageSize: largest message accepted from the peer, in bytes.
     ///   - received: bytes already read after the handshake head, at `received.base + parsed`.
-    public init(loop: EventLoop, stream: ByteStream, core: WebSocketConnection, options: ConnectionOptions = .init(),
+    public convenience init(loop: EventLoop, stream: ByteStream, agreement: HandshakeAgreement, maximumMessageSize: UInt64,
+                            options: ConnectionOptions = .init(), received: ByteBuffer? = nil, parsed: Int = 0,
+                            delegate: ConnectionDelegate) {
+        self.init(loop: loop, stream: stream, core: WebSocketConnection(agreement, maximumMessageSize: maximumMessageSize),
+                  options: options, received: received, parsed: parsed, delegate: delegate)
+    }
+
+    /// Tests of this package: a driver over a core built by hand.
+    /// - Parameters:
+    ///   - core: the protocol state machine in the connection's role.
+    package init(loop: EventLoop, stream: ByteStream, core: WebSocketConnection, options: ConnectionOptions = .init(),
                 received: ByteBuffer? = nil, parsed: Int = 0, delegate: ConnectionDelegate) {
         self.loop = loop
         self.stream = stream

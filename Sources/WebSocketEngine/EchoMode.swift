@@ -1,8 +1,8 @@
 import WebSocketCore
 
-/// Sends every message back with its type, as it arrives: each received piece goes out as a
-/// fragment (a server's frames are unmasked, so the pieces are sent from the receive
-/// buffer without copying beyond small ones).
+/// Sends every message back with its type, as it arrives: a message whole within one read
+/// as one frame, one still arriving as fragments (a server's frames are unmasked, so the
+/// pieces are sent from the receive buffer without copying beyond small ones).
 ///
 /// A client that sends faster than it reads is paused (its reading stops) while its queue
 /// is over the driver's `queueLimit`, so memory stays bounded.
@@ -12,11 +12,17 @@ public final class EchoMode: ServerMode {
     public func handler(for connection: ServerConnection) -> ConnectionDelegate { EchoHandler() }
 }
 
-/// One client's echo: the type of the message being echoed and whether its first frame
-/// went out.
+/// One client's echo. A message whole within one read goes back as one final frame
+/// (`81 05 hello`, not a fragment and an empty final continuation: clients with weak
+/// fragmentation support pay for those): the latest piece is held until the message ends
+/// or the read has been processed, and a piece that continues it in the same buffer (what
+/// inflating writes) joins it. A message still arriving streams as fragments.
 final class EchoHandler: ConnectionDelegate {
     private var kind: Opcode = .text
+    /// Whether the message's first frame went out.
     private var started = false
+    /// The piece held back (valid while its buffer is held).
+    private var held: (start: UnsafeMutableRawPointer, count: Int, buffer: ByteBuffer)?
 
     public func connection(_ connection: ConnectionDriver, didStartMessage kind: MessageKind) {
         self.kind = kind.opcode
@@ -25,16 +31,34 @@ final class EchoHandler: ConnectionDelegate {
 
     public func connection(_ connection: ConnectionDriver, didReceive bytes: UnsafeMutableRawPointer, count: Int, in buffer: ByteBuffer) {
         guard count > 0 else { return }
-        connection.send(started ? .continuation : kind, fin: false, bytes, count: count, in: buffer)
-        started = true
+        if let piece = held {
+            if piece.buffer === buffer && piece.start + piece.count == bytes {
+                held = (piece.start, piece.count + count, buffer)
+                return
+            }
+            sendHeld(connection, fin: false)
+        }
+        held = (bytes, count, buffer)
     }
 
     public func connectionDidEndMessage(_ connection: ConnectionDriver) {
-        connection.send(started ? .continuation : kind, fin: true, nil, count: 0, in: nil)
+        if held != nil {
+            sendHeld(connection, fin: true)
+        } else {
+            connection.send(started ? .continuation : kind, fin: true, nil, count: 0, in: nil)
+        }
         started = false
     }
 
+    private func sendHeld(_ connection: ConnectionDriver, fin: Bool) {
+        guard let piece = held else { return }
+        held = nil
+        connection.send(started ? .continuation : kind, fin: fin, piece.start, count: piece.count, in: piece.buffer)
+        started = true
+    }
+
     public func connectionDidProcessInput(_ connection: ConnectionDriver) {
+        sendHeld(connection, fin: false)  // the rest of the message is still arriving
         if connection.queuedBytes >= connection.options.queueLimit { connection.pauseReading() }
     }
 

@@ -354,9 +354,9 @@ public final class ServerDriver {
         let connection = ServerConnection(info: info, server: self)
         connections[id] = connection
         connection.handler = delegate ?? mode.handler(for: connection)
-        let core = WebSocketConnection(role: .server, maximumMessageSize: configuration.maximumMessageSize,
-                                       extensions: deflate.map { [$0.agreed] } ?? [])
-        let driver = ConnectionDriver(loop: loop, stream: stream, core: core, options: configuration.connection,
+        let agreement = ServerHandshake.agreement(subprotocol: subprotocol, deflate: deflate?.agreed)
+        let driver = ConnectionDriver(loop: loop, stream: stream, agreement: agreement,
+                                      maximumMessageSize: configuration.maximumMessageSize, options: configuration.connection,
                                       received: received, parsed: parsed, delegate: connection)
         onEvent?(.connected(connection))
         mode.connectionWillStart(connection, driver: driver)

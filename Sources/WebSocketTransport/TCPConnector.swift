@@ -160,7 +160,9 @@ public enum TCPConnector {
             if ready < 0 && errno != EINTR {
                 throw .system(call: "poll", errno: errno)
             }
-            guard ready > 0 else { continue }
+            // Cancelled: the check above ends the attempts, even when a connect completed in
+            // the same poll (a connection the caller gave up on is not used).
+            guard ready > 0, !(deadline.cancellation?.isCancelled ?? false) else { continue }
             let failedAt = Instant.now()
             for (slot, entry) in entries.prefix(pending.count).enumerated().reversed() where entry.revents != 0 {
                 let attempt = pending[slot]

@@ -1,7 +1,7 @@
 // Pages in headless Chromium (peers/browser.py over the DevTools protocol) talking to the
 // real binary: the --devconsole page and a --static page, each sending and receiving
 // messages through `wspipe -l ... --echo` (and binary ones from a program). Skipped, with
-// one line, where chromium is not installed (scripts/setup installs it).
+// one line, where chromium is not installed (scripts/setup installs it); failed under CI=true.
 import Foundation
 import Glibc
 import TestSupport
@@ -21,23 +21,6 @@ final class BrowserTests: IntegrationTestCase {
 
     private func quoted(_ text: String) -> String {
         String(decoding: try! JSONSerialization.data(withJSONObject: [text]), as: UTF8.self).dropFirst().dropLast().description
-    }
-
-    /// Each expression's JSON value, in order (browser.py's lines); skips without chromium.
-    private func browse(_ url: String, _ expressions: [String]) throws -> [Any] {
-        let child = try ChildProcess(executable: Locations.python,
-                                     arguments: ["\(Locations.peers)/browser.py", "--timeout", "60", url] + expressions,
-                                     environment: Locations.baseEnvironment, stdin: .null)
-        let result = finish(child, timeout: 90)
-        if result.exitCode == 77 { throw XCTSkip("chromium is not installed (scripts/setup installs it)") }
-        XCTAssertEqual(result.exitCode, 0, result.stdoutText + result.stderr)
-        let values = try result.stdoutText.split(separator: "\n").map { line -> Any in
-            let object = try XCTUnwrap(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])
-            if let error = object["error"] { XCTFail("in the page: \(error)\n\(result.stderr)") }
-            return object["value"] ?? NSNull()
-        }
-        XCTAssertEqual(values.count, expressions.count, result.stdoutText + result.stderr)
-        return values
     }
 
     func testTheDevConsoleSendsLinesAndShowsMessagesTypesAndTheClose() throws {
@@ -96,5 +79,26 @@ final class BrowserTests: IntegrationTestCase {
         XCTAssertEqual(values.last as? [String], ["text:héllo", "binary:0,1,255", "close:1000"])
         server.signal(SIGTERM)
         assertExit(finish(server), 0)
+    }
+}
+
+/// Pages in headless Chromium, for every integration test that needs a browser.
+extension IntegrationTestCase {
+    /// Each expression's JSON value, in order (browser.py's lines), on the page at `url`;
+    /// without chromium, `Tool.chromium.absence()` (a skip, a failure under CI=true).
+    func browse(_ url: String, _ expressions: [String], file: StaticString = #filePath, line: UInt = #line) throws -> [Any] {
+        let child = try ChildProcess(executable: Locations.python,
+                                     arguments: ["\(Locations.peers)/browser.py", "--timeout", "60", url] + expressions,
+                                     environment: Locations.baseEnvironment, stdin: .null)
+        let result = finish(child, timeout: 90)
+        if result.exitCode == 77 { throw Tool.chromium.absence(file: file, line: line) }  // browser.py found no chromium
+        XCTAssertEqual(result.exitCode, 0, result.stdoutText + result.stderr)
+        let values = try result.stdoutText.split(separator: "\n").map { line -> Any in
+            let object = try XCTUnwrap(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])
+            if let error = object["error"] { XCTFail("in the page: \(error)\n\(result.stderr)") }
+            return object["value"] ?? NSNull()
+        }
+        XCTAssertEqual(values.count, expressions.count, result.stdoutText + result.stderr)
+        return values
     }
 }

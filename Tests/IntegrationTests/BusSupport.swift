@@ -1,5 +1,6 @@
 // What the --bus tests share: a real redis-server or nats-server on loopback (started on a
-// free port, killed at the end; the test skipped with one line when it is not installed),
+// free port, killed at the end; the test skipped with one line when it is not installed,
+// failed under CI=true),
 // wspipe --broadcast on it, and publishers beside it.
 import Foundation
 import XCTest
@@ -9,22 +10,13 @@ import Glibc
 #endif
 
 class BusTestCase: IntegrationTestCase {
-    static let redisServer = "/usr/bin/redis-server"
-    static let redisCLI = "/usr/bin/redis-cli"
-
-    func requireRedis() throws {
-        guard FileManager.default.isExecutableFile(atPath: Self.redisServer),
-              FileManager.default.isExecutableFile(atPath: Self.redisCLI) else {
-            throw XCTSkip("redis-server/redis-cli not installed (scripts/setup installs them): skipping the --bus tests")
-        }
-    }
-
     /// A redis-server on 127.0.0.1:`port` (a free one when nil), ready for connections.
     func startRedis(port: Int? = nil, _ extra: [String] = []) throws -> (ChildProcess, Int) {
-        try requireRedis()
+        let server = try Tool.redisServer.path()
+        _ = try Tool.redisCLI.path()  // the tests publish with it
         let port = try port ?? LoopbackSocket(listening: false).port
         let tls = extra.contains("--tls-port")
-        let child = try startServer(Self.redisServer, ["--port", tls ? "0" : "\(port)", "--bind", "127.0.0.1", "--save", "",
+        let child = try startServer(server, ["--port", tls ? "0" : "\(port)", "--bind", "127.0.0.1", "--save", "",
                                                        "--appendonly", "no", "--dir", temporaryDirectory] + extra,
                                     ready: "Ready to accept connections") { $0.stdout }
         return (child, port)
@@ -72,7 +64,7 @@ class BusTestCase: IntegrationTestCase {
 
     @discardableResult
     func redisCLI(_ port: Int, _ arguments: [String], stdin: [UInt8] = []) throws -> RunResult {
-        let child = try ChildProcess(executable: Self.redisCLI, arguments: ["-h", "127.0.0.1", "-p", "\(port)"] + arguments,
+        let child = try ChildProcess(executable: try Tool.redisCLI.path(), arguments: ["-h", "127.0.0.1", "-p", "\(port)"] + arguments,
                                      environment: Locations.baseEnvironment, stdin: .bytes(stdin))
         let result = child.wait(timeout: 30)
         XCTAssertEqual(result.exitCode, 0, "redis-cli \(arguments): \(result)")
@@ -89,17 +81,11 @@ class BusTestCase: IntegrationTestCase {
         return finish(client, timeout: 20)
     }
 
-    /// Debian installs it in /usr/sbin.
-    static let natsServer = ["/usr/sbin/nats-server", "/usr/bin/nats-server"]
-        .first { FileManager.default.isExecutableFile(atPath: $0) } ?? "/usr/sbin/nats-server"
-
     /// nats-server on 127.0.0.1:`port` (a free one when nil), ready for connections.
     func startNATS(port: Int? = nil, _ extra: [String] = []) throws -> (ChildProcess, Int) {
-        guard FileManager.default.isExecutableFile(atPath: Self.natsServer) else {
-            throw XCTSkip("nats-server not installed (scripts/setup installs it): skipping the nats:// tests")
-        }
+        let server = try Tool.natsServer.path()
         let port = try port ?? LoopbackSocket(listening: false).port
-        let child = try startServer(Self.natsServer, ["-a", "127.0.0.1", "-p", "\(port)"] + extra, ready: "Server is ready") { $0.stderr }
+        let child = try startServer(server, ["-a", "127.0.0.1", "-p", "\(port)"] + extra, ready: "Server is ready") { $0.stderr }
         return (child, port)
     }
 

@@ -141,8 +141,7 @@ final class DeflateInteropTests: IntegrationTestCase {
     }
 
     func testEchoThroughNodeWs() throws {
-        let ws = "/usr/share/nodejs/ws"
-        guard FileManager.default.fileExists(atPath: ws) else { throw XCTSkip("node-ws is not installed (apt-get install node-ws)") }
+        let (node, ws) = try Tool.nodeWithWS()
         let script = path("echo.js")
         try """
             const { WebSocketServer } = require('\(ws)');
@@ -150,7 +149,7 @@ final class DeflateInteropTests: IntegrationTestCase {
             wss.on('listening', () => console.log('PORT ' + wss.address().port));
             wss.on('connection', (s) => s.on('message', (m, binary) => s.send(m, { binary })));
             """.write(toFile: script, atomically: true, encoding: .utf8)
-        let server = try startPeer(executable: "/usr/bin/node", arguments: [script])
+        let server = try startPeer(executable: node, arguments: [script])
         let result = try runWspipe(["-v", url(server)], stdin: .bytes(Array(feed.utf8)))
         assertExit(result, 0)
         XCTAssertEqual(result.stdoutText, feed)

@@ -120,8 +120,7 @@ final class DeflateServerTests: IntegrationTestCase {
     }
 
     func testNodeWsClientWithPerMessageDeflate() throws {
-        let ws = "/usr/share/nodejs/ws"
-        guard FileManager.default.fileExists(atPath: ws) else { throw XCTSkip("node-ws is not installed (apt-get install node-ws)") }
+        let (node, ws) = try Tool.nodeWithWS()
         let (server, url) = try startServer(["--echo"])
         let script = path("client.js")
         try """
@@ -138,8 +137,8 @@ final class DeflateServerTests: IntegrationTestCase {
             });
             c.on('close', (code) => console.log('CLOSE ' + code));
             """.write(toFile: script, atomically: true, encoding: .utf8)
-        let node = try ChildProcess(executable: "/usr/bin/node", arguments: [script], environment: Locations.baseEnvironment, stdin: .null)
-        let result = finish(node, timeout: 30)
+        let client = try ChildProcess(executable: node, arguments: [script], environment: Locations.baseEnvironment, stdin: .null)
+        let result = finish(client, timeout: 30)
         // ws shows the agreed extension's name only.
         XCTAssertEqual(result.stdoutText, "EXT permessage-deflate\nOK 301\nCLOSE 1000\n", result.stderr)
         server.signal(SIGTERM)

@@ -97,12 +97,8 @@ final class DialTests: IntegrationTestCase {
 
     // MARK: --resolve, happy eyeballs, -4/-6
 
-    private func requireIPv6() throws {
-        guard ipv6LoopbackAvailable() else { throw XCTSkip("this machine has no IPv6 loopback (cannot bind a socket to ::1)") }
-    }
-
     func testIPv6RefusedFallsBackToIPv4() throws {
-        try requireIPv6()
+        try requireIPv6Loopback()
         let echo = try startEcho()  // 127.0.0.1 only: [::1] on the same port refuses
         let result = try runWspipe(["-v", "--resolve", "dual.test:\(echo.port):::1,127.0.0.1", "ws://dual.test:\(echo.port)/"],
                                    stdin: .bytes(Array("fallback\n".utf8)))
@@ -114,7 +110,7 @@ final class DialTests: IntegrationTestCase {
     }
 
     func testIPv6BlackholeCostsOnlyTheAttemptDelay() throws {
-        try requireIPv6()
+        try requireIPv6Loopback()
         let echo = try startEcho()
         let blackhole = try IPv6Blackhole(port: echo.port)
         _ = blackhole

@@ -113,11 +113,7 @@ final class DirServerTests: IntegrationTestCase {
     }
 
     func testValidPathsGiveWebsocketdsVariables() throws {
-        let websocketdPath = "/usr/bin/websocketd"
-        guard FileManager.default.isExecutableFile(atPath: websocketdPath) else {
-            XCTFail("websocketd is missing: run scripts/setup")
-            return
-        }
+        let websocketdPath = try Tool.websocketd.path()
         let (server, port) = try startListening(["--dir", tree])
         let theirPort = try LoopbackSocket(listening: false).port
         let websocketd = try ChildProcess(executable: websocketdPath,

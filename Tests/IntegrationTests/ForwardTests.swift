@@ -48,8 +48,7 @@ final class ForwardTests: IntegrationTestCase {
     }
 
     func testNodeWsClientThroughTheGateway() throws {
-        let ws = "/usr/share/nodejs/ws"
-        guard FileManager.default.fileExists(atPath: ws) else { throw XCTSkip("node-ws is not installed (apt-get install node-ws)") }
+        let (node, ws) = try Tool.nodeWithWS()
         let echo = try target("echo")
         let (gateway, port) = try self.gateway(["--forward", "tcp:127.0.0.1:\(echo.port)"])
         let program = path("client.js")
@@ -68,7 +67,7 @@ final class ForwardTests: IntegrationTestCase {
         const timer = setTimeout(() => { console.log('timeout'); process.exit(1); }, 30000);
         socket.on('close', (code) => { console.log('closed ' + code); clearTimeout(timer); });
         """.write(toFile: program, atomically: true, encoding: .utf8)
-        let child = try ChildProcess(executable: "/usr/bin/node", arguments: [program], environment: Locations.baseEnvironment, stdin: .null)
+        let child = try ChildProcess(executable: node, arguments: [program], environment: Locations.baseEnvironment, stdin: .null)
         let result = finish(child, timeout: 40)
         XCTAssertEqual(result.stdoutText, "protocol binary\nsame\nclosed 1000\n", "\(result)")
         _ = stop(gateway)
@@ -218,14 +217,8 @@ final class ForwardTests: IntegrationTestCase {
     /// A page in headless Chromium (peers/browser.py), served by the gateway itself
     /// (--static), opens a WebSocket through it to the echo (--sameorigin admits the page's
     /// Origin): binary bytes come back as they went, text comes back as its UTF-8 bytes.
-    ///
-    /// Needs peers/browser.py, --static and --sameorigin (branches static-s2 and dir-s2): until
-    /// they are merged it skips. Run on the trial merge of static-s2: passes, and fails without
-    /// --sameorigin (the page's WebSocket gets 403).
+    /// Fails without --sameorigin (the page's WebSocket gets 403).
     func testABrowserPageThroughTheGatewayToAnEcho() throws {
-        guard FileManager.default.fileExists(atPath: "\(Locations.peers)/browser.py") else {
-            throw XCTSkip("peers/browser.py (the browser driver of static-s2) is not on this branch")
-        }
         let echo = try target("echo")
         let site = path("site")
         try FileManager.default.createDirectory(atPath: site, withIntermediateDirectories: true)
@@ -233,19 +226,13 @@ final class ForwardTests: IntegrationTestCase {
         let (gateway, port) = try self.gateway(["--forward", "tcp:127.0.0.1:\(echo.port)", "--static", site, "--sameorigin"])
         let open = "const ws = new WebSocket('ws://' + location.host + '/', ['binary']); ws.binaryType = 'arraybuffer';"
             + " ws.onerror = () => no(new Error('WebSocket error')); setTimeout(() => no(new Error('timeout')), 15000);"
-        let child = try ChildProcess(executable: Locations.python, arguments: [
-            "\(Locations.peers)/browser.py", "--timeout", "60", "http://127.0.0.1:\(port)/",
+        let values = try browse("http://127.0.0.1:\(port)/", [
             "new Promise((ok, no) => { \(open) ws.onopen = () => ws.send(new Uint8Array([1, 2, 3, 250]));"
                 + " ws.onmessage = (e) => { ok(ws.protocol + ' ' + Array.from(new Uint8Array(e.data)).join(',')); ws.close(1000); }; })",
             "new Promise((ok, no) => { \(open) ws.onopen = () => ws.send('h\u{e9}llo');"
                 + " ws.onmessage = (e) => { ok(new TextDecoder().decode(e.data)); ws.close(1000); }; })",
-        ], environment: Locations.baseEnvironment, stdin: .null)
-        let result = finish(child, timeout: 90)
-        if result.exitCode == 77 { throw XCTSkip("chromium is not installed (scripts/setup installs it)") }
-        let values = result.stdoutText.split(separator: "\n").map { line in
-            (try? JSONSerialization.jsonObject(with: Data(line.utf8))).flatMap { ($0 as? [String: Any])?["value"] as? String }
-        }
-        XCTAssertEqual(values, ["binary 1,2,3,250", "h\u{e9}llo"], "\(result)")
+        ])
+        XCTAssertEqual(values.map { $0 as? String }, ["binary 1,2,3,250", "h\u{e9}llo"], "\(values)")
         let stderr = stop(gateway)
         XCTAssertTrue(stderr.contains("client 2: tcp:127.0.0.1:\(echo.port): 6 bytes to the target, 6 from it"), stderr)
     }

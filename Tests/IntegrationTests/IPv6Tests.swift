@@ -3,9 +3,7 @@ import TestSupport
 
 final class IPv6Tests: IntegrationTestCase {
     func testEchoOverIPv6Loopback() throws {
-        guard ipv6LoopbackAvailable() else {
-            throw XCTSkip("this machine has no IPv6 loopback (cannot bind a socket to ::1)")
-        }
+        try requireIPv6Loopback()
         let echo = try startEcho(["--host", "::1"])
         let result = try runWspipe(["-v", "ws://[::1]:\(echo.port)/v6"], stdin: .bytes(Array("six\n".utf8)))
         assertExit(result, 0)
@@ -14,9 +12,7 @@ final class IPv6Tests: IntegrationTestCase {
     }
 
     func testTLSOverIPv6VerifiesTheIPAddress() throws {
-        guard ipv6LoopbackAvailable() else {
-            throw XCTSkip("this machine has no IPv6 loopback (cannot bind a socket to ::1)")
-        }
+        try requireIPv6Loopback()
         let tls = try TLSMaterial.shared()
         let good = try startEcho(["--host", "::1", "--tls", tls.serverCert, tls.serverKey]) // SAN IP:::1
         let result = try runWspipe(["--cacert", tls.caCert, "wss://[::1]:\(good.port)/"], stdin: .bytes(Array("v6\n".utf8)))

@@ -57,10 +57,7 @@ final class ServiceListenTests: IntegrationTestCase {
     /// systemd's own launcher (apt systemd), where installed: it binds, waits for the first
     /// connection, then execs wspipe with LISTEN_FDS=1, LISTEN_PID and LISTEN_FDNAMES.
     func testSystemdSocketActivateStartsUsAtTheFirstConnection() throws {
-        let launcher = "/usr/bin/systemd-socket-activate"
-        guard FileManager.default.isExecutableFile(atPath: launcher) else {
-            throw XCTSkip("systemd-socket-activate is not installed (apt systemd)")
-        }
+        let launcher = try Tool.systemdSocketActivate.path()
         let port = try LoopbackSocket(listening: false).port
         let server = try ChildProcess(executable: launcher, arguments: ["-l", "127.0.0.1:\(port)", Locations.wspipe, "-l", "systemd", "--echo"],
                                       environment: Locations.baseEnvironment, stdin: .null)
@@ -149,10 +146,7 @@ final class ServiceListenTests: IntegrationTestCase {
 
     /// The example units are valid where systemd-analyze is installed.
     func testTheExampleUnitsVerify() throws {
-        let analyze = "/usr/bin/systemd-analyze"
-        guard FileManager.default.isExecutableFile(atPath: analyze) else {
-            throw XCTSkip("systemd-analyze is not installed (apt systemd)")
-        }
+        let analyze = try Tool.systemdAnalyze.path()
         // verify checks that ExecStart's program exists: the copies name the built binary.
         let directory = Locations.packageRoot + "/examples/systemd"
         var units: [String] = []

@@ -275,9 +275,8 @@ final class StaticFilesTests: IntegrationTestCase {
     /// those two capabilities; skipped, saying why, when that cannot be done.
     private func startListeningBoundByFileModes(_ arguments: [String]) throws -> (ChildProcess, Int) {
         guard getuid() == 0 else { return try startListening(arguments) }
-        let setpriv = "/usr/bin/setpriv", dropped = ["--bounding-set", "-dac_override,-dac_read_search"]
-        guard FileManager.default.isExecutableFile(atPath: setpriv),
-              let probe = try? ChildProcess(executable: setpriv, arguments: dropped + ["/bin/true"], environment: [:], stdin: .null),
+        let setpriv = try Tool.setpriv.path(), dropped = ["--bounding-set", "-dac_override,-dac_read_search"]
+        guard let probe = try? ChildProcess(executable: setpriv, arguments: dropped + ["/bin/true"], environment: [:], stdin: .null),
               finish(probe).termination == .exited(0) else {
             throw XCTSkip("running as root, which reads a mode-000 file, and setpriv cannot drop CAP_DAC_OVERRIDE here")
         }

@@ -31,3 +31,38 @@ package enum Wire {
         frame(0x8, [UInt8(code >> 8), UInt8(code & 0xFF)] + reason)
     }
 }
+
+extension Wire {
+    /// One frame read back from bytes a peer wrote, its payload unmasked.
+    package struct ReadFrame {
+        package let fin: Bool
+        package let opcode: UInt8
+        package let masked: Bool
+        package let payload: [UInt8]
+        /// Header, masking key and payload: where the next frame starts.
+        package let size: Int
+    }
+
+    /// The first frame of `bytes` (RFC 6455 §5.2: 2-byte header, 16- or 64-bit extended
+    /// length, masking key), or nil while `bytes` holds only part of it.
+    package static func readFrame(_ bytes: ArraySlice<UInt8>) -> ReadFrame? {
+        let start = bytes.startIndex
+        guard bytes.count >= 2 else { return nil }
+        let masked = bytes[start + 1] & 0x80 != 0
+        var length = Int(bytes[start + 1] & 0x7F)
+        var at = start + 2
+        let extended = length == 126 ? 2 : length == 127 ? 8 : 0
+        guard bytes.endIndex - at >= extended + (masked ? 4 : 0) else { return nil }
+        if extended > 0 {
+            length = bytes[at..<(at + extended)].reduce(0) { $0 << 8 | Int($1) }
+            at += extended
+        }
+        let key = masked ? Array(bytes[at..<(at + 4)]) : []
+        at += key.count
+        guard length >= 0, bytes.endIndex - at >= length else { return nil }
+        var payload = Array(bytes[at..<(at + length)])
+        if masked { for i in payload.indices { payload[i] ^= key[i % 4] } }
+        return ReadFrame(fin: bytes[start] & 0x80 != 0, opcode: bytes[start] & 0x0F, masked: masked,
+                         payload: payload, size: at + length - start)
+    }
+}

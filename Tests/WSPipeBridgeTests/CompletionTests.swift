@@ -112,13 +112,12 @@ final class CompletionTests: XCTestCase {
             _wspipe
             printf '%s\\n' "${COMPREPLY[@]}"
             """
-        let result = try run("/bin/bash", ["-c", script, "bash", Self.bashFile])
+        let result = try run(try Tool.bash.path(), ["-c", script, "bash", Self.bashFile])
         XCTAssertEqual(result.status, 0, result.output)
         return result.output.split(separator: "\n").map(String.init)
     }
 
     func testBashCompletionRuns() throws {
-        guard FileManager.default.isExecutableFile(atPath: "/bin/bash") else { throw XCTSkip("no bash") }
         let offered = Set(try bashComplete(["wspipe", "-"]))
         let expected = Set(Option.allCases.map(\.longName) + Option.allCases.compactMap { $0.shortName.map { "-\($0)" } })
         XCTAssertEqual(offered, expected, "completing '-' offers exactly the options")
@@ -140,9 +139,7 @@ final class CompletionTests: XCTestCase {
     }
 
     func testZshCompletionParses() throws {
-        guard let zsh = ["/usr/bin/zsh", "/bin/zsh"].first(where: { FileManager.default.isExecutableFile(atPath: $0) }) else {
-            throw XCTSkip("zsh is not installed")
-        }
+        let zsh = try Tool.zsh.path()
         let result = try run(zsh, ["-n", Self.zshFile])
         XCTAssertEqual(result.status, 0, "zsh -n completions/_wspipe: \(result.output)")
     }

@@ -14,9 +14,7 @@ final class InstallTests: XCTestCase {
     ]
 
     private func make(_ arguments: [String]) throws -> RunResult {
-        guard let make = ["/usr/bin/make", "/bin/make"].first(where: { FileManager.default.isExecutableFile(atPath: $0) }) else {
-            throw XCTSkip("make is not installed")
-        }
+        let make = try Tool.make.path()
         let child = try ChildProcess(executable: make, arguments: ["-s", "-C", Locations.packageRoot] + arguments,
                                      environment: Locations.baseEnvironment)
         return child.wait(timeout: 30)

@@ -144,10 +144,8 @@ final class ManPageTests: XCTestCase {
     /// `man -l` at 80 columns says nothing on stderr: no "cannot adjust line", no "table
     /// wider than line width" (narrow table columns, long unbreakable words).
     func testManPageFormatsAt80ColumnsWithoutWarnings() throws {
-        guard let man = ["/usr/bin/man", "/bin/man"].first(where: { FileManager.default.isExecutableFile(atPath: $0) }),
-              FileManager.default.isExecutableFile(atPath: "/usr/bin/groff") else {
-            throw XCTSkip("man or groff is not installed")
-        }
+        let man = try Tool.man.path()
+        _ = try Tool.groff.path()  // man formats with it
         let process = Process()
         process.executableURL = URL(fileURLWithPath: man)
         process.arguments = ["-l", Self.manPagePath]

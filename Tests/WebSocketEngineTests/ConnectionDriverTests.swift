@@ -3,6 +3,7 @@ import Glibc
 import WebSocketCore
 @testable import WebSocketEngine
 import WebSocketTransport
+import TestSupport
 import XCTest
 
 final class ConnectionDriverTests: XCTestCase {
@@ -178,12 +179,11 @@ final class ConnectionDriverTests: XCTestCase {
         XCTAssertTrue(spin {
             let n = read(b.fileDescriptor, &chunk, chunk.count)
             if n > 0 { bytes += chunk[0..<n] }
-            return bytes.count >= 6 && bytes.count >= 6 + Int(bytes[1] & 0x7f)
+            return Wire.readFrame(bytes[...]) != nil
         }, "the barrier ping is written")
-        XCTAssertEqual(bytes.first, 0x89)
-        let length = Int(bytes[1] & 0x7f), key = Array(bytes[2..<6])
-        let payload = (0..<length).map { bytes[6 + $0] ^ key[$0 % 4] }
-        var answer: [UInt8] = [0x8A, UInt8(length)] + payload + [0x88, 0x03, 0x03, 0xF3, 0x78]  // Pong, Close 1011 "x"
+        let ping = try XCTUnwrap(Wire.readFrame(bytes[...]))
+        XCTAssertEqual(ping.opcode, 0x9)
+        var answer: [UInt8] = [0x8A, UInt8(ping.payload.count)] + ping.payload + [0x88, 0x03, 0x03, 0xF3, 0x78]  // Pong, Close 1011 "x"
         XCTAssertEqual(write(b.fileDescriptor, &answer, answer.count), answer.count)
         XCTAssertTrue(spin { log.ending != nil })
         guard case .closed(let handshake)? = log.ending else { return XCTFail("\(String(describing: log.ending))") }
@@ -442,27 +442,95 @@ final class ConnectionDriverTests: XCTestCase {
         XCTAssertTrue(spin(2) { woken > 0 })
     }
 
+    // MARK: - The readClose helper (it skipped, trapped on a masked header read in pieces, spun on a short payload)
+
+    /// `bytes` written to `stream` now, and `later` 30 ms on (from a loop timer, so while
+    /// readClose turns the loop).
+    func feed(_ stream: TCPStream, _ bytes: [UInt8], then later: [UInt8] = []) {
+        XCTAssertEqual(bytes.withUnsafeBytes { write(stream.fileDescriptor, $0.baseAddress, $0.count) }, bytes.count)
+        guard !later.isEmpty else { return }
+        let timer = loop.timer {
+            XCTAssertEqual(later.withUnsafeBytes { write(stream.fileDescriptor, $0.baseAddress, $0.count) }, later.count)
+        }
+        loop.arm(timer, at: Instant.now().adding(seconds: 0.03))
+    }
+
+    func testReadCloseWaitsForAMaskedHeaderThatArrivesInPieces() throws {
+        let (a, b) = streamPair()
+        let frame = Wire.frame(0x8, [0x03, 0xE8] + Array("bye".utf8), mask: [0x11, 0x22, 0x33, 0x44])
+        feed(b, Array(frame[..<5]), then: Array(frame[5...]))  // header and 3 of the key's 4 bytes first
+        XCTAssertEqual(try readClose(a), 1000)
+        let long = Wire.frame(0x8, [0x0F, 0xA1] + [UInt8](repeating: 0x61, count: 300), mask: [9, 8, 7, 6])  // 16-bit length
+        feed(b, Array(long[..<3]), then: Array(long[3...]))
+        XCTAssertEqual(try readClose(a), 4001)
+    }
+
+    func testReadCloseOfAnEmptyPayloadIsNoCode() throws {
+        let (a, b) = streamPair()
+        feed(b, [0x88, 0x00])
+        XCTAssertNil(try readClose(a))
+        feed(b, [0x88, 0x80, 1, 2, 3, 4])  // masked, empty
+        XCTAssertNil(try readClose(a))
+    }
+
+    func testReadCloseFailsRatherThanSkipsWhereNoCodeCanBeRead() {
+        func assertFails(_ bytes: [UInt8], endStream: Bool = false, _ what: String) {
+            let (a, b) = streamPair()
+            feed(b, bytes)
+            if endStream { shutdown(b.fileDescriptor, Int32(SHUT_WR)) }
+            XCTAssertThrowsError(try readClose(a, seconds: 0.2), what) { error in
+                XCTAssertTrue(error is HarnessError, "\(what): \(error) is no failure")
+            }
+        }
+        assertFails([], "nothing written")
+        assertFails([0x88, 0x82, 1, 2], "a masked header cut in its key")
+        assertFails([0x88, 0x01, 0x03], "a 1-byte payload")
+        assertFails(Wire.text("hi"), "a text frame")
+        assertFails([0x88, 0x02, 0x03], endStream: true, "the stream ends inside the payload")
+    }
+
+    func testWireReadsFramesOfEveryLengthEncodingBackOnlyWhenWhole() {
+        for (count, mask) in [(0, nil), (125, [1, 2, 3, 4]), (126, nil), (65_535, [5, 6, 7, 8]), (65_536, nil)] as [(Int, [UInt8]?)] {
+            let payload = (0..<count).map { UInt8(truncatingIfNeeded: $0 &* 31) }
+            let frame = Wire.frame(0x2, payload, fin: false, mask: mask) + [0x89, 0x00]  // and a Ping behind it
+            let read = Wire.readFrame(frame[...])
+            XCTAssertEqual(read?.fin, false, "\(count)")
+            XCTAssertEqual(read?.opcode, 0x2, "\(count)")
+            XCTAssertEqual(read?.masked, mask != nil, "\(count)")
+            XCTAssertEqual(read?.payload, payload, "\(count)")
+            XCTAssertEqual(read?.size, frame.count - 2, "\(count)")
+            for cut in [0, 1, 2, 3, 5, 9, frame.count - 3] where cut < frame.count - 2 {
+                XCTAssertNil(Wire.readFrame(frame[..<cut]), "\(count) bytes, \(cut) of the frame")
+            }
+            XCTAssertEqual(Wire.readFrame(frame[(frame.count - 2)...])?.opcode, 0x9, "a slice not starting at 0")
+        }
+    }
+
     // MARK: - Helpers
 
-    /// Reads the Close frame the driver sent on `stream` (unmasked or masked) and returns its code.
-    func readClose(_ stream: TCPStream) throws -> Int {
+    /// The code of the Close frame the driver sent on `stream` (masked or not), read while
+    /// the loop turns; nil for an empty payload (a Close without a code). No whole frame
+    /// within `seconds`, another frame first, or a 1-byte payload throws: a failure.
+    func readClose(_ stream: TCPStream, seconds: Double = 2) throws -> Int? {
         var bytes: [UInt8] = []
-        let deadline = Instant.now().adding(seconds: 2)
         var buffer = [UInt8](repeating: 0, count: 4096)
-        while Instant.now() < deadline {
+        var ended = false
+        var frame: Wire.ReadFrame?
+        spin(seconds) {
             let n = read(stream.fileDescriptor, &buffer, buffer.count)
-            if n > 0 { bytes += buffer[0..<n] } else if n == 0 { break } else { usleep(5000) }
-            if bytes.count >= 4 { break }
+            if n > 0 { bytes += buffer[0..<n] } else if n == 0 { ended = true }
+            frame = Wire.readFrame(bytes[...])
+            return frame != nil || ended
         }
-        guard bytes.count >= 4, bytes[0] == 0x88 else { throw XCTSkip("no Close frame: \(bytes)") }
-        let masked = bytes[1] & 0x80 != 0
-        var payload = Array(bytes[(masked ? 6 : 2)...])
-        if masked {
-            let key = Array(bytes[2..<6])
-            while payload.count < 2 { usleep(5000) }
-            for i in payload.indices { payload[i] ^= key[i % 4] }
+        guard let frame else {
+            throw HarnessError("no whole frame \(ended ? "before the end of the stream" : "within \(seconds) s"): \(bytes)")
         }
-        return Int(payload[0]) << 8 | Int(payload[1])
+        guard frame.opcode == 0x8 else { throw HarnessError("a frame with opcode \(frame.opcode) where a Close was due: \(bytes)") }
+        switch frame.payload.count {
+        case 0: return nil
+        case 1: throw HarnessError("a Close payload of 1 byte (a code takes 2): \(bytes)")
+        default: return Int(frame.payload[0]) << 8 | Int(frame.payload[1])
+        }
     }
 }
 
@@ -476,7 +544,11 @@ func connectBlocking(port: UInt16) throws -> Int32 {
     let result = withUnsafePointer(to: &address) {
         $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
     }
-    guard result == 0 else { throw XCTSkip("connect failed: \(errno)") }
+    guard result == 0 else {
+        let reason = String(cString: strerror(errno))
+        close(fd)
+        throw HarnessError("connect to 127.0.0.1:\(port): \(reason)")
+    }
     return fd
 }
 

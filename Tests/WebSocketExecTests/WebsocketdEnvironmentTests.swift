@@ -10,9 +10,7 @@ import XCTest
 /// differences only.
 final class WebsocketdEnvironmentTests: ExecTestCase {
     func testSameEnvironmentAsWebsocketd() throws {
-        guard let websocketd = ["/usr/bin/websocketd", "/usr/local/bin/websocketd"].first(where: { FileManager.default.isExecutableFile(atPath: $0) }) else {
-            throw XCTSkip("websocketd is not installed (scripts/setup installs it)")
-        }
+        let websocketd = try Tool.websocketd.path()
         let envScript = try script("env")
         let port = try LoopbackSocket(listening: false).port
         let server = try TestSupport.ChildProcess(executable: websocketd,

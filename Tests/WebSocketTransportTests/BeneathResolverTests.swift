@@ -1,6 +1,7 @@
 // BeneathResolver on a real tree in a temporary directory, with both mechanisms.
 import Glibc
 import XCTest
+import TestSupport
 import WebSocketCore
 @testable import WebSocketTransport
 
@@ -10,7 +11,7 @@ final class BeneathResolverTests: XCTestCase {
 
     override func setUpWithError() throws {
         var template = Array("/tmp/wspipe-beneath-XXXXXX".utf8CString)
-        guard let made = mkdtemp(&template) else { throw XCTSkip("mkdtemp failed") }
+        guard let made = mkdtemp(&template) else { throw HarnessError("mkdtemp: \(String(cString: strerror(errno)))") }
         base = String(cString: made)
         for directory in ["/root", "/root/sub", "/root/sub/deep", "/root/www", "/outside"] {
             XCTAssertEqual(mkdir(base + directory, 0o755), 0)

@@ -7,7 +7,9 @@ when the client's input ends). SIGTERM closes every connection with 1001 (going 
 exits: a graceful restart.
 
     echo.py [--host H] [--port 0] [--tls CERT KEY] [--client-ca CA] [--subprotocols a,b]
-            [--unix PATH]
+            [--unix PATH] [--library-defaults]
+
+--library-defaults serves as `websockets` does when left alone (permessage-deflate on).
 
 --client-ca makes TLS require a client certificate signed by CA (mutual TLS). --unix
 serves on a Unix domain socket at PATH instead of TCP (prints `PORT 0` when listening).
@@ -56,6 +58,8 @@ async def main():
     parser.add_argument("--unix", help="serve on this Unix socket path instead of TCP")
     parser.add_argument("--deflate", help="accept permessage-deflate with these ServerPerMessageDeflateFactory "
                         "arguments (JSON object, e.g. {\"server_max_window_bits\": 10})")
+    parser.add_argument("--library-defaults", action="store_true",
+                        help="serve with the library's defaults (permessage-deflate on, 1 MiB max_size, pings), as most servers run")
     parser.add_argument("--greet-zeros", type=int, default=0, help="send a binary message of this many zero bytes first")
     parser.add_argument("--pause-every", type=int, default=0, help="sleep --pause seconds after every N messages")
     parser.add_argument("--pause", type=float, default=0.05, help="seconds of each --pause-every sleep")
@@ -66,7 +70,9 @@ async def main():
         context.verify_mode = ssl.CERT_REQUIRED
         context.load_verify_locations(args.client_ca)
     options = dict(ssl=context, subprotocols=subprotocols, compression=None, max_size=None, ping_interval=None)
-    if args.deflate is not None:
+    if args.library_defaults:
+        options = dict(ssl=context, subprotocols=subprotocols)
+    elif args.deflate is not None:
         import json
         from websockets.extensions.permessage_deflate import ServerPerMessageDeflateFactory
         options["extensions"] = [ServerPerMessageDeflateFactory(**json.loads(args.deflate))]
