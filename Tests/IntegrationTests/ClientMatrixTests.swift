@@ -17,7 +17,7 @@ import Glibc
 /// WSPIPE_MATRIX_CASES=3,17 runs only those cases (the numbers the failures name).
 final class ClientMatrixTests: IntegrationTestCase {
     func testTheClientMatrix() throws {
-        try MatrixTools.require([Locations.websocat, MatrixTools.node, MatrixTools.nodeModules + "/ws"])
+        try MatrixTools.require([])
         let tls = try TLSMaterial.shared()
         let run = MatrixRun(directory: temporaryDirectory)
         defer { run.finish() }

@@ -73,19 +73,21 @@ private final class NextIndex: @unchecked Sendable {
 }
 
 enum MatrixTools {
-    static let node = "/usr/bin/node"
-    static let nodeModules = "/usr/share/nodejs"
-
-    /// Fails (CI=true) or skips when a peer the matrix needs is missing.
-    static func require(_ paths: [String]) throws {
-        let missing = paths.filter { !FileManager.default.fileExists(atPath: $0) }
-        guard !missing.isEmpty else { return }
-        let text = "missing \(missing.joined(separator: ", ")) (scripts/setup installs them)"
-        if ProcessInfo.processInfo.environment["CI"] == "true" {
-            XCTFail(text)
-            throw HarnessError(text)
+    /// The tools a matrix needs, through Tool (a missing one skips the test, or fails it
+    /// under CI=true); websocat comes with .venv, which every integration test needs.
+    static func require(_ tools: [Tool], file: StaticString = #filePath, line: UInt = #line) throws {
+        guard FileManager.default.isExecutableFile(atPath: Locations.websocat) else {
+            XCTFail("\(Locations.websocat) is missing: run scripts/setup", file: file, line: line)
+            throw HarnessError("no websocat")
         }
-        throw XCTSkip(text)
+        _ = try Tool.nodeWithWS(file: file, line: line)
+        for tool in tools { _ = try tool.path(file: file, line: line) }
+    }
+
+    /// Node, and its NODE_PATH: the directory holding the `ws` module (after `require`).
+    static var node: String { (try? Tool.node.path()) ?? Tool.node.candidates[0] }
+    static var nodeModules: String {
+        (((try? Tool.nodeWS.path()) ?? Tool.nodeWS.candidates[0]) as NSString).deletingLastPathComponent
     }
 
     /// The run's TLS material as PKCS#12 (websocat's wss-l: takes no PEM), made once.

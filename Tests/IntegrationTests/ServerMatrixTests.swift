@@ -17,8 +17,7 @@ import Glibc
 /// WSPIPE_MATRIX_CASES=3,17 runs only those cases.
 final class ServerMatrixTests: IntegrationTestCase {
     func testTheServerMatrix() throws {
-        try MatrixTools.require([Locations.websocat, MatrixTools.node, MatrixTools.nodeModules + "/ws", "/usr/bin/socat",
-                                 "/usr/bin/chromium"])
+        try MatrixTools.require([.socat, .chromium])
         let run = MatrixRun(directory: temporaryDirectory)
         defer { run.finish() }
         let matrix = MatrixDimensions.server
@@ -69,7 +68,7 @@ struct ServerMatrixContext: Sendable {
         try Self.probe.write(toFile: files + "/probe.js", atomically: true, encoding: .utf8)
         try "<!DOCTYPE html><title>matrix</title>".write(toFile: page + "/index.html", atomically: true, encoding: .utf8)
         echoPort = try matrixFreePort()
-        _ = try run.spawn("/usr/bin/socat", ["TCP-LISTEN:\(echoPort),bind=127.0.0.1,fork,reuseaddr", "PIPE"])
+        _ = try run.spawn(try Tool.socat.path(), ["TCP-LISTEN:\(echoPort),bind=127.0.0.1,fork,reuseaddr", "PIPE"])
         let pagePort = try matrixFreePort()
         _ = try run.spawn(Locations.python, ["-m", "http.server", "--bind", "127.0.0.1", "--directory", page, String(pagePort)])
         guard waitForLoopbackListener(port: echoPort), waitForLoopbackListener(port: pagePort) else {
