@@ -31,7 +31,7 @@ final class ClientMatrixTests: IntegrationTestCase {
         let peers = ClientMatrixPeers(run: run, tls: tls)
         let started = monotonicSeconds()
         // Start every shared server first (a few at once), then run the cases.
-        let shared = Set(cases.filter { $0["mode"] != "restart" }.map(ClientMatrixCase.init).map(\.peerKey))
+        let shared = Set(cases.map(ClientMatrixCase.init).filter { !$0.restarts }.map(\.peerKey))
         run.forEach(shared.sorted(), workers: 4, name: { $0.description }) { key in _ = try peers.shared(key) }
         run.forEach(cases.map(ClientMatrixCase.init), workers: 4, name: { $0.description }) { item in
             try item.run(peers: peers, proxyPort: proxyPort, tls: tls, in: run)
@@ -131,11 +131,11 @@ final class MatrixEchoPeer: @unchecked Sendable {
         }
     }
 
-    /// SIGTERM (the Python, Node and wspipe servers close with 1001; websocat just exits),
-    /// then a new life on the same port or socket.
-    func stop() throws {
-        process.signal(SIGTERM)
-        guard process.wait(timeout: 10).termination != .timedOut else { throw HarnessError("\(key) did not stop on SIGTERM") }
+    /// SIGTERM (the Python, Node and wspipe servers close with 1001; websocat just exits)
+    /// or SIGKILL (no Close); `start` then gives it a new life on the same port or socket.
+    func stop(_ signal: Int32) throws {
+        process.signal(signal)
+        guard process.wait(timeout: 10).termination != .timedOut else { throw HarnessError("\(key) did not stop on signal \(signal)") }
     }
 
     func start() throws { try launch() }
@@ -224,6 +224,7 @@ struct ClientMatrixCase: CustomStringConvertible, Sendable {
     var description: String { values.description }
     var path: String { "/case-\(values.number)" }
     var binary: Bool { format == "binary" || format == "base64" }
+    var restarts: Bool { mode.hasPrefix("restart") }
 
     var peerKey: MatrixPeerKey {
         let flavored = peer == "websocat" || peer == "wspipe-exec"
@@ -250,7 +251,7 @@ struct ClientMatrixCase: CustomStringConvertible, Sendable {
         default: break
         }
         switch mode {
-        case "reconnect", "restart": flags += ["--reconnect", "--retry-delay", "0.05", "--retry-max-delay", "0.2"]
+        case "reconnect", "restart", "restart-killed": flags += ["--reconnect", "--retry-delay", "0.05", "--retry-max-delay", "0.2"]
         case "ping-interval": flags += ["--ping-interval", "0.1", "--print-ping-rtt"]
         default: break
         }
@@ -295,7 +296,7 @@ struct ClientMatrixCase: CustomStringConvertible, Sendable {
     }
 
     func run(peers: ClientMatrixPeers, proxyPort: Int, tls: TLSMaterial, in matrix: MatrixRun) throws {
-        let server = mode == "restart" ? try peers.own(peerKey, name: "r\(values.number)") : try peers.shared(peerKey)
+        let server = restarts ? try peers.own(peerKey, name: "r\(values.number)") : try peers.shared(peerKey)
         var arguments = flags
         if transport == "wss" { arguments += ["--cacert", tls.caCert] }
         if transport == "proxy" { arguments += ["--proxy", "http://127.0.0.1:\(proxyPort)"] }
@@ -307,7 +308,7 @@ struct ClientMatrixCase: CustomStringConvertible, Sendable {
         let client = try matrix.spawn(Locations.wspipe, arguments, stdin: .pipe)
         client.writeStdin(parts[0])
         switch mode {
-        case "restart":
+        case "restart", "restart-killed":
             // Wait for the first part's echo (nothing in flight), stop, queue, start, go on.
             // Lines come back as they were written (--jsonl adds connection events around
             // them); -b's bytes, and --exec cat's base64 lines, in other pieces; --whole-input
@@ -322,7 +323,7 @@ struct ClientMatrixCase: CustomStringConvertible, Sendable {
             } else {
                 usleep(300_000)
             }
-            try server.stop()
+            try server.stop(mode == "restart" ? SIGTERM : SIGKILL)
             client.writeStdin(parts[1])
             usleep(100_000)
             try server.start()
@@ -340,7 +341,7 @@ struct ClientMatrixCase: CustomStringConvertible, Sendable {
         }
         checkOutput(result.stdout, expected: expected, fail: fail)
         let stderrLines = result.stderr.split(separator: "\n").filter { !$0.hasPrefix("wspipe: ping round trip") }
-        if mode != "restart" && !stderrLines.isEmpty {
+        if !restarts && !stderrLines.isEmpty {
             fail("unexpected stderr:\n\(stderrLines.prefix(5).joined(separator: "\n"))")
         }
         if mode == "ping-interval" && !result.stderr.contains("wspipe: ping round trip") {
@@ -350,9 +351,12 @@ struct ClientMatrixCase: CustomStringConvertible, Sendable {
             if reports.last?.code != "1000" {
                 fail("the peer's record of the close: \(reports.map(\.code)) (expected the last to be 1000)")
             }
+            // A killed server reports nothing of its connection: count what came after it.
+            let firstPart = format == "binary" ? parts[0].count : format == "whole-input" ? 0 : size
+            let expected = mode == "restart-killed" ? sentBytes - firstPart : sentBytes
             let counted = reports.compactMap(\.bytes)
-            if !counted.isEmpty && counted.reduce(0, +) != sentBytes {
-                fail("the peer received \(counted) payload bytes over \(reports.count) connection(s), expected \(sentBytes) in all")
+            if !counted.isEmpty && counted.reduce(0, +) != expected {
+                fail("the peer received \(counted) payload bytes over \(reports.count) connection(s), expected \(expected) in all")
             }
         }
     }
@@ -367,7 +371,7 @@ struct ClientMatrixCase: CustomStringConvertible, Sendable {
             compare(Array(data.utf8), expected, fail: fail)
             // websocat answers a Close with an empty one: no code.
             let acceptedEnds = peer == "websocat" ? [#""code":1000"#, #""code":null"#] : [#""code":1000"#]
-            if !acceptedEnds.contains(where: { closes.last?.contains($0) == true }) || (mode != "restart" && closes.count != 1) {
+            if !acceptedEnds.contains(where: { closes.last?.contains($0) == true }) || (!restarts && closes.count != 1) {
                 fail("close lines: \(closes)")
             }
         } else if !keepsBoundaries && format == "base64" {

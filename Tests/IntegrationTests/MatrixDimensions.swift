@@ -15,8 +15,9 @@ enum MatrixDimensions {
         PairwiseParameter("transport", ["ws", "wss", "unix", "proxy"]),
         PairwiseParameter("deflate", ["default", "no-deflate", "client-no-context-takeover", "window-bits-9"]),
         PairwiseParameter("format", ["text", "jsonl", "binary", "base64", "whole-input"]),
-        // restart: --reconnect, and the server is stopped (SIGTERM) and started again mid-stream.
-        PairwiseParameter("mode", ["plain", "reconnect", "ping-interval", "restart"]),
+        // restart: --reconnect, and the server is stopped (SIGTERM: a Close with 1001) and
+        // started again mid-stream; restart-killed: the same with SIGKILL (no Close: 1006).
+        PairwiseParameter("mode", ["plain", "reconnect", "ping-interval", "restart", "restart-killed"]),
         // Bytes per message (per stdin line; -b and --whole-input: all of stdin).
         PairwiseParameter("size", ["0", "125", "126", "65535", "65536", "1048576"]),
     ], excluding: [
