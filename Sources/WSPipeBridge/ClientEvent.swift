@@ -48,9 +48,8 @@ struct ClientEvent {
             if let payload = ClientEvent.close(ending), let code = payload.code {
                 close = " with \(code)" + (payload.reason.isEmpty ? "" : ": \(payload.reasonText)")
             }
-            var detail = ""
-            if case .lost(let loss) = ending { detail = ": \(loss)" }
-            return "client \(client) disconnected (\(ClientEvent.cause(ending))\(detail))\(close)"
+            let detail = describe(ending, peer: "the client").map { ": \($0)" } ?? ""
+            return "client \(client) disconnected (\(ClientEvent.cause(ending)))\(close)\(detail)"
         }
     }
 

@@ -50,6 +50,9 @@ public struct ClientConfiguration: Sendable {
     /// certificate, --tls-min. (`caFile`, `insecure` and `userAgent` above are copied in
     /// when connecting.)
     public var network = DialOptions()
+    /// The TLS options given, by long name ("--cacert", "--insecure"...), in `Option.tls`
+    /// order: those no hop of the route uses are said at the start (`Opener.unusedTLSOptions`).
+    public var tlsOptionsGiven: [String] = []
     /// -L/--location: follow 301/302/303/307/308 answers to the handshake.
     public var followRedirects = false
     /// --max-redirs: at most this many redirects are followed.

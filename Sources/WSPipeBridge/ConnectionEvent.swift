@@ -74,3 +74,51 @@ enum ConnectionEvent: Equatable {
     /// Milliseconds resolution, as --stats gives durations.
     static func rounded(_ seconds: Double) -> Double { (seconds * 1000).rounded() / 1000 }
 }
+
+/// The two lines --reconnect says without -v (hidden by -q), so that a person sees a gap in
+/// the feed: one when a connection drops and another attempt follows, one when a
+/// connection is back. -v's event lines tell every step; these tell each gap once (failed
+/// attempts in between, and the first connection, say nothing more).
+final class ReconnectionNotices {
+    /// The last connection's end, said when a retry follows it.
+    private var ended: ConnectionEvent?
+    /// When the connection dropped, until one is back.
+    private var downSince: Instant?
+
+    func note(_ event: ConnectionEvent, _ log: Diagnostics) {
+        switch event {
+        case .disconnected:
+            ended = event
+        case .retry:
+            guard let ended, let line = ReconnectionNotices.drop(ended) else { return }
+            self.ended = nil
+            downSince = .now()
+            log.notice(line)
+        case .connected(let url, _, let attempt):
+            guard let since = downSince else { return }
+            downSince = nil
+            let down = ConnectionEvent.rounded(Instant.now().seconds(since: since))
+            log.notice("reconnected after \(formatSeconds(down)) s: \(url) (attempt \(attempt))")
+        case .givingUp:
+            ended = nil
+        case .connecting, .resubscribed, .dropped:
+            break
+        }
+    }
+
+    /// "disconnected after 3.2 s: WHY; reconnecting (--reconnect)"; nil for another event.
+    static func drop(_ event: ConnectionEvent) -> String? {
+        guard case .disconnected(let code, let reason, let cause, let up) = event else { return nil }
+        let close = ClosePayload(code: code.map { CloseCode(rawValue: $0) }, reason: Array((reason ?? "").utf8))
+        let why: String
+        switch cause {
+        case .closed: why = "the server closed the connection with \(describe(close))"
+        case .lost: why = "the connection was lost without a closing handshake"
+        case .failed: why = "the server broke the protocol; wspipe closed the connection with \(describe(close))"
+        case .stale: why = "no message came for the --stale-timeout"
+        case .pingTimeout: why = "no pong came within the --ping-timeout"
+        case .timedOut: why = "the closing handshake timed out (--close-timeout)"
+        }
+        return "disconnected after \(formatSeconds(ConnectionEvent.rounded(up))) s: \(why); reconnecting (--reconnect)"
+    }
+}

@@ -19,7 +19,7 @@ public final class Diagnostics: @unchecked Sendable {
     /// `role`: our side (the peer it names is the other).
     public func report(_ failure: Failure, as role: Role = .client) -> ExitStatus {
         let (message, status) = WSPipeBridge.report(failure, as: role)
-        if let message { error(message) }
+        if let message { failure.isNotice ? notice(message) : error(message) }
         return status
     }
 
@@ -29,6 +29,13 @@ public final class Diagnostics: @unchecked Sendable {
     /// A warning: hidden by -q.
     public func warning(_ message: String) {
         if verbosity >= 0 { emit("wspipe: warning: \(message)") }
+    }
+
+    /// A notice: how the run went, said without -v because a person would otherwise be
+    /// left guessing (--timeout's expiry, a reconnection); hidden by -q, like a warning,
+    /// but no mistake to warn about.
+    public func notice(_ message: String) {
+        if verbosity >= 0 { emit("wspipe: \(message)") }
     }
 
     /// A verbose event line ("wspipe: * ...").

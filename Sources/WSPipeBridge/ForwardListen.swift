@@ -25,6 +25,7 @@ public func runForwardListen(_ config: BridgeConfiguration, on address: ListenAd
         log.warning("--forward-listen on \(address), which is not a loopback address: whoever reaches it gets a WebSocket "
                     + "to \(Diagnostics.redactedLocation(config.client.url.description)) with this command's credentials")
     }
+    Opener(config: config, log: log).warnAboutUnusedTLSOptions()
     let forwarding: ForwardListening
     do throws(EventLoopError) {
         forwarding = try ForwardListening(config: config, loop: loop, socket: socket, log: log)

@@ -209,7 +209,7 @@ final class ForwardListening {
         if let payload = ClientEvent.close(outcome.connection), let code = payload.code {
             close = " with \(code)" + (payload.reason.isEmpty ? "" : ": \(payload.reasonText)")
         }
-        if case .lost(let loss) = outcome.connection { close += ": \(loss)" }
+        if let detail = describe(outcome.connection, peer: "the server") { close += ": \(detail)" }
         let local: String
         switch outcome.stream {
         case .endOfStream: local = "the local connection ended"

@@ -82,6 +82,9 @@ struct InputFramer {
     private(set) var lines = 0
     /// True once a limit or a close request means the rest of stdin is to be ignored.
     private(set) var isDone = false
+    /// Whether input read from stdin waits here to be framed: what followed a limit or a
+    /// close request in its read, or a line not ended yet.
+    var holdsInput: Bool { held != nil || carry != nil }
     /// A line started in an earlier read (or, in `.whole` text mode, all input so far).
     private var carry: ByteBuffer?
     private var carryValidator = UTF8Validator()

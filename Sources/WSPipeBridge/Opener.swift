@@ -43,6 +43,39 @@ struct Opener {
     }
 }
 
+extension Opener {
+    /// The TLS options an https:// proxy's own TLS takes (verification and the lowest
+    /// version); the client certificate and --sni are the server's alone.
+    static let proxyTLSOptions = ["--insecure", "--cacert", "--tls-min"]
+
+    /// The TLS options given that no hop of the route uses: all of them for a ws:// URL
+    /// reached directly, through a plain proxy or a Unix socket; with an https:// proxy
+    /// (`viaTLSProxy`), those only the server's TLS takes. None with -L (a redirect may lead
+    /// to wss://), nor when the route is unknown (a proxy variable that is no URL: opening
+    /// says so).
+    var unusedTLSOptions: (names: [String], viaTLSProxy: Bool) {
+        let given = config.client.tlsOptionsGiven
+        guard !given.isEmpty, !config.client.url.isSecure, !config.client.followRedirects,
+              let route = try? Dialer.route(for: config.client.url, options: dialOptions, names: commandLineNames) else { return ([], false) }
+        if case .proxy(let proxy, _, _, _) = route, proxy.kind == .https {
+            return (given.filter { !Opener.proxyTLSOptions.contains($0) }, true)
+        }
+        return (given, false)
+    }
+
+    /// The warning for `unusedTLSOptions` (hidden by -q), once at the start of a run.
+    func warnAboutUnusedTLSOptions() {
+        let (unused, viaTLSProxy) = unusedTLSOptions
+        guard let last = unused.last else { return }
+        let names = unused.count == 1 ? last : unused.dropLast().joined(separator: ", ") + " and " + last
+        let url = Diagnostics.redactedURL(config.client.url.description)
+        let why = viaTLSProxy
+            ? "on the route to \(url) only the https:// proxy uses TLS, and \(unused.count == 1 ? "it is" : "they are") for the server's"
+            : "no hop of the route to \(url) uses TLS"
+        log.warning("\(names) \(unused.count == 1 ? "is" : "are") ignored: \(why) (write wss:// for TLS to the server)")
+    }
+}
+
 extension Diagnostics: OpeningLog {
     public var settingNames: SettingNames { commandLineNames }
 

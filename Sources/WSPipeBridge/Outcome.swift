@@ -37,8 +37,8 @@ struct Outcome {
     /// none ever opened).
     var connected = true
     var localEnd: LocalEnd?
-    /// --timeout expired.
-    var timedOut = false
+    /// --timeout's seconds, when it expired.
+    var timedOut: Double?
     /// Why the last attempt failed before a connection (--reconnect).
     var openError: OpenError?
     /// --stale-timeout's seconds, when it declared the connection dead.
@@ -61,6 +61,8 @@ struct Outcome {
         /// To print now; nil when there is nothing to say or it was said when it happened
         /// (a protocol failure, a local error, the unconfirmed barrier).
         var line: String?
+        /// The line is a notice, hidden by -q (`Failure.isNotice`), not an error.
+        var isNotice = false
     }
 
     /// Our side, for wording: the peer is the server, or the client when serving.
@@ -71,7 +73,7 @@ struct Outcome {
         case .said(let status): return Verdict(status: status, line: nil)
         case .report(let failure):
             let (line, status) = report(failure, as: role)
-            return Verdict(status: status, line: line)
+            return Verdict(status: status, line: line, isNotice: failure.isNotice)
         }
     }
 
@@ -88,12 +90,12 @@ struct Outcome {
         if localEnd == .queueFull, let bounds = queueBounds {
             return .report(.queueFull(messages: bounds.messages, bytes: bounds.bytes))
         }
-        if timedOut && !connected { return .report(.timedOut) }
+        if let timedOut, !connected { return .report(.timedOut(seconds: timedOut)) }
         if !connected, let openError { return .report(.open(openError)) }
         if let stale { return .report(.stale(seconds: stale)) }
         if case .failed = ending { return .said(.protocolViolation) }
         if localEnd == .inputError || localEnd == .outputError || localEnd == .decompressError { return .said(.localError) }
-        if timedOut { return .report(.timedOut) }
+        if let timedOut { return .report(.timedOut(seconds: timedOut)) }
         if let stdoutFailure { return .report(.localOutput(why: stdoutFailure)) }
         if localEnd == .readerGone { return .said(.success) }
         if countReached { return .said(.success) }
@@ -118,6 +120,14 @@ struct Outcome {
         if localEnd == .inputError || localEnd == .outputError { return .said(.localError) }
         if let stdoutFailure { return .report(.localOutput(why: stdoutFailure)) }
         return .said(.success)
+    }
+}
+
+extension Diagnostics {
+    /// Prints a verdict's line, if any: an error, or a notice that -q hides.
+    func say(_ verdict: Outcome.Verdict) {
+        guard let line = verdict.line else { return }
+        if verdict.isNotice { notice(line) } else { error(line) }
     }
 }
 

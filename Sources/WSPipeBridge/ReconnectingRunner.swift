@@ -31,6 +31,8 @@ final class ReconnectingRunner {
     private var givingUp: Int32?
     /// --bearer-file's token as last read (kept when a later read fails).
     private var bearerToken: String?
+    /// The drop and the return said without -v.
+    let notices = ReconnectionNotices()
 
     init(session: Session, settings: ClientConfiguration.Reconnection) {
         self.session = session
@@ -268,6 +270,7 @@ extension Session {
     /// Says an event: -v on stderr, --jsonl on stdout in order with the messages.
     func emit(_ event: ConnectionEvent) {
         log.event(event.text)
+        reconnecting?.notices.note(event, log)
         if config.stdio.jsonLines { stdout.assembler.event(event.json) }
     }
 

@@ -40,8 +40,9 @@ public enum Failure: Error {
     case lost(ConnectionLoss)
     /// The closing handshake made no progress for `--close-timeout` (exit 7).
     case closeTimedOut(CloseWait)
-    /// `--timeout` expired after the connection was open (exit 124, nothing printed).
-    case timedOut
+    /// `--timeout` (seconds) expired after the connection was open (exit 124; a notice,
+    /// hidden by -q).
+    case timedOut(seconds: Double)
     /// The end-of-input ping went unanswered: the Close went without the server confirming
     /// it had read the `messages` sent, `seconds` after the ending began (exit 12).
     case deliveryUnconfirmed(messages: UInt64, seconds: Double)
@@ -97,15 +98,10 @@ public func report(_ failure: Failure, as role: Role = .client) -> (message: Str
     case .lost(let loss):
         return ("connection lost: \(message(loss, peer: peer))", .connectionLost)
     case .closeTimedOut(let wait):
-        let waited = formatWaited(wait.waited)
-        let what = wait.closeWritten ? "no Close from \(peer)" : "\(peer) stopped reading before our Close"
-        let why = wait.peerKeptSending
-            ? "it kept sending for \(formatSeconds(wait.limit * ConnectionDriver.barrierIncomingLimit)) s after the end-of-input ping "
-                + "(at most \(formatSeconds(ConnectionDriver.barrierIncomingLimit)) times --close-timeout)"
-            : "nothing came for \(formatSeconds(wait.limit)) s (--close-timeout)"
-        return ("connection lost: \(what): \(why); gave up \(waited) s after the closing began", .connectionLost)
-    case .timedOut:
-        return (nil, .timedOut)
+        return ("connection lost: \(message(wait, peer: peer)); gave up \(formatWaited(wait.waited)) s after the closing began",
+                .connectionLost)
+    case .timedOut(let seconds):
+        return ("timed out after \(formatSeconds(seconds)) s (--timeout)", .timedOut)
     case .deliveryUnconfirmed(let messages, let seconds):
         let waited = formatWaited(seconds)
         return ("\(peer) did not confirm reading all \(messages) message\(messages == 1 ? "" : "s") within \(waited) s; "
@@ -130,6 +126,15 @@ public func report(_ failure: Failure, as role: Role = .client) -> (message: Str
         return ("cannot serve programs from '\(path)': \(errnoText(code))", .localError)
     case .busRefused(let bus, let reply):
         return ("the bus \(bus) refused us: \(Diagnostics.terminalSafe(reply)) (see BUS in the man page)", .handshakeRejected)
+    }
+}
+
+extension Failure {
+    /// Said as a notice (hidden by -q) rather than an error: the end the user set up with
+    /// --timeout, which a script may expect.
+    var isNotice: Bool {
+        if case .timedOut = self { return true }
+        return false
     }
 }
 
@@ -218,6 +223,29 @@ private func name(_ source: ProxySource) -> String {
 /// A server TLS configuration failure: the client's wording where it is the same.
 private func serverMessage(_ failure: TLSFailure) -> String {
     failure.serverSentence(commandLineNames, clientCA: "--client-ca")
+}
+
+/// Why a connection ended, in words, when its Close does not say it (nil for a closing
+/// handshake: the Close's code and reason say it; for a failure, the line gives the code we
+/// closed with and this the peer's breach): -v's lines for a server's client and a
+/// --forward-listen pair. `peer`: "the server", or "the client" when serving.
+func describe(_ ending: ConnectionEnding, peer: String) -> String? {
+    switch ending {
+    case .closed: return nil
+    case .failed(let error): return error.description
+    case .lost(let loss): return message(loss, peer: peer)
+    case .timedOut(let wait): return "\(message(wait, peer: peer)); gave up \(formatWaited(wait.waited)) s after the closing began"
+    }
+}
+
+/// The closing handshake that made no progress: what was missing and for how long.
+private func message(_ wait: CloseWait, peer: String) -> String {
+    let what = wait.closeWritten ? "no Close from \(peer)" : "\(peer) stopped reading before our Close"
+    let why = wait.peerKeptSending
+        ? "it kept sending for \(formatSeconds(wait.limit * ConnectionDriver.barrierIncomingLimit)) s after the end-of-input ping "
+            + "(at most \(formatSeconds(ConnectionDriver.barrierIncomingLimit)) times --close-timeout)"
+        : "nothing came for \(formatSeconds(wait.limit)) s (--close-timeout)"
+    return "\(what): \(why)"
 }
 
 /// `peer`: "the server", or "the client" when serving.

@@ -12,6 +12,7 @@ public func runBridge(_ config: BridgeConfiguration) -> ExitStatus {
     wsp_ignore_sigpipe()
     let log = Diagnostics(verbosity: config.verbosity)
     if let text = config.client.schemeTakenFrom { log.event("'\(text)' has no scheme: taken as \(config.client.url) (no TLS)") }
+    Opener(config: config, log: log).warnAboutUnusedTLSOptions()
     do {
         let session = try Session(config: config, log: log)
         return session.run()

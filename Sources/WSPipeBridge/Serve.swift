@@ -130,8 +130,9 @@ struct ServerEventLog {
         case .disconnected(let connection, let ending):
             shown = ClientEvent(client: connection.info.id, kind: .disconnected(ending))
             mode.clientLeft(ending, server: server)
-        case .refused(let status):
-            log.event("refused a handshake with \(status)")
+        case .refused(let status, let remote, let reason, let origin):
+            // -v only: an internet-facing server would otherwise log every bot's attempt.
+            log.event(refusalText(status: status, remote: remote, reason: reason, origin: origin))
             return
         case .notHTTP(let remote, let byte):
             log.event("connection from \(remote) closed: \(notHTTPText(byte))")
@@ -153,6 +154,18 @@ struct ServerEventLog {
         }
         if jsonLines { mode.writeEvent(shown.json) }
     }
+}
+
+/// A refused handshake for -v: who, the status and why, as the refusal's body said it to a
+/// client that may not show it (a browser's script cannot read it), with the request's
+/// Origin when the reason does not name it already. A 2xx is a plain request answered
+/// (--health, --metrics).
+func refusalText(status: Int, remote: String, reason: String?, origin: String?) -> String {
+    guard status >= 400 else { return "answered a plain request from \(remote) with \(status)" }
+    var text = "refused a handshake from \(remote) with \(status) \(HTTPResponse.reasonPhrase(status))"
+    if let reason { text += ": " + Diagnostics.terminalSafe(reason) }
+    if let origin, !(reason ?? "").contains(origin) { text += " (Origin: \(Diagnostics.terminalSafe(String(origin.prefix(200)))))" }
+    return text
 }
 
 /// Why one client's TLS handshake failed, from OpenSSL's reason ("peer did not return a

@@ -382,7 +382,7 @@ public final class Session: ConnectionDelegate, StdinReaderOwner {
         outcome.ending = ending
         outcome.connected = driver != nil
         outcome.localEnd = localEnd
-        outcome.timedOut = timedOut
+        outcome.timedOut = timedOut ? config.stdio.sessionTimeout ?? 0 : nil
         outcome.openError = reconnecting?.lastOpenError
         outcome.stale = staleDetected ? config.client.staleTimeout ?? 0 : nil
         outcome.queueBounds = config.client.reconnect.map { (messages: $0.queueSize, bytes: $0.queueBytes) }
@@ -396,7 +396,7 @@ public final class Session: ConnectionDelegate, StdinReaderOwner {
     /// Prints the outcome's line, if any, and returns its status.
     func conclude() -> ExitStatus {
         let verdict = outcome.verdict
-        if let line = verdict.line { log.error(line) }
+        log.say(verdict)
         return verdict.status
     }
 

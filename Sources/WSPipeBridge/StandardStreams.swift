@@ -60,6 +60,29 @@ final class StdinSource {
         }
     }
 
+    /// Whether stdin is known to be at its end, found without taking a byte: a pipe whose
+    /// writers have all gone and that holds nothing, a regular file read to its size, a
+    /// socket whose peer has shut its side. A terminal or another device is never known
+    /// to be (false).
+    var isUsedUp: Bool {
+        switch kind {
+        case .pipe:
+            var entry = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            guard poll(&entry, 1, 0) == 1 else { return false }
+            return entry.revents & Int16(POLLHUP) != 0 && entry.revents & Int16(POLLIN) == 0
+        case .regular:
+            var status = stat()
+            guard fstat(fd, &status) == 0 else { return false }
+            let offset = lseek(fd, 0, SEEK_CUR)
+            return offset >= 0 && offset >= status.st_size
+        case .socket:
+            var byte: UInt8 = 0
+            return recv(fd, &byte, 1, Int32(MSG_PEEK | MSG_DONTWAIT)) == 0
+        case .device:
+            return false
+        }
+    }
+
     func read(into buffer: UnsafeMutableRawPointer, count: Int) -> Read {
         while true {
             let n: Int

@@ -115,8 +115,18 @@ extension Session {
     }
 
     /// Whether the session outlives its client: not after a local end, stdin's end, or
-    /// --whole-input's one message.
-    var acceptsNextClient: Bool { localEnd == nil && endOfInputAt == nil && !config.stdio.wholeInput }
+    /// --whole-input's one message; nor when stdin is used up though its end was not read
+    /// (-1 or a --jsonl close stopped reading just before it): the next client would get
+    /// nothing but the Close.
+    var acceptsNextClient: Bool {
+        localEnd == nil && endOfInputAt == nil && !config.stdio.wholeInput && !stdinUsedUp
+    }
+
+    /// Nothing of stdin waits in the framer, and stdin itself is at its end (never for
+    /// --receive-only, which does not read it).
+    private var stdinUsedUp: Bool {
+        !config.stdio.receiveOnly && !framer.holdsInput && stdin.source.isUsedUp
+    }
 
     /// The current client has gone and the next is awaited.
     func clientLeft() {

@@ -64,6 +64,7 @@ struct Settings {
         try checkCombinations()
         var config = self.config
         config.forwardListen = forwardListen
+        config.client.tlsOptionsGiven = Option.tls.map(\.longName).filter { given.contains($0) }
         config.client.deflate = compression.disabled ? nil : compression.offer
         if reconnect {
             config.client.reconnect = reconnection

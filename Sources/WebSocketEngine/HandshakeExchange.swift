@@ -37,6 +37,8 @@ final class HandshakeExchange {
     private var handing: (pending: PendingHandshake, delegate: ConnectionDelegate)?
     /// A kept-alive connection's next requests, already received (`resuming`).
     private var primed: [UInt8] = []
+    /// The request's Origin header, once its head is read: a refusal's event names it.
+    private var origin: String?
 
     /// Read size: a typical request head fits one read.
     static let readSize = 4096
@@ -190,6 +192,7 @@ final class HandshakeExchange {
 
     private func decide(_ head: HTTPRequestHead, parsed: Int) {
         guard let server else { return end() }
+        origin = head.values("Origin").first
         let request: HandshakeRequest
         do throws(HandshakeRefusal) {
             request = try ServerHandshake.validate(head)
@@ -270,6 +273,7 @@ final class HandshakeExchange {
                 return startLingering()
             }
             parser = HTTPRequestHeadParser(maximumSize: maximumHeadSize)
+            origin = nil
             if let buffer, pipelined.count > buffer.capacity { self.buffer = nil } else { buffer?.count = 0 }
             primed = pipelined
             if let timer { loop.arm(timer, at: Instant.now().adding(seconds: server.configuration.handshakeTimeout)) }
@@ -328,7 +332,9 @@ final class HandshakeExchange {
     }
 
     private func refuse(_ bytes: [UInt8]) {
-        server?.noteRefusal(status: HandshakeExchange.status(of: bytes))
+        let status = HandshakeExchange.status(of: bytes)
+        server?.noteRefusal(status: status, remoteAddress: connection.remoteAddress,
+                            reason: status >= 400 ? HandshakeExchange.body(of: bytes) : nil, origin: origin)
         response = bytes
         accepted = nil
         writeResponse()
@@ -411,6 +417,16 @@ final class HandshakeExchange {
         waiting?.finish(nil)
         stream.close()
         server?.exchangeEnded(self)
+    }
+
+    /// The one-line body of a refusal the server built (`HTTPResponse.refusal`: the reason
+    /// in words), at most 200 bytes; nil when there is none.
+    static func body(of response: [UInt8]) -> String? {
+        let end: [UInt8] = [0x0D, 0x0A, 0x0D, 0x0A]
+        guard let range = response.firstRange(of: end) else { return nil }
+        var body = response[range.upperBound...].prefix(200)
+        while let last = body.last, last == 0x0A || last == 0x0D { body.removeLast() }
+        return body.isEmpty ? nil : String(decoding: body, as: UTF8.self)
     }
 
     /// The status code of a response's status line.

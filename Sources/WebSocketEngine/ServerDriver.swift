@@ -38,8 +38,11 @@ public enum ServerEvent {
     case connected(ServerConnection)
     /// A client's connection ended (exactly once per `connected`).
     case disconnected(ServerConnection, ConnectionEnding)
-    /// A handshake was refused with this HTTP status (a 200 for the health path counts too).
-    case refused(status: Int)
+    /// A handshake was refused with this HTTP status (a 200 for the health path counts too):
+    /// `reason` is the refusal's one-line body (nil for a 2xx, whose body is no reason),
+    /// `origin` the request's Origin header (nil without one, or before the head was read).
+    /// Client text in either is not escaped: the owner makes it safe to print.
+    case refused(status: Int, remoteAddress: String, reason: String?, origin: String?)
     /// A client's first byte cannot start an HTTP request (0x16: a TLS ClientHello on a
     /// plain listener): closed without an answer.
     case notHTTP(remoteAddress: String, firstByte: UInt8)
@@ -313,9 +316,9 @@ public final class ServerDriver {
         if let notServed = answer.notServed { onEvent?(.notServed(target: notServed.target, notServed.why)) }
     }
 
-    func noteRefusal(status: Int) {
+    func noteRefusal(status: Int, remoteAddress: String, reason: String?, origin: String?) {
         refusals[status, default: 0] += 1
-        onEvent?(.refused(status: status))
+        onEvent?(.refused(status: status, remoteAddress: remoteAddress, reason: reason, origin: origin))
     }
 
     /// The permessage-deflate answer to `request`'s offers and the extension as agreed, or

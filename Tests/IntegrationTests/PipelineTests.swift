@@ -608,7 +608,11 @@ final class PipelineTests: IntegrationTestCase {
         let record = try framesRecord(server)
         XCTAssertEqual(record.close?.code, 1000, "a closing handshake, seen by the server")
         XCTAssertGreaterThanOrEqual(record.close?.at ?? 0, 0.9)
-        XCTAssertEqual(result.stderr, "", "no error message for an expected timeout")
+        // Issue 35 item 7: said in one line (it exited 124 with nothing on stderr); -q hides it.
+        XCTAssertEqual(result.stderr, "wspipe: timed out after 1 s (--timeout)\n")
+        let quiet = finish(try spawnWspipe(["-q", "--timeout", "0.5", url(server)], stdin: .pipe), timeout: 15)
+        assertExit(quiet, 124)
+        XCTAssertEqual(quiet.stderr, "", "-q hides the notice")
     }
 
     func testTimeoutWhileReceivingKeepsWhatArrivedAndExits124() throws {

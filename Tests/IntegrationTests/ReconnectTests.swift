@@ -309,6 +309,30 @@ final class RelayFaultTests: IntegrationTestCase {
         XCTAssertEqual(events(result, "disconnected").first?["cause"] as? String, "lost")
     }
 
+    /// Issue 35 item 7: without -v a connection lost and restored under --reconnect is
+    /// said in one line each (it was silent); -q hides both.
+    func testDropAndReturnAreSaidWithoutVerbose() throws {
+        for quiet in [false, true] {
+            let feed = try start("feed.py", ["--log", path("feed-\(quiet).log"), "--count", "6"])
+            let relay = try start("relay.py", ["--target", String(feed.port), "--log", path("relay-\(quiet).log"),
+                                               "--cut-frames", "3"])
+            let result = try runWspipe(fast + (quiet ? ["-q"] : []) + ["--receive-only", "--send", "s", "-n", "9", url(relay)],
+                                       timeout: 30)
+            assertExit(result, 0)
+            let lines = result.stderr.split(separator: "\n").map(String.init)
+            if quiet {
+                XCTAssertEqual(lines, [], "-q")
+                continue
+            }
+            XCTAssertEqual(lines.count, 2, result.stderr)
+            XCTAssertTrue(lines.first?.hasPrefix("wspipe: disconnected after ") == true, result.stderr)
+            XCTAssertTrue(lines.first?.hasSuffix(" s: the connection was lost without a closing handshake; reconnecting (--reconnect)")
+                          == true, result.stderr)
+            XCTAssertTrue(lines.last?.hasPrefix("wspipe: reconnected after ") == true, result.stderr)
+            XCTAssertTrue(lines.last?.hasSuffix(": \(url(relay)) (attempt 2)") == true, result.stderr)
+        }
+    }
+
     func testBlackholeTripsThePingTimeoutAndReconnects() throws {
         let feed = try start("feed.py", ["--log", path("feed.log"), "--count", "2"])
         let relay = try start("relay.py", ["--target", String(feed.port), "--log", path("relay.log"), "--blackhole-after", "0.4"])

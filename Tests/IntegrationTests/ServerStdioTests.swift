@@ -168,6 +168,22 @@ final class ServerStdioTests: IntegrationTestCase {
         XCTAssertEqual(result.stdoutText, "r1\nr2\nr3\n")
     }
 
+    /// Issue 35 item 9: `printf 'q1\nq2\nq3\n' | wspipe -l ... -1` exits after the client that
+    /// got the last line (it kept serving: a fourth client got nothing, and it never ended).
+    func testOneMessagePerClientEndsWhenStdinIsUsedUp() throws {
+        let server = try spawnWspipe(["-l", "0", "-1"], stdin: .bytes(Array("q1\nq2\nq3\n".utf8)))
+        guard let port = listeningPort(server) else { return XCTFail("no listening line: \(server.stderr.text)") }
+        for n in 1...3 {
+            let client = try runWspipe(["--no-close", "ws://127.0.0.1:\(port)/"], stdin: .bytes(Array("r\(n)\n".utf8)))
+            assertExit(client, 0)
+            assertStdout(client, "q\(n)\n")
+        }
+        let result = finish(server, timeout: 10)
+        assertExit(result, 0)
+        XCTAssertEqual(result.stdoutText, "r1\nr2\nr3\n")
+        XCTAssertLessThan(result.elapsed, 9, "ended by itself, not killed")
+    }
+
     func testJSONLinesWithEvents() throws {
         let (server, port) = try startStdioServer(["--jsonl"])
         server.writeStdin(#"{"type":"text","data":"hi"}"# + "\n" + #"{"type":"binary","base64":"AAE="}"# + "\n")

@@ -115,6 +115,41 @@ final class ServerTests: IntegrationTestCase {
         XCTAssertFalse(result.stderr.contains("s3cret"), "the token is never printed")
     }
 
+    /// Issue 35 item 4: a refusal's reason (with the request's Origin) is on the server's
+    /// stderr with -v (it said only "refused a handshake with 403"), never without -v.
+    func testRefusalReasonIsSaidWithVerboseOnly() throws {
+        let options = ["--echo", "--allow-origin", "https://app.example", "--require-bearer"]
+        let environment = ["WSPIPE_BEARER": "s3cret"]
+        let (verbose, port) = try startServer(options + ["-v"], environment: environment)
+        let token = "Authorization: Bearer s3cret\r\n"
+        XCTAssertTrue(try answer(port, upgrade("/", token + "Origin: https://evil.example\r\n")).hasPrefix("status 403\n"))
+        XCTAssertTrue(try answer(port, upgrade("/", "Origin: https://app.example\r\n")).hasPrefix("status 401\n"))
+        // Client text reaches the terminal as visible text only (a UTF-8 C1 control here).
+        XCTAssertTrue(try answer(port, upgrade("/", token + "Origin: https://e\u{9B}vil.example\r\n")).hasPrefix("status 403\n"))
+        verbose.signal(SIGTERM)
+        let said = finish(verbose)
+        assertExit(said, 0)
+        let refusals = said.stderr.split(separator: "\n").filter { $0.contains("refused a handshake") }
+        XCTAssertEqual(refusals.count, 3, said.stderr)
+        guard refusals.count == 3 else { return }
+        XCTAssertTrue(refusals[0].hasPrefix("wspipe: * refused a handshake from 127.0.0.1:"), said.stderr)
+        XCTAssertTrue(refusals[0].hasSuffix(" with 403 Forbidden: origin 'https://evil.example' is not allowed"), said.stderr)
+        XCTAssertTrue(refusals[1].hasSuffix(" with 401 Unauthorized: a bearer token is required (Origin: https://app.example)"),
+                      said.stderr)
+        XCTAssertTrue(refusals[2].hasSuffix(" with 403 Forbidden: origin 'https://e??vil.example' is not allowed "
+                                            + "(Origin: https://e\\x9Bvil.example)"), "the C1 control shown escaped: \(said.stderr)")
+        XCTAssertFalse(said.stderr.unicodeScalars.contains("\u{9B}"), said.stderr)
+        XCTAssertFalse(said.stderr.contains("s3cret"))
+
+        let (quiet, quietPort) = try startServer(options, environment: environment)
+        XCTAssertTrue(try answer(quietPort, upgrade("/", token + "Origin: https://evil.example\r\n")).hasPrefix("status 403\n"))
+        quiet.signal(SIGTERM)
+        let silent = finish(quiet)
+        assertExit(silent, 0)
+        XCTAssertFalse(silent.stderr.contains("refused"), "an internet-facing server does not log every bot: \(silent.stderr)")
+        XCTAssertFalse(silent.stderr.contains("evil"), silent.stderr)
+    }
+
     func testMaxClientsAnswers503() throws {
         let (server, port) = try startServer(["--echo", "--max-clients", "1"])
         let holder = try spawnWspipe(["--receive-only", "ws://127.0.0.1:\(port)/"], stdin: .null)

@@ -19,6 +19,28 @@ final class TLSTests: IntegrationTestCase {
         }
     }
 
+    /// Issue 35 item 7: TLS options that no hop of the route uses are said in one warning
+    /// (they were ignored without a word); -q hides it; -L (a redirect may lead to wss://)
+    /// and wss:// say nothing.
+    func testTLSOptionsThatNoHopUsesAreSaid() throws {
+        let tls = try TLSMaterial.shared()
+        let echo = try startEcho()
+        let options = ["-k", "--cacert", tls.caCert, "--cert", tls.otherCert, "--key", tls.otherKey]
+        let plain = try runWspipe(options + [url(echo)], stdin: .bytes(Array("a\n".utf8)))
+        assertExit(plain, 0)
+        assertStdout(plain, "a\n")
+        XCTAssertEqual(plain.stderr, "wspipe: warning: --insecure, --cacert, --cert and --key are ignored: no hop of the route to "
+                       + "\(url(echo)) uses TLS (write wss:// for TLS to the server)\n")
+        let one = try runWspipe(["--tls-min", "1.2", url(echo)], stdin: .bytes(Array("a\n".utf8)))
+        XCTAssertEqual(one.stderr, "wspipe: warning: --tls-min is ignored: no hop of the route to \(url(echo)) uses TLS "
+                       + "(write wss:// for TLS to the server)\n")
+        for quiet in [["-q"], ["-L"]] {
+            let result = try runWspipe(quiet + options + [url(echo)], stdin: .bytes(Array("a\n".utf8)))
+            assertExit(result, 0)
+            XCTAssertEqual(result.stderr, "", "\(quiet)")
+        }
+    }
+
     func testSSLCertFileEnvironmentIsTheSystemStore() throws {
         let tls = try TLSMaterial.shared()
         let echo = try startTLSEcho(cert: tls.serverCert, key: tls.serverKey)

@@ -114,12 +114,17 @@ final class OutcomeTests: XCTestCase {
         assertVerdict(outcome(closed()) { $0.deliveryConfirmed = true }, .success)
     }
 
-    func testTimeoutIs124WithoutALine() {
-        assertVerdict(outcome(closed(byUs: true)) { $0.timedOut = true }, .timedOut)
+    /// Issue 35 item 7: --timeout's expiry is said (it exited 124 with nothing on stderr),
+    /// as a notice that -q hides.
+    func testTimeoutIs124WithANotice() {
+        let line = "timed out after 5 s (--timeout)"
+        assertVerdict(outcome(closed(byUs: true)) { $0.timedOut = 5 }, .timedOut, line)
         assertVerdict(outcome(nil) {
             $0.connected = false
-            $0.timedOut = true
-        }, .timedOut)
+            $0.timedOut = 0.5
+        }, .timedOut, "timed out after 0.5 s (--timeout)")
+        XCTAssertTrue(outcome(closed(byUs: true)) { $0.timedOut = 5 }.verdict.isNotice)
+        XCTAssertFalse(outcome(.lost(.abandoned)).verdict.isNotice, "other endings are errors")
     }
 
     func testSignalsAre128PlusTheNumberWithoutALine() {
@@ -133,10 +138,10 @@ final class OutcomeTests: XCTestCase {
 
     func testATimeoutAfterACleanCloseIs124() {
         assertVerdict(outcome(closed(byUs: true)) {
-            $0.timedOut = true
+            $0.timedOut = 5
             $0.deliveryConfirmed = false
             $0.shortfall = Outcome.Shortfall(received: 0, required: 1)
-        }, .timedOut)
+        }, .timedOut, "timed out after 5 s (--timeout)")
     }
 
     func testASignalDuringTheBarrierWaitIsTheSignal() {
@@ -147,7 +152,7 @@ final class OutcomeTests: XCTestCase {
         // ... also before a timeout and a lost connection.
         assertVerdict(outcome(.lost(.abandoned)) {
             $0.localEnd = .signal(15)
-            $0.timedOut = true
+            $0.timedOut = 5
         }, .terminated)
     }
 
@@ -191,7 +196,7 @@ final class OutcomeTests: XCTestCase {
         }.verdict.status, .signal(SIGINT))
         XCTAssertEqual(outcome(closed()) {
             $0.countReached = true
-            $0.timedOut = true
+            $0.timedOut = 5
         }.verdict.status, .timedOut)
     }
 
@@ -200,7 +205,7 @@ final class OutcomeTests: XCTestCase {
             $0.connected = false
             $0.localEnd = .queueFull
             $0.queueBounds = (messages: 1, bytes: 1)
-            $0.timedOut = true
+            $0.timedOut = 5
             $0.openError = .handshakeLost(.closedMidAnswer)
         }.verdict.status, .queueFull)
     }
@@ -209,7 +214,7 @@ final class OutcomeTests: XCTestCase {
         let refused = OpenError.transport(.connect(target: "h:1", errno: ECONNREFUSED))
         XCTAssertEqual(outcome(nil) {
             $0.connected = false
-            $0.timedOut = true
+            $0.timedOut = 5
             $0.openError = refused
         }.verdict.status, .timedOut, "--timeout while retrying")
         XCTAssertEqual(outcome(closed()) { $0.openError = refused }.verdict.status, .success)
@@ -218,26 +223,26 @@ final class OutcomeTests: XCTestCase {
     func testStaleBeatsAProtocolFailureAndATimeout() {
         XCTAssertEqual(outcome(.failed(.protocolError("x"))) {
             $0.stale = 5
-            $0.timedOut = true
+            $0.timedOut = 5
         }.verdict.status, .connectionLost)
     }
 
     func testAProtocolFailureBeatsALocalErrorWhichBeatsATimeout() {
         XCTAssertEqual(outcome(.failed(.protocolError("x"))) {
             $0.localEnd = .inputError
-            $0.timedOut = true
+            $0.timedOut = 5
         }.verdict.status, .protocolViolation)
         XCTAssertEqual(outcome(closed(byUs: true)) {
             $0.localEnd = .outputError
-            $0.timedOut = true
+            $0.timedOut = 5
         }.verdict.status, .localError)
     }
 
     func testATimeoutBeatsAFailingStdout() {
         assertVerdict(outcome(closed(byUs: true)) {
-            $0.timedOut = true
+            $0.timedOut = 5
             $0.stdoutFailure = "cannot write to stdout: Input/output error"
-        }, .timedOut)
+        }, .timedOut, "timed out after 5 s (--timeout)")
     }
 
     // MARK: - Serving
@@ -267,7 +272,7 @@ final class OutcomeTests: XCTestCase {
         }
         assertVerdict(service { _ in }, .success)
         assertVerdict(service { $0.localEnd = .signal(15) }, .success)
-        assertVerdict(service { $0.timedOut = true }, .success)
+        assertVerdict(service { $0.timedOut = 5 }, .success)
         assertVerdict(service { $0.localEnd = .inputError }, .localError)
         assertVerdict(service { $0.stdoutFailure = "cannot write to stdout: Broken pipe" }, .localError,
                       "cannot write to stdout: Broken pipe")
