@@ -68,6 +68,7 @@ final class MatrixEchoPeer: @unchecked Sendable {
         self.run = run
         self.tls = tls
         socketPath = key.listen == "unix" ? matrixSocketPath(name) : nil
+        if let socketPath { run.removeAtEnd(socketPath) }
         port = key.peer == "websocat" && key.listen != "unix" ? try matrixFreePort() : 0
         try launch()
     }

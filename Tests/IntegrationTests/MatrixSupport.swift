@@ -13,6 +13,7 @@ final class MatrixRun: @unchecked Sendable {
     private let lock = NSLock()
     private var children: [ChildProcess] = []
     private var failures: [String] = []
+    private var files: [String] = []
     let directory: String
 
     init(directory: String) { self.directory = directory }
@@ -24,6 +25,11 @@ final class MatrixRun: @unchecked Sendable {
                                      environment: Locations.baseEnvironment.merging(environment) { $1 }, stdin: stdin)
         lock.withLock { children.append(child) }
         return child
+    }
+
+    /// A file (a Unix socket outside the test's directory) removed at the end.
+    func removeAtEnd(_ path: String) {
+        lock.withLock { files.append(path) }
     }
 
     func fail(_ text: String) {
@@ -53,9 +59,10 @@ final class MatrixRun: @unchecked Sendable {
 
     /// Fails the test once per failure gathered, then kills every child still running.
     func finish(file: StaticString = #filePath, line: UInt = #line) {
-        let (gathered, started) = lock.withLock { (failures, children) }
+        let (gathered, started, made) = lock.withLock { (failures, children, files) }
         for failure in gathered { XCTFail(failure, file: file, line: line) }
         started.forEach { $0.kill() }
+        made.forEach { unlink($0) }
     }
 }
 
