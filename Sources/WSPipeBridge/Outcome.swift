@@ -114,9 +114,11 @@ struct Outcome {
         }
     }
 
-    /// A service ends 0, also after a signal (it was asked to stop); how clients left is
-    /// for -v and --jsonl. Only a local failure is 1.
+    /// A service ends 0; how clients left is for -v and --jsonl. Only a local failure is 1,
+    /// and a signal 128 + N, as for the client (what --stats' "exit" says: the process then
+    /// dies of the signal, `dieOfSignalIfStopped`, and a shell shows that number).
     private var serviceConclusion: Conclusion {
+        if case .signal(let number) = localEnd { return .report(.signal(number)) }
         if localEnd == .inputError || localEnd == .outputError { return .said(.localError) }
         if let stdoutFailure { return .report(.localOutput(why: stdoutFailure)) }
         return .said(.success)

@@ -10,7 +10,7 @@ import WebSocketTransport
 /// Listens before anything else (an address in use fails at once, exit 3), prints the one
 /// `listening on` line (even with -q: scripts read the port from it), serves the mode until
 /// SIGINT/SIGTERM/SIGHUP, then stops accepting, closes every client with 1001 within the
-/// close timeout, and exits 0: a service asked to stop has succeeded.
+/// close timeout, and returns 0; the process then dies of the signal (`dieOfSignalIfStopped`).
 @inline(never)
 public func runServer(_ config: BridgeConfiguration, _ serve: ServeConfiguration) -> ExitStatus {
     let log = Diagnostics(verbosity: config.verbosity)

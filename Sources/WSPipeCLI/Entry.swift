@@ -27,6 +27,14 @@ public func wspipeMain(arguments: [String], environment: (String) -> String?) ->
     }
 }
 
+/// The end of the process, after `wspipeMain` (everything written, `--stats` printed): a run
+/// that SIGINT, SIGTERM or SIGHUP stopped dies of that signal, so that a shell's loop stops
+/// at the first Ctrl-C; any other run exits with `status`.
+public func wspipeExit(_ status: Int32) -> Never {
+    dieOfSignalIfStopped()
+    exit(status)
+}
+
 /// A closed stdin, stdout or stderr (`<&-`, `>&-`) would otherwise be taken by the first
 /// descriptor wspipe opens (its eventfd, the socket): stdin would read the eventfd and
 /// diagnostics would go into the WebSocket connection. Each closed one is opened on

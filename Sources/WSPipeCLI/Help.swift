@@ -64,7 +64,7 @@ Exit status:
   10 the offline queue was full (--queue-policy fail)
   11 --require-count: the connection ended before -n's count (or -1's reply) came
   12 closed, but the server never confirmed reading every message (no pong at end of input)
-  129/130/143 SIGHUP/SIGINT/SIGTERM
+  129/130/143 dies of SIGHUP/SIGINT/SIGTERM (a shell shows 128+N), every mode
 
 See man wspipe (man/wspipe.1) for details.
 """

@@ -263,7 +263,7 @@ final class OutcomeTests: XCTestCase {
         }, .countNotReached, "the connection ended after 0 of 1 message (--require-count)")
     }
 
-    func testAServiceEndsZeroUnlessALocalFailure() {
+    func testAServiceEndsZeroUnlessALocalFailureOrASignal() {
         func service(_ change: (inout Outcome) -> Void) -> Outcome {
             outcome(.lost(.peerClosedTCP(afterOurClose: false))) {
                 $0.runner = .service
@@ -271,7 +271,7 @@ final class OutcomeTests: XCTestCase {
             }
         }
         assertVerdict(service { _ in }, .success)
-        assertVerdict(service { $0.localEnd = .signal(15) }, .success)
+        assertVerdict(service { $0.localEnd = .signal(15) }, .terminated)
         assertVerdict(service { $0.timedOut = 5 }, .success)
         assertVerdict(service { $0.localEnd = .inputError }, .localError)
         assertVerdict(service { $0.stdoutFailure = "cannot write to stdout: Broken pipe" }, .localError,
