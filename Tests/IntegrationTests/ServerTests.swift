@@ -355,7 +355,7 @@ final class ServerTests: IntegrationTestCase {
                                   (["--echo", "ws://127.0.0.1:1/"], "--echo is a server option"),
                                   (["-l", "0", "--echo", "ws://127.0.0.1:1/"], "cannot be combined with -l"),
                                   (["-l", "0", "--echo", "--stats"], "--stats has no meaning with -l/--listen --echo"),
-                                  (["-l", "localhost:80", "--echo"], "is not an IP address"),
+                                  (["-l", "example.com:80", "--echo"], "is not an IP address"),
                                   (["-l", "0", "--echo", "--require-bearer"], "WSPIPE_BEARER"),
                                   (["-l", "0", "--echo", "--response-header", "Upgrade: x"], "--response-header")] {
             let result = try runWspipe(arguments)

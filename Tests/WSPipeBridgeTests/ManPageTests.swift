@@ -44,6 +44,32 @@ final class ManPageTests: XCTestCase {
         }
     }
 
+    /// OPTIONS has a subsection per --help category (Option.category), each option under its own.
+    func testEveryOptionIsUnderItsCategorysSubsection() throws {
+        let titles: [Option.Category: String] = [
+            .modes: "Modes", .formats: "Formats", .limits: "Counts and time limits", .ending: "Ending the session",
+            .connection: "Connection", .compression: "Compression", .reconnect: "Staying connected", .network: "Network",
+            .tls: "TLS", .request: "Request", .output: "Output", .server: "Server", .access: "Who may connect (server mode)",
+            .web: "Plain HTTP (server mode)", .bus: "A bus between servers (server mode)",
+            .programs: "A program per connection (server mode)", .gateway: "Gateway"]
+        XCTAssertEqual(titles.count, Option.Category.allCases.count, "a category without its subsection title here")
+        let page = ManPage(source: try manPageSource())
+        let body = try XCTUnwrap(page.sectionLines("OPTIONS"))
+        var subsection = ""
+        var found: [String: String] = [:]
+        for (index, line) in body.enumerated() {
+            if line.hasPrefix(".SS ") {
+                subsection = String(line.dropFirst(4)).trimmingCharacters(in: CharacterSet(charactersIn: "\""))
+            } else if (line == ".TP" || line.hasPrefix(".TP ")) && index + 1 < body.count {
+                for name in ManPage.names(in: ManPage.plainText(body[index + 1])).long { found[name] = subsection }
+            }
+        }
+        for option in Option.allCases {
+            XCTAssertEqual(found[option.longName], titles[option.category],
+                           "\(option.longName) (--help \(option.category.rawValue)) is under another subsection of OPTIONS")
+        }
+    }
+
     func testManPageDocumentsNoUnknownOptions() throws {
         let page = ManPage(source: try manPageSource())
         let known = Set(Option.allCases.map(\.longName))
@@ -69,6 +95,8 @@ final class ManPageTests: XCTestCase {
             // short name or the long name.
             let intro = lines.filter { line in
                 let trimmed = line.drop { $0 == " " }
+                // The left column; a description's wrapped line may start with an option too.
+                guard line.count - trimmed.count <= 6 else { return false }
                 if let short = option.shortName, trimmed.hasPrefix("-\(short), \(option.longName)") {
                     return ManPage.names(in: String(trimmed)).long.first == option.longName
                 }
