@@ -113,6 +113,21 @@ final class RetryPolicyTests: XCTestCase {
         for reply: UInt8 in [1, 2, 7, 8] { XCTAssertEqual(socks(reply), .connectRefusedForGood, "\(reply)") }
     }
 
+    /// A hang-up during the TLS handshake (a TCP proxy in front of a restarting server
+    /// accepts, then closes) is the server closing during the handshake: retried. wss://
+    /// --reconnect behind socat ended with exit 4 (found by a new user's trial). A server
+    /// that answers with something else than TLS, or a certificate that fails, stays final.
+    func testAHangUpDuringTheTLSHandshakeIsRetried() {
+        func tls(_ failure: TLSFailure) -> AttemptFailure { AttemptFailure(.transport(.tls(failure))) }
+        XCTAssertEqual(tls(.closedDuringHandshake(hint: "")), .handshakeLost)
+        for why in [StreamFailure.closed, .tlsSessionClosed, .system(errno: ECONNRESET)] {
+            XCTAssertEqual(tls(.handshakeFailed(why, hint: nil)), .handshakeLost, "\(why)")
+        }
+        XCTAssertEqual(tls(.handshakeFailed(.tls(.other(detail: "wrong version number")), hint: "plain")), .connectRefusedForGood)
+        XCTAssertEqual(tls(.verification(.unknownCA, name: "h", detail: "")), .connectRefusedForGood)
+        XCTAssertTrue(RetryPolicy().retries(tls(.closedDuringHandshake(hint: ""))))
+    }
+
     func testRetryAfter() {
         XCTAssertEqual(RetryAfter.seconds("120", now: 0), 120)
         XCTAssertEqual(RetryAfter.seconds(" 7 ", now: 0), 7)

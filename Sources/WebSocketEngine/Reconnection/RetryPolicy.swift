@@ -40,6 +40,13 @@ extension AttemptFailure {
             self = .connectFailed
         case .transport(.proxy(.socks(.connectFailed(let reply), _, _))) where (3...6).contains(reply):
             self = .connectFailed  // SOCKS5: network or host unreachable, connection refused, TTL expired
+        case .transport(.tls(.closedDuringHandshake, _)), .transport(.tls(.handshakeFailed(.closed, _), _)),
+             .transport(.tls(.handshakeFailed(.tlsSessionClosed, _), _)),
+             .transport(.tls(.handshakeFailed(.system(errno: ECONNRESET), _), _)):
+            // Hung up during the TLS handshake: a TCP proxy or load balancer in front of a
+            // restarting server accepts and closes, as the server closing during the
+            // WebSocket handshake does (wss:// --reconnect ended with exit 4 there).
+            self = .handshakeLost
         case .transport:
             self = .connectRefusedForGood  // TLS verification, proxy refusals and settings
         case .handshake(.unexpectedStatus(let head), _):
