@@ -214,6 +214,7 @@ final class ExecServingMode: UntilSignal {
         self.exec = exec
         let mode = makeExecMode(exec, loop: context.loop, binary: context.config.stdio.mode == .binary,
                                 maximumMessageSize: context.config.maxMessageSize, log: context.log)
+        mode.bearerChecked = context.serve.server.policy.bearerToken != nil
         children = mode.pool
         if let directory = exec.directory {
             do throws(ResolveFailure) {

@@ -25,6 +25,16 @@ final class ManPageTests: XCTestCase {
 
     // MARK: - Options
 
+    /// roff escapes are written, not their bytes: a form feed where `\\f` was meant rendered
+    /// "timed out afterISECONDSP s".
+    func testManPageHoldsNoControlBytes() throws {
+        let source = try manPageSource()
+        for (number, line) in source.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
+            let controls = line.unicodeScalars.filter { $0.value < 0x20 && $0 != "\t" || $0.value == 0x7F }
+            XCTAssertTrue(controls.isEmpty, "man/wspipe.1:\(number + 1) holds control byte(s) \(controls.map { String($0.value, radix: 16) })")
+        }
+    }
+
     func testEveryOptionIsInTheManPageOptionsSection() throws {
         let page = ManPage(source: try manPageSource())
         let headings = page.optionHeadings(inSection: "OPTIONS")
