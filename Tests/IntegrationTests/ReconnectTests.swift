@@ -130,10 +130,24 @@ final class ReconnectTests: IntegrationTestCase {
     }
 
     func testBadCertificateIsNotRetried() throws {
-        let feed = try startFeed(path("feed.log"))  // plain TCP: the TLS handshake fails
-        let result = try runWspipe(fast + ["--jsonl", "--receive-only", url(feed, scheme: "wss")])
-        XCTAssertNotEqual(result.exitCode, 0)
+        // A server whose certificate the client has no CA for: verification fails, for good.
+        let tls = try TLSMaterial.shared()
+        let echo = try startEcho(["--tls", tls.serverCert, tls.serverKey])
+        let result = try runWspipe(fast + ["--jsonl", "--receive-only", url(echo, scheme: "wss", host: "localhost")])
+        assertExit(result, 4)
         XCTAssertEqual(objects(result).filter { $0["type"] as? String == "connecting" }.count, 1)
+    }
+
+    /// A TCP proxy in front of a TLS server that is down accepts and hangs up during the
+    /// TLS handshake: that is retried, as the server closing during the WebSocket
+    /// handshake is (it ended wss:// --reconnect with exit 4 at once).
+    func testAHangUpDuringTheTLSHandshakeIsRetried() throws {
+        let listener = try HangingUpListener()
+        defer { listener.stop() }
+        let result = try runWspipe(fast + ["--max-retries", "2", "--jsonl", "--receive-only",
+                                           "wss://127.0.0.1:\(listener.port)/"])
+        assertExit(result, 4)
+        XCTAssertEqual(objects(result).filter { $0["type"] as? String == "connecting" }.count, 3, result.stderr)
     }
 
     func testRetriesSpentGiveTheLastFailuresStatus() throws {
@@ -422,4 +436,36 @@ final class LinkDownTests: IntegrationTestCase {
         }.filter { $0["type"] as? String == "text" }.compactMap { $0["data"] as? String }
         XCTAssertEqual(texts, ["m0", "m1", "m0", "m1"])
     }
+}
+
+/// A loopback listener that accepts every connection and closes it at once (a TCP proxy
+/// whose backend is down).
+final class HangingUpListener: @unchecked Sendable {
+    let port: Int
+    private let fd: Int32
+    private let thread: Thread
+
+    init() throws {
+        fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0 }
+        }
+        guard bound, listen(fd, 16) == 0 else { close(fd); throw HarnessError("cannot listen: errno \(errno)") }
+        port = Int(UInt16(bigEndian: address.sin_port))
+        let listening = fd
+        thread = Thread {
+            while true {
+                let client = accept(listening, nil, nil)
+                if client < 0 { return }
+                close(client)
+            }
+        }
+        thread.start()
+    }
+
+    func stop() { shutdown(fd, Int32(SHUT_RDWR)); close(fd) }
 }
