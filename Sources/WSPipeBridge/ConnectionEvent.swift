@@ -75,35 +75,65 @@ enum ConnectionEvent: Equatable {
     static func rounded(_ seconds: Double) -> Double { (seconds * 1000).rounded() / 1000 }
 }
 
-/// The two lines --reconnect says without -v (hidden by -q), so that a person sees a gap in
+/// The lines --reconnect says without -v (hidden by -q), so that a person sees a gap in
 /// the feed: one when a connection drops and another attempt follows, one when a
-/// connection is back. -v's event lines tell every step; these tell each gap once (failed
-/// attempts in between, and the first connection, say nothing more).
+/// connection is back; and before the first connection, one when the first attempt failed
+/// and another follows (a typo'd port must not look like a hang), one when it connects.
+/// -v's event lines tell every step; these tell each gap once (failed attempts in between
+/// say nothing more).
 final class ReconnectionNotices {
     /// The last connection's end, said when a retry follows it.
     private var ended: ConnectionEvent?
-    /// When the connection dropped, until one is back.
+    /// When the connection dropped (or the run started, if the first attempt failed), until
+    /// one is back; `firstGap`: no connection was made yet.
     private var downSince: Instant?
+    private var firstGap = false
+    /// The run's start, until its first connection.
+    private var startedAt: Instant? = .now()
+    /// Why the first attempt failed (the one-shot client's words), said when a retry follows.
+    private var firstFailure: String?
+
+    /// An attempt failed before a connection: the first one of the run is said (once a
+    /// retry follows it) as the one-shot client would say it.
+    func attemptFailed(_ why: String) {
+        guard startedAt != nil, !firstGap else { return }
+        firstFailure = why
+    }
 
     func note(_ event: ConnectionEvent, _ log: Diagnostics) {
         switch event {
         case .disconnected:
             ended = event
         case .retry:
+            if let why = firstFailure {
+                firstFailure = nil
+                firstGap = true
+                downSince = startedAt
+                log.notice(ReconnectionNotices.notYet(why))
+                return
+            }
             guard let ended, let line = ReconnectionNotices.drop(ended) else { return }
             self.ended = nil
             downSince = .now()
             log.notice(line)
         case .connected(let url, _, let attempt):
+            startedAt = nil
             guard let since = downSince else { return }
             downSince = nil
-            let down = ConnectionEvent.rounded(Instant.now().seconds(since: since))
-            log.notice("reconnected after \(formatSeconds(down)) s: \(url) (attempt \(attempt))")
+            let down = formatSeconds(ConnectionEvent.rounded(Instant.now().seconds(since: since)))
+            log.notice("\(firstGap ? "connected" : "reconnected") after \(down) s: \(url) (attempt \(attempt))")
+            firstGap = false
         case .givingUp:
             ended = nil
+            firstFailure = nil
         case .connecting, .resubscribed, .dropped:
             break
         }
+    }
+
+    /// "not connected yet: WHY; retrying (--reconnect)", WHY as the one-shot client says it.
+    static func notYet(_ why: String) -> String {
+        "not connected yet: \(why); retrying (--reconnect)"
     }
 
     /// "disconnected after 3.2 s: WHY; reconnecting (--reconnect)"; nil for another event.

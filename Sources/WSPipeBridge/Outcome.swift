@@ -100,6 +100,10 @@ struct Outcome {
         if let timedOut, !connected {
             return .report(timedOutBeforeOpen ? .timedOutBeforeOpen(seconds: timedOut) : .timedOut(seconds: timedOut))
         }
+        // stdout failed while --reconnect was between attempts: as when connected (the
+        // reader's leaving is its choice; a write error was said when it happened).
+        if !connected && localEnd == .readerGone { return .said(.success) }
+        if !connected && localEnd == .outputError { return .said(.localError) }
         if !connected, let openError { return .report(.open(openError)) }
         if let stale { return .report(.stale(seconds: stale)) }
         if case .failed = ending { return .said(.protocolViolation) }

@@ -35,7 +35,7 @@ final class ReconnectingRunner {
     private var bearerToken: String?
     /// The session ended while an attempt was opening: its result, once back, is dropped.
     private var endedWhileOpening = false
-    /// The drop and the return said without -v.
+    /// The first failed attempt, a drop and the return said without -v.
     private let notices = ReconnectionNotices()
 
     init(session: Session, settings: ClientConfiguration.Reconnection) throws(Failure) {
@@ -94,7 +94,9 @@ final class ReconnectingRunner {
             if session.timeoutPassed() { return session.stopLoop() }
             lastOpenError = error
             let failure = Self.attemptFailure(error)
-            log.event(report(.open(error)).message ?? "connection attempt failed")
+            let why = report(.open(error)).message ?? "connection attempt failed"
+            log.event(why)
+            notices.attemptFailed(why)
             var retryAfter: Double?
             if case .handshakeStatus(_, let seconds) = failure { retryAfter = seconds }
             if !scheduleRetry(failure, retryAfter: retryAfter) {
@@ -274,6 +276,7 @@ extension Session {
         endedDriver = driver
         driver = nil
         refreshStdin()
+        refreshStdout()  // stdout's reader is watched while disconnected too
     }
 
     /// After stdin went into the queue: drops are told, a full `fail` queue ends the run.

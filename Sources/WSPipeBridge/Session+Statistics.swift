@@ -35,7 +35,12 @@ extension Session {
         let duration = (Instant.now().seconds(since: started) * 1000).rounded() / 1000
         let driver = self.driver ?? endedDriver
         let rtt = driver?.lastRoundTrip.map { String((($0 * 1e6).rounded()) / 1000) } ?? "null"
-        line += Array(("{\"sent\":{\"messages\":\(framer.messages + sent.messages),\"bytes\":\(framer.bytes + sent.bytes)},"
+        // stdin's messages the offline queue dropped or still holds never reached a connection.
+        let unsent = offline.map { (messages: $0.offered.messages - $0.passedOn.messages, bytes: $0.offered.bytes - $0.passedOn.bytes) }
+            ?? (messages: 0, bytes: 0)
+        let sentMessages = framer.messages + sent.messages - unsent.messages
+        let sentBytes = framer.bytes + sent.bytes - unsent.bytes
+        line += Array(("{\"sent\":{\"messages\":\(sentMessages),\"bytes\":\(sentBytes)},"
             + "\"received\":{\"messages\":\(stdout.assembler.messages),\"bytes\":\(stdout.assembler.bytes)},"
             + "\"duration_s\":\(duration),"
             + "\"close_sent\":\(closeObject(driver?.closeSent)),"

@@ -122,7 +122,7 @@ final class Session: ConnectionDelegate, StdinReaderOwner {
         limits = LimitKeeper(config.stdio.limits(span: span, idleClock: .bothWaysReported), loop: loop, runStart: started) { _ in }
         stdin.owner = self
         stdout.onChange = { [unowned self] in refreshStdout() }
-        stdout.watchesReader = { [unowned self] in ending.localEnd == nil && driver?.state == .open }
+        stdout.watchesReader = { [unowned self] in ending.localEnd == nil && (driver?.state == .open || waitsForConnection) }
         stdout.onDecompressFailure = { [unowned self] error in decompressFailed(error) }
         limits.onLimit = { [unowned self] reason in limitUp(reason) }
     }
@@ -207,7 +207,7 @@ final class Session: ConnectionDelegate, StdinReaderOwner {
         default:
             log.error("message \(number) does not inflate as \(format) (--decompress): \(error.description)")
         }
-        carryOut(ending.outputFailed(.decompressError))
+        carryOut(ending.outputFailed(.decompressError, connection))
     }
 
     public func connection(_ connection: ConnectionDriver, didReceivePing payload: [UInt8]) {
@@ -320,16 +320,20 @@ final class Session: ConnectionDelegate, StdinReaderOwner {
     }
 
     func handleWriterFailure() {
-        guard ending.localEnd == nil, let failure = stdout.sink.failure, driver != nil else { return }
+        guard ending.localEnd == nil, let failure = stdout.sink.failure, driver != nil || waitsForConnection else { return }
         switch failure {
         case .readerGone:
-            log.event("stdout reader went away; closing")
-            carryOut(ending.outputFailed(.readerGone))
+            log.event("stdout reader went away; \(driver == nil ? "ending the run" : "closing")")
+            carryOut(ending.outputFailed(.readerGone, connection))
         case .failed(let why):
             log.error(why)
-            carryOut(ending.outputFailed(.outputError))
+            carryOut(ending.outputFailed(.outputError, connection))
         }
     }
+
+    /// --reconnect before its first connection or between two: stdout is its reader's still
+    /// (its departure ends the run, as while connected).
+    var waitsForConnection: Bool { driver == nil && offline != nil }
 
     // MARK: - The end
 

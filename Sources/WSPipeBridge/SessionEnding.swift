@@ -109,12 +109,14 @@ struct SessionEnding: Equatable {
         return [.abandon]
     }
 
-    /// On an open connection, stdout's reader left, or stdout or --decompress failed: the
-    /// first local end closes with its code (a later one changes nothing; a payload that
-    /// does not inflate still closes with 1003).
-    mutating func outputFailed(_ end: LocalEnd) -> [Action] {
+    /// stdout's reader left, or stdout or --decompress failed: the first local end closes
+    /// with its code (a later one changes nothing; a payload that does not inflate still
+    /// closes with 1003), or ends the run when there is no connection (--reconnect between
+    /// attempts: it sat retrying, its reader gone, until killed).
+    mutating func outputFailed(_ end: LocalEnd, _ connection: Connection) -> [Action] {
         guard localEnd == nil || end == .decompressError else { return [] }
         localEnd = end
+        guard case .open = connection else { return [.stopStdin, .endWithoutConnection] }
         return [.stopStdin, .close(SessionEnding.close(for: end))]
     }
 

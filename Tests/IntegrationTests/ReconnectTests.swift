@@ -244,7 +244,7 @@ final class ReconnectTests: IntegrationTestCase {
         assertExit(result, 1)
         XCTAssertEqual(logLines(log), ["connected", "sub sub", "got x"])
         assertStderr(result, contains: "stdin line 2 is not a --jsonl message")
-        XCTAssertFalse(result.stderr.contains("cannot connect"), result.stderr)
+        XCTAssertFalse(result.stderr.contains("wspipe: cannot connect"), result.stderr)  // the first failure is a notice
         XCTAssertTrue(result.stdoutText.contains(#"{"type":"close","code":1011,"reason":"stdin error"}"#), result.stdoutText)
     }
 
@@ -291,6 +291,86 @@ final class ReconnectTests: IntegrationTestCase {
             assertStderr(result, contains: "\"attempts\":1,")
             assertStderr(result, contains: "\"exit\":\(status)}")
         }
+    }
+
+    /// A user's trial: with nothing listening (a typo'd port) --reconnect said nothing
+    /// without -v until killed, where the one-shot client says `cannot connect` at once.
+    /// The first failed attempt is said once, in the one-shot client's words, and the
+    /// connection when it comes; -q hides both.
+    func testTheFirstFailedAttemptAndTheConnectionAreSaidWithoutVerbose() throws {
+        for quiet in [false, true] {
+            let log = path("feed-\(quiet).log")
+            let port = try deadPort(log)
+            let child = try spawnWspipe(fast + (quiet ? ["-q"] : []) + ["ws://127.0.0.1:\(port)/"], stdin: .pipe)
+            if !quiet {
+                let said = child.stderr.wait(timeout: 10) { $0.firstRange(of: Array("retrying".utf8)) != nil }
+                XCTAssertTrue(said, "nothing said while retrying: \(child.stderr.text)")
+            } else {
+                Thread.sleep(forTimeInterval: 0.5)
+            }
+            _ = try startFeed(log, port: port)
+            child.writeStdin("a\n")
+            child.closeStdin()
+            let result = finish(child, timeout: 30)
+            assertExit(result, 0)
+            XCTAssertEqual(logLines(log), ["connected", "sub a"])
+            let lines = self.lines(result.stderr)
+            if quiet {
+                XCTAssertEqual(lines, [], "-q")
+                continue
+            }
+            XCTAssertEqual(lines.count, 2, result.stderr)
+            XCTAssertEqual(lines.first, "wspipe: not connected yet: cannot connect to 127.0.0.1:\(port): Connection refused; "
+                           + "retrying (--reconnect)")
+            XCTAssertTrue(lines.last?.hasPrefix("wspipe: connected after ") == true, result.stderr)
+            XCTAssertTrue(lines.last?.contains(" s: ws://127.0.0.1:\(port)/ (attempt ") == true, result.stderr)
+        }
+    }
+
+    /// The same for a server that accepts TCP and never answers the handshake: the first
+    /// --connect-timeout said, then the last failure's status once the retries are spent.
+    func testAHandshakeThatNeverComesIsSaidOnceWhileRetrying() throws {
+        let raw = try startRaw("no-answer")
+        let result = try runWspipe(fast + ["--connect-timeout", "0.5", "--max-retries", "2", url(raw)], stdin: .pipe, timeout: 20)
+        assertExit(result, 3)
+        XCTAssertEqual(lines(result.stderr), [
+            "wspipe: not connected yet: timed out after 0.5 s waiting for the server's handshake response (--connect-timeout); "
+                + "retrying (--reconnect)",
+            "wspipe: timed out after 0.5 s waiting for the server's handshake response (--connect-timeout)",
+        ])
+    }
+
+    /// A user's trial: while --reconnect retried, the stdout reader leaving went unnoticed
+    /// (`... | wspipe --reconnect ws://DEADPORT/ | true` ran until killed); it ends the run as
+    /// when connected (exit 0), also when nothing is written.
+    func testTheReaderLeavingWhileRetryingEndsTheRun() throws {
+        let port = try deadPort(path("feed.log"))
+        let shell = try ChildProcess(executable: "/bin/bash",
+                                     arguments: ["-c", "set -o pipefail; timeout 8 \"$0\" \"$@\" | sleep 1", Locations.wspipe]
+                                         + fast + ["-q", "ws://127.0.0.1:\(port)/"],
+                                     environment: Locations.baseEnvironment, stdin: .pipe)
+        let result = finish(shell, timeout: 20)  // timeout 8 bounds wspipe; finish kills bash
+        assertExit(result, 0)  // timeout's 124 before
+        XCTAssertLessThan(result.elapsed, 5, "ended when the reader left, not at the timeout")
+        XCTAssertEqual(result.stderr, "")
+    }
+
+    /// A user's trial: --stats counted the messages the offline queue dropped as sent.
+    /// `sent` is what went to a connection: here the last two lines.
+    func testStatsSentLeavesOutWhatTheOfflineQueueDropped() throws {
+        let log = path("feed.log")
+        let port = try deadPort(log)
+        let child = try spawnWspipe(fast + ["-q", "--queue-policy", "drop-oldest", "--queue-size", "2", "--stats",
+                                            "ws://127.0.0.1:\(port)/"], stdin: .pipe)
+        child.writeStdin((0..<10).map { "l\($0)\n" }.joined())
+        child.closeStdin()
+        Thread.sleep(forTimeInterval: 0.5)
+        _ = try startFeed(log, port: port)
+        let result = finish(child, timeout: 30)
+        assertExit(result, 0)
+        XCTAssertEqual(logLines(log), ["connected", "sub l8", "got l9"])  // the feed takes the first as a subscription
+        assertStderr(result, contains: "{\"sent\":{\"messages\":2,\"bytes\":4},")
+        assertStderr(result, contains: "\"dropped\":8,")
     }
 }
 

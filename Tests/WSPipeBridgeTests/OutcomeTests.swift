@@ -46,6 +46,18 @@ final class OutcomeTests: XCTestCase {
                       nil)
     }
 
+    func testStdoutFailingBetweenAttemptsEndsAsWhenConnected() {
+        // --reconnect retrying when the reader left (or a write failed): not the last
+        // attempt's failure (exit 3), but 0 as when connected (1 for a write error).
+        let refused = OpenError.transport(.connect(target: "127.0.0.1:9", errno: ECONNREFUSED))
+        var gone = notConnected(refused)
+        gone.localEnd = .readerGone
+        assertVerdict(gone, .success)
+        var failed = notConnected(refused)
+        failed.localEnd = .outputError
+        assertVerdict(failed, .localError)
+    }
+
     func testOneLocalError() {
         for end in [LocalEnd.inputError, .outputError, .decompressError] {
             assertVerdict(outcome(closed(1011, byUs: true)) { $0.localEnd = end }, .localError)  // said when it happened

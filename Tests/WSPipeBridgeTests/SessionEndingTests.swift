@@ -39,12 +39,12 @@ final class SessionEndingTests: XCTestCase {
 
     func testASignalOverridesTheReaderLeavingButNotAFailure() {
         var readerGone = SessionEnding()
-        _ = readerGone.outputFailed(.readerGone)
+        _ = readerGone.outputFailed(.readerGone, open)
         _ = readerGone.signal(SIGINT, open)
         XCTAssertEqual(readerGone.localEnd, .signal(SIGINT))
 
         var failed = SessionEnding()
-        _ = failed.outputFailed(.outputError)
+        _ = failed.outputFailed(.outputError, open)
         XCTAssertEqual(failed.signal(SIGINT, open), [.stopStdin, .releaseClose, .close(goingAway)])
         XCTAssertEqual(failed.localEnd, .outputError)
     }
@@ -104,18 +104,26 @@ final class SessionEndingTests: XCTestCase {
         for (end, code) in [(LocalEnd.readerGone, CloseCode.goingAway), (.outputError, .internalError),
                             (.decompressError, .unsupportedData)] {
             var ending = SessionEnding()
-            let actions = ending.outputFailed(end)
+            let actions = ending.outputFailed(end, open)
             XCTAssertEqual(actions, [.stopStdin, .close(SessionEnding.close(for: end))], "\(end)")
             XCTAssertEqual(SessionEnding.close(for: end).code, code)
             XCTAssertEqual(ending.localEnd, end)
             XCTAssertFalse(ending.inputGoesOn)
         }
         var ending = SessionEnding()
-        _ = ending.outputFailed(.readerGone)
-        XCTAssertEqual(ending.outputFailed(.outputError), [])
+        _ = ending.outputFailed(.readerGone, open)
+        XCTAssertEqual(ending.outputFailed(.outputError, open), [])
         XCTAssertEqual(ending.localEnd, .readerGone)
-        XCTAssertEqual(ending.outputFailed(.decompressError).last, .close(SessionEnding.close(for: .decompressError)),
+        XCTAssertEqual(ending.outputFailed(.decompressError, open).last, .close(SessionEnding.close(for: .decompressError)),
                        "a payload that does not inflate still closes with 1003")
+    }
+
+    func testTheReaderLeavingWithoutAConnectionEndsTheRun() {
+        // --reconnect between attempts: the run sat retrying, its reader gone, until killed.
+        var ending = SessionEnding()
+        XCTAssertEqual(ending.outputFailed(.readerGone, .none), [.stopStdin, .endWithoutConnection])
+        XCTAssertEqual(ending.localEnd, .readerGone)
+        XCTAssertTrue(ending.endedByItself)
     }
 
     func testAnInputFailureClosesAfterDeliveryNowOrOnTheNextConnection() {
@@ -134,7 +142,7 @@ final class SessionEndingTests: XCTestCase {
 
     func testAnInputFailureKeepsAnEarlierLocalEnd() {
         var ending = SessionEnding()
-        _ = ending.outputFailed(.readerGone)
+        _ = ending.outputFailed(.readerGone, open)
         _ = ending.inputFailed(open)
         XCTAssertEqual(ending.localEnd, .readerGone)
     }

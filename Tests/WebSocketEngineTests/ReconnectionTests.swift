@@ -168,6 +168,23 @@ final class OfflineQueueTests: XCTestCase {
         XCTAssertEqual(sink.texts, ["m7", "m8", "m9"])
     }
 
+    /// What was offered against what was passed on: the difference (dropped, still held)
+    /// never reached a connection (--stats counted it as sent).
+    func testOfferedAgainstPassedOnCountsWhatNeverWentOn() {
+        let queue = OfflineQueue(messageLimit: 3, byteLimit: 1000, policy: .dropOldest)
+        fill(queue, 10)
+        XCTAssertEqual(queue.offered.messages, 10)
+        XCTAssertEqual(queue.offered.bytes, 20)
+        XCTAssertEqual(queue.passedOn.messages, 0)
+        queue.drain(into: RecordingSink())
+        XCTAssertEqual(queue.passedOn.messages, 3)
+        XCTAssertEqual(queue.passedOn.bytes, 6)
+        queue.send(.text, fin: false, bytes: Array("a".utf8))  // held, incomplete: not passed on
+        queue.drain(into: RecordingSink())
+        XCTAssertEqual(queue.offered.messages - queue.passedOn.messages, 8)
+        XCTAssertEqual(queue.offered.bytes - queue.passedOn.bytes, 15)
+    }
+
     func testDropNewestAndByteBound() {
         let queue = OfflineQueue(messageLimit: 100, byteLimit: 4, policy: .dropNewest)
         fill(queue, 5)  // "m0" "m1" fit in 4 bytes

@@ -40,6 +40,10 @@ public final class OfflineQueue: MessageSink {
     public private(set) var droppedTotal: UInt64 = 0
     /// Messages that went through the queue, in all.
     public private(set) var queuedTotal: UInt64 = 0
+    /// Messages and payload bytes given to the queue (kept or dropped), and those passed on
+    /// by `drain`: the difference never reached a connection (dropped, or still held).
+    public private(set) var offered = (messages: UInt64(0), bytes: UInt64(0))
+    public private(set) var passedOn = (messages: UInt64(0), bytes: UInt64(0))
     /// A message did not fit under `.fail`.
     public private(set) var overflowed = false
 
@@ -72,6 +76,8 @@ public final class OfflineQueue: MessageSink {
 
     public func send(_ opcode: Opcode, fin: Bool, bytes: [UInt8]) {
         let continuing = count > 0 && !messages[messages.count - 1].complete
+        if !continuing && !droppingCurrent { offered.messages += 1 }
+        offered.bytes += UInt64(bytes.count)
         if !continuing && !droppingCurrent {
             if !admit(bytes.count) {
                 droppingCurrent = !fin
@@ -142,6 +148,8 @@ public final class OfflineQueue: MessageSink {
         var sent = 0
         while head < messages.count && messages[head].complete {
             for frame in messages[head].frames { sink.send(frame.opcode, fin: frame.fin, bytes: frame.bytes) }
+            passedOn.messages += 1
+            passedOn.bytes += UInt64(messages[head].byteCount)
             byteCount -= messages[head].byteCount
             head += 1
             sent += 1
