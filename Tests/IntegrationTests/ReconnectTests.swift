@@ -526,7 +526,8 @@ final class HangingUpListener: @unchecked Sendable {
     private let thread: Thread
 
     init() throws {
-        fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        self.fd = fd
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_addr.s_addr = inet_addr("127.0.0.1")
