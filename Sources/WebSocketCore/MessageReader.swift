@@ -177,11 +177,22 @@ public struct MessageReader: Sendable {
             started = kind
         }
         let (total, overflow) = messageSize.addingReportingOverflow(header.payloadLength)
-        if overflow || total > maximumMessageSize {
+        let limit = messageRSV.isEmpty ? maximumMessageSize : Self.encodedLimit(maximumMessageSize)
+        if overflow || total > limit {
             throw .messageTooBig(size: overflow ? nil : total, limit: maximumMessageSize)
         }
         messageSize = total
         return started
+    }
+
+    /// How large a message an extension encoded (RSV bits set: compressed) may be on the
+    /// wire: the limit is the decoded size's, which the decoder applies, and data that does
+    /// not compress grows a little (zlib's deflateBound: about 1/4096 and a few bytes), so
+    /// a 1000-byte random message, 1,006 bytes compressed, once failed
+    /// `--max-message-size 1000`. The allowance still bounds a message that never decodes.
+    static func encodedLimit(_ limit: UInt64) -> UInt64 {
+        let (sum, overflow) = limit.addingReportingOverflow(limit >> 10 + 64)
+        return overflow ? .max : sum
     }
 
     /// RSV bits are an extension's, on a message's first frame only (§5.2, §9).

@@ -60,6 +60,19 @@ final class DeflateInteropTests: IntegrationTestCase {
 
     /// 64 MiB of zeros from websockets (about 64 KiB on the wire) against a 1 MiB limit:
     /// 1009, exit 6, and wspipe's memory stays small.
+    /// --max-message-size limits the message, not its compressed form: 1000 random bytes
+    /// compress to about 1,006 (Python websockets compresses them anyway), which failed a
+    /// 1000-byte limit with "a message of at least 1006 B exceeds the limit" (exit 6).
+    func testMaxMessageSizeLimitsTheMessageNotItsCompressedForm() throws {
+        let server = try startEcho(["--library-defaults"])
+        let message = randomBytes(1000)
+        let result = try runWspipe(["-b", "--whole-input", "--max-message-size", "1000", url(server)], stdin: .bytes(message))
+        assertExit(result, 0)
+        XCTAssertEqual(result.stdout, message, result.stderr)
+        let over = try runWspipe(["-b", "--whole-input", "--max-message-size", "999", url(server)], stdin: .bytes(message))
+        XCTAssertEqual(over.exitCode, 6, over.stderr)
+    }
+
     func testDecompressionBombFromARealServerCloses1009() throws {
         let server = try startEcho(["--deflate", "{}", "--greet-zeros", String(64 << 20)])
         let child = try spawnWspipe(["-b", "--max-message-size", "1M", url(server)], stdin: .pipe)

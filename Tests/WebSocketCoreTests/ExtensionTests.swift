@@ -183,6 +183,21 @@ final class ExtensionTests: XCTestCase {
         XCTAssertEqual(rsvAtStart, [.rsv1, []])
     }
 
+    /// --max-message-size is the decoded size's limit: a compressed message may be a little
+    /// larger on the wire (incompressible data grows), and the decoder checks the decoded
+    /// size. A 1000-byte random message compressed to 1,006 bytes failed a 1000-byte limit.
+    func testACompressedMessageMayBeSlightlyLargerOnTheWireThanTheLimit() {
+        let limit: UInt64 = 1000
+        XCTAssertNil(runReader(serverFrame(.binary, Array(repeating: 7, count: 1006), rsv: 4), maximumMessageSize: limit,
+                               extensionRSV: .rsv1).error)
+        let plain = runReader(serverFrame(.binary, Array(repeating: 7, count: 1001)), maximumMessageSize: limit, extensionRSV: .rsv1)
+        guard case .messageTooBig(_, 1000)? = plain.error else { return XCTFail("\(String(describing: plain.error))") }
+        let huge = runReader(serverFrame(.binary, Array(repeating: 7, count: 1100), rsv: 4), maximumMessageSize: limit,
+                             extensionRSV: .rsv1)
+        guard case .messageTooBig(_, 1000)? = huge.error else { return XCTFail("\(String(describing: huge.error))") }
+        XCTAssertEqual(MessageReader.encodedLimit(.max), .max)
+    }
+
     func testTextWithoutTheExtensionsBitsIsStillUTF8Checked() {
         assertInvalidUTF8(runReader(serverFrame(.text, [0xFF]), extensionRSV: .rsv1).error)
     }
