@@ -43,6 +43,10 @@ _wspipe() {
     fi
 
     case $option in
+        -h|--help)
+            # --help CATEGORY: the categories of `wspipe --help` (Option.Category).
+            COMPREPLY=($(compgen -W "all modes formats limits ending connection compression reconnect network tls request output server access web bus programs gateway" -- "$cur"))
+            return ;;
         --cacert|--client-ca)
             compopt -o filenames 2>/dev/null
             COMPREPLY=($(compgen -f -- "$cur"))

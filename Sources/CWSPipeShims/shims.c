@@ -73,6 +73,22 @@ int wsp_signal(int signum, void (*handler)(int)) {
     return sigaction(signum, &action, NULL);
 }
 
+void wsp_die_of_signal(int signum) {
+    struct sigaction action;
+    memset(&action, 0, sizeof action);
+    action.sa_handler = SIG_DFL;
+    sigemptyset(&action.sa_mask);
+    sigaction(signum, &action, NULL);
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, signum);
+    // Blocked here while its handler runs (or by the thread's mask): unblocked, it is
+    // delivered to this thread, whose default action ends the process.
+    pthread_sigmask(SIG_UNBLOCK, &set, NULL);
+    raise(signum);
+    _exit(128 + signum);
+}
+
 void wsp_ignore_sigpipe(void) {
     struct sigaction action;
     memset(&action, 0, sizeof action);

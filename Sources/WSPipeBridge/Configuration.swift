@@ -220,6 +220,9 @@ public struct ServeConfiguration: Sendable {
     public var activatedDescriptors: [Int32] = []
     /// --reuseport: SO_REUSEPORT on the TCP listener.
     public var reusePort = false
+    /// -l localhost:PORT: `listen` is 127.0.0.1:PORT, and [::1] on the same port is listened
+    /// on too where the host has it.
+    public var alsoIPv6Loopback = false
     public var mode: Mode = .stdio
     /// --oneshot: serve one client, then exit with the status its ending gives.
     public var oneshot = false

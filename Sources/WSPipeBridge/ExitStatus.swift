@@ -37,7 +37,9 @@ public enum ExitStatus: Int32, Sendable, CaseIterable {
     case deliveryUnconfirmed = 12
     /// --timeout expired (after a closing handshake), as timeout(1) does.
     case timedOut = 124
-    /// SIGHUP, SIGINT, SIGTERM: closing handshake with 1001, then 128 + the signal.
+    /// SIGHUP, SIGINT, SIGTERM: closing handshake with 1001, then the process dies of the
+    /// signal (`wspipeExit`; a shell shows 128 + N); the status itself only if raising the
+    /// signal returned.
     case hangup = 129
     case interrupted = 130
     case terminated = 143

@@ -9,7 +9,7 @@ import WebSocketTransport
 /// WebSocket to the URL, with the client options, relaying its bytes as binary messages
 /// both ways. Prints `listening on tcp://ADDR:PORT` (even with -q), runs until
 /// SIGINT/SIGTERM/SIGHUP, then closes every WebSocket with 1001 within the close timeout
-/// and exits 0, as the server modes do.
+/// and returns 0; the process then dies of the signal, as in the server modes.
 @inline(never)
 public func runForwardListen(_ config: BridgeConfiguration, on address: ListenAddress) -> ExitStatus {
     let log = Diagnostics(verbosity: config.verbosity)

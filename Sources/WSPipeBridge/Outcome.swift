@@ -16,12 +16,16 @@ enum LocalEnd: Equatable {
 /// one-connection client, the reconnecting client, the stdio server and a reconnection's
 /// giving up cannot disagree.
 struct Outcome {
-    /// Who ran: the client (one connection or reconnecting), the stdio server ending with
-    /// its first client (--oneshot), or the stdio server serving one client after another.
-    enum Runner: Equatable {
+    /// Which side the session is: the client (one connection or reconnecting), the stdio
+    /// server ending with its first client (--oneshot), or the stdio server serving one
+    /// client after another. Given to the session when it is made.
+    enum Face: Equatable {
         case client
         case oneshot
         case service
+
+        /// Our side, for wording: the peer is the server, or the client when serving.
+        var role: Role { self == .client ? .client : .server }
     }
 
     /// --require-count: the clean end came after `received` of the `required` messages.
@@ -30,7 +34,7 @@ struct Outcome {
         var required: Int
     }
 
-    var runner = Runner.client
+    var face = Face.client
     /// How the last connection ended; nil when none did (never opened, or abandoned).
     var ending: ConnectionEnding?
     /// A connection is still under the session (false: between reconnection attempts, or
@@ -39,6 +43,9 @@ struct Outcome {
     var localEnd: LocalEnd?
     /// --timeout's seconds, when it expired.
     var timedOut: Double?
+    /// The one-connection client's --timeout ran out before its connection opened (said
+    /// so; a run that reconnects says only the status then).
+    var timedOutBeforeOpen = false
     /// Why the last attempt failed before a connection (--reconnect).
     var openError: OpenError?
     /// --stale-timeout's seconds, when it declared the connection dead.
@@ -66,7 +73,7 @@ struct Outcome {
     }
 
     /// Our side, for wording: the peer is the server, or the client when serving.
-    var role: Role { runner == .client ? .client : .server }
+    var role: Role { face.role }
 
     var verdict: Verdict {
         switch conclusion {
@@ -85,12 +92,14 @@ struct Outcome {
 
     /// The precedence of the exit statuses, first match wins.
     private var conclusion: Conclusion {
-        if runner == .service { return serviceConclusion }
+        if face == .service { return serviceConclusion }
         if case .signal(let number) = localEnd { return .report(.signal(number)) }
         if localEnd == .queueFull, let bounds = queueBounds {
             return .report(.queueFull(messages: bounds.messages, bytes: bounds.bytes))
         }
-        if let timedOut, !connected { return .report(.timedOut(seconds: timedOut)) }
+        if let timedOut, !connected {
+            return .report(timedOutBeforeOpen ? .timedOutBeforeOpen(seconds: timedOut) : .timedOut(seconds: timedOut))
+        }
         if !connected, let openError { return .report(.open(openError)) }
         if let stale { return .report(.stale(seconds: stale)) }
         if case .failed = ending { return .said(.protocolViolation) }
@@ -114,9 +123,11 @@ struct Outcome {
         }
     }
 
-    /// A service ends 0, also after a signal (it was asked to stop); how clients left is
-    /// for -v and --jsonl. Only a local failure is 1.
+    /// A service ends 0; how clients left is for -v and --jsonl. Only a local failure is 1,
+    /// and a signal 128 + N, as for the client (what --stats' "exit" says: the process then
+    /// dies of the signal, `dieOfSignalIfStopped`, and a shell shows that number).
     private var serviceConclusion: Conclusion {
+        if case .signal(let number) = localEnd { return .report(.signal(number)) }
         if localEnd == .inputError || localEnd == .outputError { return .said(.localError) }
         if let stdoutFailure { return .report(.localOutput(why: stdoutFailure)) }
         return .said(.success)

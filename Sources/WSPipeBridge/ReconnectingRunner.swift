@@ -3,26 +3,28 @@ import WebSocketEngine
 import WebSocketTransport
 
 /// The client that stays connected (--reconnect): the loop runs from the start, attempts are
-/// made from it, and stdin goes to the offline queue while there is no connection. This
-/// runner owns what is the reconnection's (the attempts, the backoff and its timer, the
-/// offline queue, the token read again, how the last attempt failed, the metrics --stats
-/// adds) and drives the session through its calls (`connectionOpened`, `connectionLeft`,
-/// `endedByItself`, `inputCloses`, `timeoutPassed`, below, and `emit`, `conclude`); the
-/// session reaches back (`Session.reconnecting`, weak: this runner lives for `Session.run`)
-/// only for the offline queue, the Close stdin left for the next connection, round trips,
-/// the last open error and the members --stats adds.
+/// made from it (each opening on a thread, `ClientOpening`: stdin goes on into the offline
+/// queue, timers fire and signals are heard while a dial waits), and stdin goes to the
+/// offline queue while there is no connection. This runner owns what is the reconnection's
+/// (the attempts, the backoff and its timer, the offline queue, the token read again, how
+/// the last attempt failed, the metrics --stats adds) and drives the session through its
+/// methods (`queueInput`, `connectionOpened`, `sendQueuedInput`, `connectionLeft`,
+/// `endedByItself`, `inputCloses`, `timeoutPassed`, `emit`, `finishRun`) and hooks
+/// (`Session.Hooks`: a connection's end, an end without a connection, round trips). The
+/// session does not know it exists.
 final class ReconnectingRunner {
     private let session: Session
     private let settings: ClientConfiguration.Reconnection
+    private let config: BridgeConfiguration
+    private let log: Diagnostics
+    private let loop: EventLoop
     /// stdin's messages while disconnected; drained into each new connection first.
-    let offlineQueue: OfflineQueue
-    /// A Close stdin asked for (its end, an error, a --jsonl close) while disconnected: sent
-    /// on the next connection after the queue.
-    var pendingClose: ClosePayload?
+    private let offlineQueue: OfflineQueue
+    private let opening: ClientOpening
     /// Connections, up and down times and round trips, for --stats.
-    private(set) var metrics = ConnectionMetrics(start: .now())
+    private var metrics = ConnectionMetrics(start: .now())
     /// The last attempt failed before a connection (the outcome's open error).
-    private(set) var lastOpenError: OpenError?
+    private var lastOpenError: OpenError?
     private var backoff: Backoff
     private var jitter = SystemJitter()
     private var attempts = 0
@@ -31,108 +33,106 @@ final class ReconnectingRunner {
     private var givingUp: Int32?
     /// --bearer-file's token as last read (kept when a later read fails).
     private var bearerToken: String?
+    /// The session ended while an attempt was opening: its result, once back, is dropped.
+    private var endedWhileOpening = false
     /// The drop and the return said without -v.
-    let notices = ReconnectionNotices()
+    private let notices = ReconnectionNotices()
 
-    init(session: Session, settings: ClientConfiguration.Reconnection) {
+    init(session: Session, settings: ClientConfiguration.Reconnection) throws(Failure) {
         self.session = session
         self.settings = settings
+        config = session.config
+        log = session.log
+        loop = session.loop
         backoff = settings.backoff
-        bearerToken = session.config.client.bearerToken
+        bearerToken = config.client.bearerToken
         offlineQueue = OfflineQueue(messageLimit: settings.queueSize, byteLimit: settings.queueBytes,
                                     policy: settings.queuePolicy)
+        opening = try ClientOpening(loop: session.loop)
     }
 
     /// Runs attempts until one ending is not retried (or stdin's end, a signal, --timeout)
     /// and returns the exit status (errors already printed).
     func run() -> ExitStatus {
-        let session = self.session
-        session.reconnecting = self
-        session.startStandardStreams()
-        session.continuesAfter = { [unowned self] ending in connectionEnded(ending) }
-        session.startTimers()
-        session.loop.later { [unowned self] in attempt() }
-        session.refreshStdin()
-        session.loop.run()
+        session.hooks = Session.Hooks(continuesAfter: { [unowned self] ending in connectionEnded(ending) },
+                                      endsWithoutConnection: { [unowned self] in endWithoutConnection() },
+                                      roundTrip: { [unowned self] seconds in metrics.roundTrip(seconds) })
+        session.startLoop()
+        loop.later { [unowned self] in attempt() }
+        session.queueInput(in: offlineQueue)
+        session.runLoop()
 
-        Signals.exitAtOnce.store(true, ordering: .relaxed)
-        if let status = givingUp { session.emit(.givingUp(attempts: attempts, exit: status)) }
-        session.submitOutput()
-        session.stdout.drain()
-        return session.conclude()
+        if let status = givingUp { say(.givingUp(attempts: attempts, exit: status)) }
+        return session.finishRun(Session.RunnerFacts(openError: lastOpenError, statistics: statistics()))
     }
 
-    /// One attempt: dial and handshake (blocking until the connect deadline; stdin waits
-    /// in its pipe meanwhile), then the connection goes under the session, or the next
-    /// attempt is scheduled.
+    /// One attempt: the dial and handshake start on their thread; `opened` takes the result.
     private func attempt() {
-        let session = self.session
-        retryTimer.map { session.loop.arm($0, at: nil) }
-        guard !session.endedByItself || leftForNextConnection else { return session.loop.stop() }
+        retryTimer.map { loop.arm($0, at: nil) }
+        guard !session.endedByItself || session.leftForNextConnection else { return session.stopLoop() }
         attempts += 1
-        session.emit(.connecting(url: Diagnostics.redactedTarget(session.config.client.url.description), attempt: attempts))
+        say(.connecting(url: Diagnostics.redactedTarget(config.client.url.description), attempt: attempts))
         session.submitOutput()
-        var attemptConfig = session.config
+        var attemptConfig = config
         attemptConfig.client.bearerToken = freshBearerToken()
-        let receiveBuffer = ByteBuffer(capacity: Session.receiveBufferSize)
-        let opened: Opener.Opened
-        do {
-            opened = try open(attemptConfig, into: receiveBuffer)
-        } catch {
-            if session.timeoutPassed() { return session.loop.stop() }
+        opening.start(Opener(config: attemptConfig, log: log), notAfter: session.sessionDeadline) { [unowned self] result in
+            opened(result)
+        }
+    }
+
+    /// An attempt's result: the connection goes under the session (--send and --send-file
+    /// again, then what was queued), or the next attempt is scheduled.
+    private func opened(_ result: ClientOpening.Result) {
+        let done: ClientOpening.Opened
+        switch result {
+        case .opened(let opened) where endedWhileOpening:
+            opened.opened.stream.close()
+            return session.stopLoop()
+        case .failed where endedWhileOpening:
+            return session.stopLoop()
+        case .failed(let error):
+            if session.timeoutPassed() { return session.stopLoop() }
             lastOpenError = error
             let failure = Self.attemptFailure(error)
-            session.log.event(report(.open(error)).message ?? "connection attempt failed")
+            log.event(report(.open(error)).message ?? "connection attempt failed")
             var retryAfter: Double?
             if case .handshakeStatus(_, let seconds) = failure { retryAfter = seconds }
             if !scheduleRetry(failure, retryAfter: retryAfter) {
                 givingUp = report(.open(error)).status.rawValue
-                session.loop.stop()
+                session.stopLoop()
             }
             return
+        case .opened(let opened):
+            done = opened
         }
         lastOpenError = nil
         metrics.connected(at: .now())
-        session.emit(.connected(url: Diagnostics.redactedTarget(opened.url.description), subprotocol: opened.subprotocol,
+        say(.connected(url: Diagnostics.redactedTarget(done.opened.url.description), subprotocol: done.opened.subprotocol,
                                 attempt: attempts))
         session.submitOutput()
-        guard let (driver, resent) = session.connectionOpened(opened, received: receiveBuffer) else { return }
+        guard let resent = session.connectionOpened(done.opened, received: done.buffer) else { return }
         // --send and --send-file went first on this connection, again.
-        if !session.config.stdio.sendMessages.isEmpty || session.config.client.sendFile != nil {
-            session.emit(.resubscribed(messages: Int(resent)))
+        if !config.stdio.sendMessages.isEmpty || config.client.sendFile != nil {
+            say(.resubscribed(messages: Int(resent)))
         }
-        let drained = offlineQueue.drain(into: driver)
-        if drained > 0 { session.log.event("sent \(drained) queued message\(drained == 1 ? "" : "s")") }
-        if let close = pendingClose { driver.closeAfterDelivery(close) }
+        session.sendQueuedInput()
         session.submitOutput()
     }
 
-    /// The dial and handshake, which hold the loop: a signal meanwhile exits at once (nothing
-    /// to close yet). Back on the loop, failed or not, a signal ends the run as usual (exit
-    /// status, --stats, stdout written), also while waiting for the next attempt: it exited
-    /// at once there after a failed attempt, and only there.
-    private func open(_ config: BridgeConfiguration, into buffer: ByteBuffer) throws(OpenError) -> Opener.Opened {
-        Signals.exitAtOnce.store(true, ordering: .relaxed)
-        defer { Signals.exitAtOnce.store(false, ordering: .relaxed) }
-        return try Opener(config: config, log: session.log).open(into: buffer, notAfter: session.sessionDeadline)
-    }
-
-    /// A stdin error while disconnected ended the run's input but not the run: the lines
-    /// before the bad one (in the queue) and its Close (1011) go on the next connection, as
-    /// after stdin's end, and that connection's end is the run's (exit 1). The attempt used
-    /// to stop the run instead: the queue lost, the Close unsent, the exit status the last
-    /// attempt's failure (3) when there was one.
-    private var leftForNextConnection: Bool {
-        session.localEnd == .inputError && pendingClose != nil && !session.timedOut && !session.limitClosing
+    /// A signal, --timeout or the queue full while disconnected: the run ends now, or once
+    /// the attempt under way (cancelled) is back.
+    private func endWithoutConnection() {
+        guard opening.isOpening else { return session.stopLoop() }
+        endedWhileOpening = true
+        opening.cancel()
     }
 
     /// Decides, when a connection ended, whether to go on; schedules the next attempt.
     private func connectionEnded(_ ending: ConnectionEnding) -> Bool {
-        let session = self.session
         let up = metrics.disconnected(at: .now())
         backoff.connectionEnded(upFor: up)
-        let stale = session.staleDetected
-        session.emit(Self.disconnection(ending, stale: stale, up: up))
+        let stale = session.connectionWasStale
+        say(Self.disconnection(ending, stale: stale, up: up))
         session.submitOutput()
         guard !session.endedByItself else { return false }
         if session.inputCloses {
@@ -142,7 +142,7 @@ final class ReconnectingRunner {
             // ours, a 1001 or --reconnect-on-close). It ends here, as this ending says;
             // messages still in the offline queue go on the next connection, then its Close.
             guard !offlineQueue.isEmpty else { return false }
-            pendingClose = pendingClose ?? session.endOfInputClose
+            session.closeNextConnectionAtEndOfInput()
         }
         guard scheduleRetry(stale ? .stale : .ended(ending), retryAfter: nil) else {
             let status = Session.status(of: ending, stale: stale)
@@ -153,39 +153,43 @@ final class ReconnectingRunner {
         return true
     }
 
+    /// Says an event as the session does (-v, --jsonl), and the drop and the return
+    /// without -v (`ReconnectionNotices`).
+    private func say(_ event: ConnectionEvent) {
+        session.emit(event)
+        notices.note(event, log)
+    }
+
     /// Arms the next attempt if `failure` is retried and retries are left.
     private func scheduleRetry(_ failure: AttemptFailure, retryAfter: Double?) -> Bool {
         guard settings.policy.retries(failure),
               let delay = backoff.nextDelay(retryAfter: retryAfter, jitter: &jitter) else { return false }
-        session.emit(.retry(seconds: delay, attempt: attempts + 1, retryAfter: retryAfter.map { $0 >= delay - 1e-9 } ?? false))
+        say(.retry(seconds: delay, attempt: attempts + 1, retryAfter: retryAfter.map { $0 >= delay - 1e-9 } ?? false))
         session.submitOutput()
-        let timer = retryTimer ?? session.loop.timer { [unowned self] in attempt() }
+        let timer = retryTimer ?? loop.timer { [unowned self] in attempt() }
         retryTimer = timer
-        session.loop.arm(timer, at: Instant.now().adding(seconds: delay))
+        loop.arm(timer, at: Instant.now().adding(seconds: delay))
         return true
     }
 
-    /// A keepalive ping's round trip, for --stats.
-    func roundTrip(_ seconds: Double) { metrics.roundTrip(seconds) }
-
     /// --bearer-file again (tokens rotate); the last good token when it cannot be read.
     private func freshBearerToken() -> String? {
-        guard let path = session.config.client.bearerFile else { return bearerToken }
+        guard let path = config.client.bearerFile else { return bearerToken }
         let kept = "; using the token read before"
         guard let bytes = SmallFile.contents(of: path) else {
-            session.log.warning("cannot read --bearer-file '\(path)' again: \(SmallFile.whyUnreadable(path))" + kept)
+            log.warning("cannot read --bearer-file '\(path)' again: \(SmallFile.whyUnreadable(path))" + kept)
             return bearerToken
         }
         do throws(BearerToken.Problem) {
             bearerToken = try BearerToken(fileContents: bytes).value
         } catch {
-            session.log.warning("--bearer-file '\(path)' read again: \(error.text)" + kept)
+            log.warning("--bearer-file '\(path)' read again: \(error.text)" + kept)
         }
         return bearerToken
     }
 
     /// The members --stats adds for a run that reconnects.
-    func statistics() -> String {
+    private func statistics() -> String {
         let now = Instant.now()
         func ms(_ seconds: Double?) -> String { seconds.map { String(($0 * 1e6).rounded() / 1000) } ?? "null" }
         func s(_ seconds: Double?) -> String { seconds.map { String(ConnectionEvent.rounded($0)) } ?? "null" }
@@ -222,34 +226,51 @@ final class ReconnectingRunner {
 extension Session {
     /// Whether the session ended the run itself (a local end, --timeout, -n's Close): no
     /// attempt follows.
-    var endedByItself: Bool { localEnd != nil || timedOut || limitClosing }
+    var endedByItself: Bool { ending.endedByItself }
+
+    /// A stdin error while disconnected left its queued lines and Close (1011) for the next
+    /// connection: an attempt follows still.
+    var leftForNextConnection: Bool { ending.leftForNextConnection }
 
     /// Whether stdin has ended and its end closes the connection, or it asked for a Close
     /// (--jsonl): the connection's end is then the run's (a retried one sat with stdin
     /// stopped until killed, when the server had not answered that Close).
-    var inputCloses: Bool { endOfInputAt != nil && config.stdio.closesAtEndOfInput || closeAskedOnStdin }
+    var inputCloses: Bool { ending.inputCloses(closesAtEndOfInput: config.stdio.closesAtEndOfInput) }
 
-    /// After a failed attempt: whether --timeout has passed meanwhile (the run then ends as
-    /// timed out, not as the attempt's failure).
-    func timeoutPassed() -> Bool {
-        guard let deadline = sessionDeadline, Instant.now() >= deadline else { return false }
-        timedOut = true
-        return true
+    /// --stale-timeout declared the connection that just ended dead.
+    var connectionWasStale: Bool { ending.stale }
+
+    /// stdin's messages go to `queue` while there is no connection (and stdin is read now).
+    func queueInput(in queue: OfflineQueue) {
+        offline = queue
+        refreshStdin()
     }
 
     /// An attempt's connection comes under the session (--send and --send-file go first,
-    /// then stdin flows): its driver, and how many messages went first; nil when it ended
-    /// as it started.
-    func connectionOpened(_ opened: Opener.Opened, received: ByteBuffer) -> (driver: ConnectionDriver, resent: UInt64)? {
+    /// then stdin flows): how many messages went first; nil when it ended as it started.
+    func connectionOpened(_ opened: Opener.Opened, received: ByteBuffer) -> UInt64? {
         endedDriver = nil
         let sentBefore = sent.messages
         attach(opened, received: received)
-        return driver.map { ($0, sent.messages - sentBefore) }
+        return driver.map { _ in sent.messages - sentBefore }
     }
+
+    /// What stdin left while there was no connection goes on the new one: the offline
+    /// queue's messages, then the Close stdin asked for.
+    func sendQueuedInput() {
+        guard let driver, let offline else { return }
+        let drained = offline.drain(into: driver)
+        if drained > 0 { log.event("sent \(drained) queued message\(drained == 1 ? "" : "s")") }
+        if let close = ending.closeForNextConnection { driver.closeAfterDelivery(close) }
+    }
+
+    /// A retried connection ended after stdin's end with messages still queued: the next
+    /// one sends them, then stdin's end's Close.
+    func closeNextConnectionAtEndOfInput() { ending.closeNextConnection(endOfInputClose) }
 
     /// The connection ended and the next attempt follows: stdin goes to the queue meanwhile.
     func connectionLeft() {
-        staleDetected = false
+        ending.connectionLeft()
         endedDriver = driver
         driver = nil
         refreshStdin()
@@ -259,25 +280,13 @@ extension Session {
     func queueChanged(_ queue: OfflineQueue) {
         let dropped = queue.takeDropped()
         if dropped > 0 { emit(.dropped(count: dropped)) }
-        if queue.overflowed && localEnd == nil {
-            localEnd = .queueFull
-            stopStdin()
-            loop.stop()
-        }
+        if queue.overflowed { carryOut(ending.queueOverflowed()) }
         submitOutput()
     }
 
     /// Says an event: -v on stderr, --jsonl on stdout in order with the messages.
     func emit(_ event: ConnectionEvent) {
         log.event(event.text)
-        reconnecting?.notices.note(event, log)
         if config.stdio.jsonLines { stdout.assembler.event(event.json) }
-    }
-
-    /// A Close for the next connection, when stdin asks for one while disconnected (the
-    /// first one asked stays).
-    func closeOnNextConnection(_ payload: ClosePayload) {
-        guard let reconnecting, reconnecting.pendingClose == nil else { return }
-        reconnecting.pendingClose = payload
     }
 }

@@ -10,8 +10,9 @@ import WebSocketTransport
 public enum Failure: Error {
     // The command line.
     /// A mistake on the command line (exit 2). `pointsAtHelp`: whether `--help` explains it
-    /// (not for an unreadable file or an unset variable).
-    case usage(String, pointsAtHelp: Bool)
+    /// (not for an unreadable file or an unset variable); `topic`: the --help category that
+    /// does ("see wspipe --help tls").
+    case usage(String, pointsAtHelp: Bool, topic: String? = nil)
 
     /// --bus: the bus refused our credentials or wants some (`reply`: its error line); exit 5.
     case busRefused(bus: String, reply: String)
@@ -78,8 +79,8 @@ public enum Failure: Error {
 public func report(_ failure: Failure, as role: Role = .client) -> (message: String?, status: ExitStatus) {
     let peer = "the \(role.peerName)"
     switch failure {
-    case .usage(let message, let pointsAtHelp):
-        return (pointsAtHelp ? noting("see wspipe --help", after: message) : message, .usage)
+    case .usage(let message, let pointsAtHelp, let topic):
+        return (pointsAtHelp ? noting("see wspipe --help" + (topic.map { " \($0)" } ?? ""), after: message) : message, .usage)
     case .open(let error):
         return (message(error), status(error))
     case .timedOutBeforeOpen(let seconds):
@@ -121,12 +122,26 @@ public func report(_ failure: Failure, as role: Role = .client) -> (message: Str
     case .serverTLS(let failure):
         return (serverMessage(failure), .tlsFailure)
     case .missingProgram(let path, let code):
-        return ("cannot run '\(path)': \(errnoText(code))", .localError)
+        return (missingProgram(path, code), .localError)
     case .cannotOpenDirectory(let path, let code):
         return ("cannot serve programs from '\(path)': \(errnoText(code))", .localError)
     case .busRefused(let bus, let reply):
         return ("the bus \(bus) refused us: \(Diagnostics.terminalSafe(reply)) (see BUS in the man page)", .handshakeRejected)
     }
+}
+
+/// A program that cannot run. A name without a '/' was looked up in PATH only (never in
+/// the current directory): said, with `./NAME` when the current directory has that file.
+func missingProgram(_ path: String, _ code: Int32) -> String {
+    guard code == ENOENT, !path.isEmpty, !path.utf8.contains(UInt8(ascii: "/")) else {
+        return "cannot run '\(path)': \(errnoText(code))"
+    }
+    let searched = getenv("PATH").map { String(cString: $0) } ?? "/usr/local/bin:/usr/bin:/bin"
+    var text = "cannot run '\(path)': not found in PATH (\(Diagnostics.terminalSafe(searched)))"
+    if access(path, F_OK) == 0 {
+        text += "; the current directory is not searched: --exec ./\(path) runs the one here"
+    }
+    return text
 }
 
 extension Failure {

@@ -1,6 +1,7 @@
 import CWSPipeShims
 
-/// Runs a session for `config` and returns how it ended (errors already printed).
+/// Runs a client session for `config` under its runner (one connection, or --reconnect's)
+/// and returns how it ended (errors already printed).
 ///
 /// The CLI calls this rather than creating a `Session` itself: keeping every type with a
 /// stored layout (Session and the structs inside it) on this side of the module boundary
@@ -15,7 +16,10 @@ public func runBridge(_ config: BridgeConfiguration) -> ExitStatus {
     Opener(config: config, log: log).warnAboutUnusedTLSOptions()
     do {
         let session = try Session(config: config, log: log)
-        return session.run()
+        if let settings = config.client.reconnect {
+            return try ReconnectingRunner(session: session, settings: settings).run()
+        }
+        return try OneConnectionRunner(session: session).run()
     } catch {
         return log.report(error)
     }

@@ -10,7 +10,7 @@ import WebSocketTransport
 /// Listens before anything else (an address in use fails at once, exit 3), prints the one
 /// `listening on` line (even with -q: scripts read the port from it), serves the mode until
 /// SIGINT/SIGTERM/SIGHUP, then stops accepting, closes every client with 1001 within the
-/// close timeout, and exits 0: a service asked to stop has succeeded.
+/// close timeout, and returns 0; the process then dies of the signal (`dieOfSignalIfStopped`).
 @inline(never)
 public func runServer(_ config: BridgeConfiguration, _ serve: ServeConfiguration) -> ExitStatus {
     let log = Diagnostics(verbosity: config.verbosity)
@@ -77,7 +77,18 @@ private func makeListener(_ serve: ServeConfiguration, log: Diagnostics) -> Resu
         switch serve.listen {
         case .tcp(let address, let port):
             let listener = try TCPListener(address: address, port: port, reusePort: serve.reusePort)
-            return .success(Listener(sockets: [listener], tls: tls, urls: ["\(scheme)://\(listener.localAddress)/"]))
+            var sockets: [any ListeningSocket] = [listener]
+            if serve.alsoIPv6Loopback {
+                // localhost's other address, on the port the first got; a host without ::1
+                // (EADDRNOTAVAIL, EAFNOSUPPORT) serves 127.0.0.1 alone.
+                do throws(ListenError) {
+                    sockets.append(try TCPListener(address: "::1", port: listener.port, reusePort: serve.reusePort))
+                } catch {
+                    guard case .system(_, _, let code) = error, code == EADDRNOTAVAIL || code == EAFNOSUPPORT else { throw error }
+                    log.warning("localhost: this host has no [::1]; listening on 127.0.0.1 only")
+                }
+            }
+            return .success(Listener(sockets: sockets, tls: tls, urls: sockets.map { "\(scheme)://\($0.localAddress)/" }))
         case .unix(let path):
             return .success(Listener(sockets: [try UnixListener(path: path)], tls: tls, urls: ["\(scheme)+unix://\(path)"]))
         case .descriptor(let fd):

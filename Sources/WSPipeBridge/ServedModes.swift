@@ -62,11 +62,14 @@ final class StdioServing: ServedMode {
     private let session: Session
     private let runner: StdioServerRunner
     private let log: Diagnostics
+    private let loop: EventLoop
 
     init(_ context: ModeContext) {
-        session = Session(config: context.config, log: context.log, loop: context.loop, span: .connection)
+        session = Session(config: context.config, log: context.log, loop: context.loop, span: .connection,
+                          face: context.serve.oneshot ? .oneshot : .service)
         runner = StdioServerRunner(session: session, oneshot: context.serve.oneshot)
         log = context.log
+        loop = context.loop
     }
 
     var engineMode: ServerMode { runner }
@@ -81,13 +84,18 @@ final class StdioServing: ServedMode {
     func clientLeft(_ ending: ConnectionEnding, server: ServerDriver) {}  // the session's own ending
 
     func run(_ server: ServerDriver, on listener: Listener) -> ExitStatus {
+        // Handled from the `listening on` line on, which scripts wait for: a signal right
+        // after it ends the run (1001, the -l unix: socket removed, --stats) when the loop
+        // runs, rather than killing at once.
+        Signals.install(wakeFD: loop.wakeFD)
+        Signals.exitAtOnce.store(false, ordering: .relaxed)
         listener.start(server, log: log)
         return runner.run()
     }
 }
 
 /// A mode served until SIGINT/SIGTERM/SIGHUP (then every client gets 1001 within the close
-/// timeout, exit 0), or with --oneshot until its one client has gone (the status its
+/// timeout, the run returns 0 and the process dies of the signal: `wspipeExit`), or with --oneshot until its one client has gone (the status its
 /// ending gives). --echo as it is; --broadcast and --exec add to it.
 class UntilSignal: ServedMode {
     let loop: EventLoop
@@ -206,6 +214,7 @@ final class ExecServingMode: UntilSignal {
         self.exec = exec
         let mode = makeExecMode(exec, loop: context.loop, binary: context.config.stdio.mode == .binary,
                                 maximumMessageSize: context.config.maxMessageSize, log: context.log)
+        mode.bearerChecked = context.serve.server.policy.bearerToken != nil
         children = mode.pool
         if let directory = exec.directory {
             do throws(ResolveFailure) {

@@ -21,8 +21,9 @@ extension Session {
             + "sent \(side(driver.messagesSent, driver.compressionOut))"
     }
 
-    /// The --stats line: one JSON object.
-    func statistics(_ status: ExitStatus, clients: Int? = nil) -> String {
+    /// The --stats line: one JSON object, with the runner's `members` (each followed by a
+    /// comma) before the compression and the status.
+    func statistics(_ status: ExitStatus, adding members: String) -> String {
         var line: [UInt8] = []
         func closeObject(_ payload: ClosePayload?) -> String {
             guard let payload else { return "null" }
@@ -41,8 +42,7 @@ extension Session {
             + "\"close_received\":\(closeObject(driver?.closeReceived)),"
             + "\"ping_rtt_ms\":\(rtt),"
             + "\"delivery_confirmed\":\(deliveryConfirmed.map { String($0) } ?? "null"),"
-            + (reconnecting?.statistics() ?? "")
-            + (clients.map { "\"clients\":\($0)," } ?? "")
+            + members
             + "\"compression\":\(compressionObject),\"exit\":\(status.rawValue)}").utf8)
         return String(decoding: line, as: UTF8.self)
     }

@@ -9,16 +9,18 @@ extension Session {
     /// Whether stdin should be read when it has data (the reader checks it is open): room in
     /// the socket queue, or in the offline queue while there is no connection.
     var wantsStdin: Bool {
-        guard let driver else { return reconnecting?.offlineQueue.acceptsMore == true }
+        guard let driver else { return offline?.acceptsMore == true }
         return driver.canSendData && driver.queuedBytes < outboundHighWater
+    }
+
+    /// A turn of stdin reads is over: while there is no connection, what it put in the
+    /// offline queue may have dropped messages or overflowed it.
+    func stdinTurnEnded() {
+        if driver == nil, let offline { queueChanged(offline) }
     }
 
     /// One read of stdin, framed into the connection, or into the offline queue while there
     /// is none (what stdin asks for then waits for the next connection). False: no more now.
-    func stdinTurnEnded() {
-        if driver == nil, let queue = reconnecting?.offlineQueue { queueChanged(queue) }
-    }
-
     func stdinRead(_ read: StdinRead) -> Bool {
         do throws(InputError) {
             let before = framer.messages
@@ -27,55 +29,41 @@ extension Session {
             }
             switch read {
             case .data(let chunk):
+                // The two sinks are spelt out so that each is framed into directly (no
+                // existential on the per-message path).
                 if let driver {
                     try perform(framer.consume(chunk, into: driver))
-                } else if let queue = reconnecting?.offlineQueue {
-                    try perform(framer.consume(chunk, into: queue))
+                } else if let offline {
+                    try perform(framer.consume(chunk, into: offline))
                 }
                 return !framer.isDone
             case .end:
                 if let driver {
                     try perform(framer.finish(into: driver))
-                } else if let queue = reconnecting?.offlineQueue {
-                    try perform(framer.finish(into: queue))
+                } else if let offline {
+                    try perform(framer.finish(into: offline))
                 }
                 stdin.open = false
-                endOfInputAt = .now()
+                let now = Instant.now()
                 log.event("end of stdin after \(framer.messages) messages")
-                endOfInput()
+                endOfInput(at: now)
                 return false
             case .failed(let why):
                 throw InputError.readFailed(why)
             }
         } catch {
             log.error(error.description)
-            localEnd = localEnd ?? .inputError
-            stopStdin()
             // The lines before the bad one were sent: let their replies arrive first.
-            guard let driver else {
-                reconnecting?.pendingClose = ClosePayload(code: .internalError, reason: Array("stdin error".utf8))
-                return false
-            }
-            driver.closeAfterDelivery(ClosePayload(code: .internalError, reason: Array("stdin error".utf8)))
+            carryOut(ending.inputFailed(connection))
             return false
         }
     }
 
     /// stdin ended: the Close after delivery (or --linger), now or on the next connection.
-    func endOfInput() {
-        guard let driver else {
-            if config.stdio.closesAtEndOfInput { closeOnNextConnection(endOfInputClose) }
-            return
-        }
-        if runner != .client { connectionDidProcessInput(driver) }  // -1's count may be waiting for this
-        guard config.stdio.closesAtEndOfInput && driver.closeSent == nil else { return }
-        if let linger = config.stdio.linger {
-            lingerTimer = arm(after: linger) { [unowned self] in
-                self.driver?.closeAfterDelivery(endOfInputClose)
-            }
-        } else {
-            driver.closeAfterDelivery(endOfInputClose)
-        }
+    func endOfInput(at instant: Instant) {
+        if face != .client, let driver { connectionDidProcessInput(driver) }  // -1's count may be waiting for this
+        let close = config.stdio.closesAtEndOfInput ? endOfInputClose : nil
+        carryOut(ending.inputEnded(at: instant, close: close, linger: config.stdio.linger, connection))
     }
 
     /// The Close sent when stdin ends (--close-code, --close-reason).
@@ -83,30 +71,21 @@ extension Session {
         ClosePayload(code: config.stdio.closeCode, reason: Array(config.stdio.closeReason.utf8))
     }
 
-    /// Carries out what stdin asked for besides data (--jsonl ping/close, -1's limit).
+    /// Carries out what stdin asked for besides data (--jsonl ping/close, -1's limit); a
+    /// ping without a connection is not sent.
     func perform(_ actions: [InputAction]) {
-        guard let driver else {
-            for case .close(let payload) in actions {
-                stopStdin()
-                closeAskedOnStdin = true
-                closeOnNextConnection(payload)
-            }
-            if actions.contains(.limitReached) { stopStdin() }
-            return
-        }
         for action in actions {
             switch action {
             case .ping(let payload):
-                if driver.ping(payload) { log.event("sending ping (\(payload.count) bytes) from stdin") }
+                if let driver, driver.ping(payload) { log.event("sending ping (\(payload.count) bytes) from stdin") }
             case .close(let payload):
-                log.event("close requested on stdin")
-                stopStdin()
-                closeAskedOnStdin = true
-                driver.closeAfterDelivery(payload)
+                if driver != nil { log.event("close requested on stdin") }
+                carryOut(ending.closeAsked(payload, connection))
             case .limitReached:
+                guard let driver else { stopStdin(); continue }
                 log.event("sent stdin's first message (-1); no more stdin")
                 stopStdin()
-                if runner != .client && limits.limitReached { connectionDidProcessInput(driver) }
+                if face != .client && limits.limitReached { connectionDidProcessInput(driver) }
             }
         }
     }

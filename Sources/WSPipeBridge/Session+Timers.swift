@@ -6,19 +6,12 @@ import WebSocketTransport
 extension Session {
     // MARK: - Signals and timers
 
+    /// A signal: the connection closes with 1001; without one (disconnected, or opening)
+    /// the run ends.
     func handleSignal() {
         guard let number = Signals.take() else { return }
-        guard let driver else {
-            // Disconnected: nothing to close.
-            localEnd = .signal(number)
-            loop.stop()
-            return
-        }
-        log.event("received signal \(number)")
-        if localEnd == nil || localEnd == .readerGone { localEnd = .signal(number) }
-        stopStdin()
-        driver.releaseClose()
-        driver.close(ClosePayload(code: .goingAway))
+        if driver != nil { log.event("received signal \(number)") }
+        carryOut(ending.signal(number, connection))
     }
 
     func arm(after seconds: Double, _ fire: @escaping () -> Void) -> EventLoop.Timer {
@@ -36,8 +29,7 @@ extension Session {
                 let now = Instant.now()
                 if let driver, driver.state == .open, now.seconds(since: lastReceived) >= stale {
                     log.event("no message received for \(formatSeconds(stale)) s (--stale-timeout); the connection counts as dead")
-                    staleDetected = true
-                    driver.abandon()
+                    carryOut(ending.staleDetected())
                 }
                 // Checked again at the next possible expiry (also across reconnections).
                 let next = lastReceived.adding(seconds: stale)
@@ -54,30 +46,25 @@ extension Session {
         switch reason {
         case .timeLimit: sessionTimedOut()
         case .idle:
-            guard let driver else { return }
-            log.event("no message for \(formatSeconds(config.stdio.idleTimeout ?? 0)) s (--idle-timeout); closing")
-            stopStdin()
-            if let linger = lingerTimer { loop.arm(linger, at: nil) }
-            driver.close(ClosePayload(code: .normalClosure))
+            if driver != nil { log.event("no message for \(formatSeconds(config.stdio.idleTimeout ?? 0)) s (--idle-timeout); closing") }
+            carryOut(ending.idle(connection))
         }
     }
 
+    /// --timeout: the closing handshake waits at most a second more, so the session ends
+    /// close to the limit the user set; without a connection the run ends.
     func sessionTimedOut() {
-        guard let driver else {
-            timedOut = true
-            loop.stop()
-            return
-        }
-        // The closing handshake after --timeout waits at most a second more, so the session
-        // ends close to the limit the user set.
-        let limit = min(config.closeTimeout, ConnectionDriver.tcpCloseWait)
-        if driver.closeSent == nil {
-            timedOut = true
+        if connection == .open(closeSent: false) {
             log.event("--timeout of \(formatSeconds(config.stdio.sessionTimeout ?? 0)) s reached; closing")
-            stopStdin()
-            if let linger = lingerTimer { loop.arm(linger, at: nil) }
         }
-        driver.releaseClose()
-        driver.close(ClosePayload(code: .normalClosure), within: limit)
+        carryOut(ending.timeLimit(connection))
+    }
+
+    /// After a failed attempt: whether --timeout has passed meanwhile (the run then ends as
+    /// timed out, not as the attempt's failure).
+    func timeoutPassed() -> Bool {
+        guard let deadline = sessionDeadline, Instant.now() >= deadline else { return false }
+        ending.timeLimitPassedWhileDisconnected()
+        return true
     }
 }

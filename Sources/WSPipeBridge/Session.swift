@@ -3,20 +3,25 @@ import WebSocketCore
 import WebSocketEngine
 import WebSocketTransport
 
-/// One wspipe run: the stdio face of one engine connection. Connects and handshakes, then
-/// bridges stdin and stdout to a `ConnectionDriver` on an `EventLoop` until the connection
-/// ends, and reports how it ended as an `ExitStatus`.
+/// The stdio face of a run: bridges stdin and stdout to one engine connection at a time
+/// (a `ConnectionDriver` on an `EventLoop`) and tells how the run ended as an `ExitStatus`.
 ///
 /// The socket, the protocol and the closing handshake belong to the driver; stdin and
 /// stdout to the stdio endpoint, shared with --broadcast (`StdinReader` and `InputFramer`,
 /// `StdoutWriter`), which reads and writes them without ever blocking and without setting
 /// O_NONBLOCK (`StreamKind`), so a slow reader or an idle terminal never stalls pongs,
-/// pings or timers. This type runs them over one connection at a time: what stdin's reads
-/// and end mean for it (Session+Stdin.swift), signals and the session's timers (--timeout,
-/// --linger, --idle-timeout, Session+Timers.swift), -n, the outcome and --stats
-/// (Session+Statistics.swift); the reconnecting client (`ReconnectingRunner`) and the
-/// stdio server (`StdioServerRunner`) are its other runners.
-public final class Session: ConnectionDelegate, StdinReaderOwner {
+/// pings or timers. This type runs them over the connections it is given: what stdin's
+/// reads and end mean for it (Session+Stdin.swift), signals and the session's timers
+/// (--timeout, --linger, --idle-timeout, Session+Timers.swift), -n, the outcome and --stats
+/// (Session+Statistics.swift). Why it is ending is one value (`SessionEnding`) whose
+/// transitions return what to do.
+///
+/// Who runs it is not its business: a runner opens the connections and hands them over
+/// (`attach`, `connectionOpened`, `clientBegins`), says where stdin's messages go while there
+/// is none (`offline`), hears of the session's turning points through `hooks`, and ends the
+/// run with `finishRun` (Session+Run.swift: what a runner calls). The runners are the one-connection client (`OneConnectionRunner`),
+/// the reconnecting client (`ReconnectingRunner`) and the stdio server (`StdioServerRunner`).
+final class Session: ConnectionDelegate, StdinReaderOwner {
     let config: BridgeConfiguration
     let log: Diagnostics
     let loop: EventLoop
@@ -30,11 +35,20 @@ public final class Session: ConnectionDelegate, StdinReaderOwner {
     /// stdin (the same reader as --broadcast's); never read with --receive-only.
     let stdin: StdinReader
 
-    var ending: ConnectionEnding?
-    /// Once set, --decompress inflates no more (stdout drops binary messages).
-    var localEnd: LocalEnd? {
-        didSet { stdout.stopped = localEnd != nil }
+    /// How the last connection ended.
+    var connectionEnding: ConnectionEnding?
+    /// Why the session is ending. Once a local end is in it, --decompress inflates no more
+    /// (stdout drops binary messages).
+    var ending = SessionEnding() {
+        didSet { stdout.stopped = ending.localEnd != nil }
     }
+    /// The client or the server (which wording, -1's count and the outcome follow).
+    let face: Outcome.Face
+    /// Where stdin's messages go while there is no connection (--reconnect's offline queue,
+    /// set by its runner, drained into the next connection); nil: stdin waits in its pipe.
+    var offline: OfflineQueue?
+    /// What the runner is told (all optional: the session runs alone without them).
+    var hooks = Hooks()
     var mismatchWarned = false
     /// Text mode writes a binary message raw, with a warning the first time.
     lazy var warnsOnBinary = config.stdio.outputFormat == .raw(separator: config.stdio.separator)
@@ -43,11 +57,7 @@ public final class Session: ConnectionDelegate, StdinReaderOwner {
     /// --send, -n, --timeout and --idle-timeout (ConnectionLimits): the run's, or each
     /// client's when serving. The -n close and the endings' side effects are the session's.
     let limits: LimitKeeper
-    var timedOut = false
     var messagesSeen: UInt64 = 0
-    var limitClosing = false            // -n reached
-    var endOfInputAt: Instant?
-    var closeAskedOnStdin = false    // a --jsonl close object: stdin's end, with its Close
     /// The end-of-input ping of the current connection: answered (true), given up on
     /// (false: exit 12 if the close is otherwise clean), or not sent (nil).
     var deliveryConfirmed: Bool?
@@ -55,14 +65,7 @@ public final class Session: ConnectionDelegate, StdinReaderOwner {
     var timers: [EventLoop.Timer] = []
 
     var endedDriver: ConnectionDriver?  // the last one, for the ending's facts
-    var staleDetected = false
     var lastReceived = Instant.now()    // --stale-timeout
-    /// The run that reconnects (--reconnect) this session is under; nil on a one-connection
-    /// run and when serving. It owns the session's run then (`ReconnectingRunner.run`).
-    weak var reconnecting: ReconnectingRunner?
-    /// Who runs the session: the client, or the stdio server (`StdioServerRunner`), which
-    /// changes the wording (the peer is the client), -1's count and the outcome.
-    var runner = Outcome.Runner.client
     /// --linger's wait before the end-of-input Close.
     var lingerTimer: EventLoop.Timer?
 
@@ -74,23 +77,39 @@ public final class Session: ConnectionDelegate, StdinReaderOwner {
     let stdinReadSize: Int
     let outboundHighWater: Int
 
-    public convenience init(config: BridgeConfiguration, log: Diagnostics) throws(Failure) {
-        let loop: EventLoop
+    /// The session's turning points, for whoever runs it.
+    struct Hooks {
+        /// A connection ended: true to keep the session (and its loop) running for another,
+        /// which the runner attaches. Nil: the session ends with it.
+        var continuesAfter: ((ConnectionEnding) -> Bool)?
+        /// The session ends while there is no connection (a signal, --timeout, the offline
+        /// queue full): nil stops the loop; a runner that is opening one cancels it first.
+        var endsWithoutConnection: (() -> Void)?
+        /// A keepalive ping's round trip, in seconds.
+        var roundTrip: ((Double) -> Void)?
+    }
+
+    /// The client's session, on a loop of its own.
+    convenience init(config: BridgeConfiguration, log: Diagnostics) throws(Failure) {
+        self.init(config: config, log: log, loop: try Session.makeLoop(), span: .run, face: .client)
+    }
+
+    static func makeLoop() throws(Failure) -> EventLoop {
         do {
-            loop = try EventLoop()
+            return try EventLoop()
         } catch {
             guard case .cannotCreate(let what, let code) = error else { throw .local(call: "epoll", errno: 0) }
             throw .local(call: what, errno: code)
         }
-        self.init(config: config, log: log, loop: loop, span: .run)
     }
 
     /// A session on `loop` (the one-client server's, shared with its listener, whose limits
     /// span each client: `span` .connection).
-    init(config: BridgeConfiguration, log: Diagnostics, loop: EventLoop, span: ConnectionLimits.Span) {
+    init(config: BridgeConfiguration, log: Diagnostics, loop: EventLoop, span: ConnectionLimits.Span, face: Outcome.Face) {
         self.config = config
         self.log = log
         self.loop = loop
+        self.face = face
         stdinReadSize = config.stdio.mode == .binary ? max(128 * 1024, config.stdio.chunkSize) : 64 * 1024
         outboundHighWater = stdinReadSize + min(stdinReadSize, 128 * 1024)
         framer = InputFramer(mode: config.stdio.inputMode, messageLimit: config.stdio.oneMessage ? 1 : nil)
@@ -103,7 +122,7 @@ public final class Session: ConnectionDelegate, StdinReaderOwner {
         limits = LimitKeeper(config.stdio.limits(span: span, idleClock: .bothWaysReported), loop: loop, runStart: started) { _ in }
         stdin.owner = self
         stdout.onChange = { [unowned self] in refreshStdout() }
-        stdout.watchesReader = { [unowned self] in localEnd == nil && driver?.state == .open }
+        stdout.watchesReader = { [unowned self] in ending.localEnd == nil && driver?.state == .open }
         stdout.onDecompressFailure = { [unowned self] error in decompressFailed(error) }
         limits.onLimit = { [unowned self] reason in limitUp(reason) }
     }
@@ -111,53 +130,10 @@ public final class Session: ConnectionDelegate, StdinReaderOwner {
     /// --timeout (also between connections or before the first) and --idle-timeout.
     var sessionDeadline: Instant? { limits.deadline }
 
-    /// Runs the session to its end and returns the exit status (errors already printed).
-    public func run() -> ExitStatus {
-        let reconnecting = config.client.reconnect.map { ReconnectingRunner(session: self, settings: $0) }
-        let status = reconnecting?.run() ?? runSession()
-        if config.stdio.stats { log.always(statistics(status)) }
-        withExtendedLifetime(reconnecting) {}  // --stats reads its members
-        return status
-    }
-
-    /// Signals wake the loop.
-    func startStandardStreams() {
-        Signals.install(wakeFD: loop.wakeFD)
-        loop.onWake = { [unowned self] in handleSignal() }
-    }
-
-    func runSession() -> ExitStatus {
-        startStandardStreams()
-
-        let receiveBuffer = ByteBuffer(capacity: Session.receiveBufferSize)
-        let opened: Opener.Opened
-        do {
-            // --timeout, when shorter, also limits connecting.
-            opened = try Opener(config: config, log: log).open(into: receiveBuffer, notAfter: sessionDeadline)
-        } catch {
-            if let deadline = sessionDeadline, Instant.now() >= deadline {
-                return log.report(.timedOutBeforeOpen(seconds: config.stdio.sessionTimeout ?? 0))
-            }
-            return log.report(.open(error))
-        }
-        // From the successful handshake on, a signal means a closing handshake.
-        Signals.exitAtOnce.store(false, ordering: .relaxed)
-        log.event("connected: \(Diagnostics.redactedTarget(opened.url.description))")
-        startTimers()
-        attach(opened, received: receiveBuffer)
-        loop.run()
-        if let driver, driver.compression != nil { log.event(compressionSummary(driver)) }
-
-        Signals.exitAtOnce.store(true, ordering: .relaxed)
-        submitOutput()
-        stdout.drain()
-        return conclude()
-    }
-
     /// Puts a connection under this session: the --send messages go first, then stdin and
     /// stdout flow through it until it ends. Connections can follow one another (the
     /// one-client server, reconnection): stdin, stdout, counts and timers carry over, and
-    /// `continuesAfter` decides, when one ends, whether the session waits for the next.
+    /// `hooks.continuesAfter` decides, when one ends, whether the session waits for the next.
     func attach(_ opened: Opener.Opened, received: ByteBuffer) {
         let driver = ConnectionDriver(loop: loop, stream: opened.stream, agreement: opened.agreement,
                                       maximumMessageSize: config.maxMessageSize, options: connectionOptions,
@@ -184,7 +160,7 @@ public final class Session: ConnectionDelegate, StdinReaderOwner {
     /// A connection's driver, not started yet, comes under the session: --send first.
     func begin(_ driver: ConnectionDriver) {
         self.driver = driver
-        ending = nil
+        connectionEnding = nil
         deliveryConfirmed = nil
         let now = Instant.now()
         countReceived(at: now)  // what the last connection's last read brought counts in its span
@@ -194,10 +170,6 @@ public final class Session: ConnectionDelegate, StdinReaderOwner {
         sent.bytes += greeting.bytes
         if let file = config.client.sendFile { sendFile(file, into: driver) }
     }
-
-    /// Asked when a connection ends: true to keep the session (and its loop) running for
-    /// another connection, which the caller attaches. Nil: the session ends with it.
-    var continuesAfter: ((ConnectionEnding) -> Bool)?
 
     /// Receive buffers, measured with scripts/bench on 1 GiB transfers: larger ones buy no
     /// speed (the kernel's socket buffers do the real buffering) and cost peak RSS.
@@ -226,7 +198,7 @@ public final class Session: ConnectionDelegate, StdinReaderOwner {
     /// A payload that does not inflate (or inflates past --max-message-size): the message is
     /// dropped, nothing more is written, and the session closes with 1003 and exits 1.
     func decompressFailed(_ error: ReceiveError) {
-        guard let driver else { return }
+        guard driver != nil else { return }
         let number = stdout.assembler.messages + 1
         let format = config.stdio.decompress?.rawValue ?? "deflate"
         switch error {
@@ -235,9 +207,7 @@ public final class Session: ConnectionDelegate, StdinReaderOwner {
         default:
             log.error("message \(number) does not inflate as \(format) (--decompress): \(error.description)")
         }
-        localEnd = .decompressError
-        stopStdin()
-        driver.close(ClosePayload(code: .unsupportedData, reason: Array("cannot inflate".utf8)))
+        carryOut(ending.outputFailed(.decompressError))
     }
 
     public func connection(_ connection: ConnectionDriver, didReceivePing payload: [UInt8]) {
@@ -246,7 +216,7 @@ public final class Session: ConnectionDelegate, StdinReaderOwner {
 
     public func connection(_ connection: ConnectionDriver, didReceivePong payload: [UInt8], roundTrip: Double?) {
         if let rtt = roundTrip {
-            reconnecting?.roundTrip(rtt)
+            hooks.roundTrip?(rtt)
             if config.client.printPingRTT { log.always("wspipe: ping round trip \(formatMilliseconds(rtt)) ms") }
             log.event("received pong (\(payload.count) bytes), round trip \(formatMilliseconds(rtt)) ms")
         } else {
@@ -272,15 +242,12 @@ public final class Session: ConnectionDelegate, StdinReaderOwner {
             countReceived(at: now)
             lastReceived = now
         }
-        if limits.limitReached && !limitClosing && !awaitsOneMessage {
+        if limits.limitReached && !ending.countClosing && !awaitsOneMessage {
             // -n: enough messages; the ones that still arrive before the server's Close
             // are not written. The Close waits until they are on stdout (1011 if that fails).
-            limitClosing = true
             let count = config.stdio.maxMessages ?? 0
             log.event("received \(count) message\(count == 1 ? "" : "s") (-n); closing")
-            stopStdin()
-            submitOutput()  // a failing stdout closes with 1011 instead
-            if localEnd == nil { connection.close(ClosePayload(code: .normalClosure)) }
+            carryOut(ending.countReached())
         }
         submitOutput()
     }
@@ -296,7 +263,7 @@ public final class Session: ConnectionDelegate, StdinReaderOwner {
     /// Serving with -1: the client's message may come before stdin's one message went out;
     /// the count's Close then waits for it (the client is owed it).
     var awaitsOneMessage: Bool {
-        runner != .client && config.stdio.oneMessage && stdinOpen && !framer.isDone
+        face != .client && config.stdio.oneMessage && stdinOpen && !framer.isDone
     }
 
     var stdinOpen: Bool { stdin.open }
@@ -326,12 +293,12 @@ public final class Session: ConnectionDelegate, StdinReaderOwner {
     }
 
     public func connection(_ connection: ConnectionDriver, didEnd ending: ConnectionEnding) {
-        self.ending = ending
+        connectionEnding = ending
         switch ending {
         case .closed, .failed: break
         case .lost, .timedOut: stdout.assembler.discardPending()  // a partial message is dropped
         }
-        if continuesAfter?(ending) != true { loop.stop() }
+        if hooks.continuesAfter?(ending) != true { loop.stop() }
     }
 
     // MARK: - stdout
@@ -347,57 +314,74 @@ public final class Session: ConnectionDelegate, StdinReaderOwner {
         handleWriterFailure()
         if let driver {
             if stdout.lagging { driver.pauseReading() } else { driver.resumeReading() }
-            if localEnd == nil && stdout.sink.failure == nil && stdout.sink.pendingBytes > 0 { driver.holdClose() } else { driver.releaseClose() }
+            if ending.localEnd == nil && stdout.sink.failure == nil && stdout.sink.pendingBytes > 0 { driver.holdClose() } else { driver.releaseClose() }
         }
         stdout.refreshWatch()
     }
 
     func handleWriterFailure() {
-        guard localEnd == nil, let failure = stdout.sink.failure, let driver else { return }
+        guard ending.localEnd == nil, let failure = stdout.sink.failure, driver != nil else { return }
         switch failure {
         case .readerGone:
             log.event("stdout reader went away; closing")
-            localEnd = .readerGone
-            stopStdin()
-            driver.close(ClosePayload(code: .goingAway))
+            carryOut(ending.outputFailed(.readerGone))
         case .failed(let why):
             log.error(why)
-            localEnd = .outputError
-            stopStdin()
-            driver.close(ClosePayload(code: .internalError, reason: Array("stdout error".utf8)))
+            carryOut(ending.outputFailed(.outputError))
         }
     }
 
     // MARK: - The end
 
-    /// Reports a failure as it happens; when serving, the peer is the client.
-    func say(_ failure: Failure) {
-        _ = log.report(failure, as: runner == .client ? .client : .server)
+    /// The connection as `SessionEnding`'s transitions need to know it.
+    var connection: SessionEnding.Connection {
+        driver.map { .open(closeSent: $0.closeSent != nil) } ?? .none
     }
 
-    /// The session's end as facts (`Outcome`), which decide the exit status and its line.
-    var outcome: Outcome {
+    /// Carries out what a transition of `ending` returned, in order.
+    func carryOut(_ actions: [SessionEnding.Action]) {
+        for action in actions {
+            switch action {
+            case .stopStdin: stopStdin()
+            case .releaseClose: driver?.releaseClose()
+            case .close(let payload): driver?.close(payload)
+            case .closeSoon(let payload): driver?.close(payload, within: min(config.closeTimeout, ConnectionDriver.tcpCloseWait))
+            case .closeAfterDelivery(let payload): driver?.closeAfterDelivery(payload)
+            case .closeUnlessEndedLocally(let payload): if ending.localEnd == nil { driver?.close(payload) }
+            case .lingerThenClose(let seconds, let payload):
+                lingerTimer = arm(after: seconds) { [unowned self] in driver?.closeAfterDelivery(payload) }
+            case .cancelLinger: if let lingerTimer { loop.arm(lingerTimer, at: nil) }
+            case .submitOutput: submitOutput()
+            case .abandon: driver?.abandon()
+            case .endWithoutConnection:
+                if let ends = hooks.endsWithoutConnection { ends() } else { loop.stop() }
+            }
+        }
+    }
+
+    /// Reports a failure as it happens; when serving, the peer is the client.
+    func say(_ failure: Failure) {
+        _ = log.report(failure, as: face.role)
+    }
+
+    /// The session's end as facts (`Outcome`), with the runner's, which decide the exit
+    /// status and its line.
+    func outcome(_ facts: RunnerFacts) -> Outcome {
         var outcome = Outcome()
-        outcome.runner = runner
-        outcome.ending = ending
+        outcome.face = face
+        outcome.ending = connectionEnding
         outcome.connected = driver != nil
-        outcome.localEnd = localEnd
-        outcome.timedOut = timedOut ? config.stdio.sessionTimeout ?? 0 : nil
-        outcome.openError = reconnecting?.lastOpenError
-        outcome.stale = staleDetected ? config.client.staleTimeout ?? 0 : nil
+        outcome.localEnd = ending.localEnd
+        outcome.timedOut = ending.timedOut ? config.stdio.sessionTimeout ?? 0 : nil
+        outcome.timedOutBeforeOpen = facts.saysTimeoutBeforeOpen
+        outcome.openError = facts.openError
+        outcome.stale = ending.stale ? config.client.staleTimeout ?? 0 : nil
         outcome.queueBounds = config.client.reconnect.map { (messages: $0.queueSize, bytes: $0.queueBytes) }
         if case .failed(let why) = stdout.sink.failure { outcome.stdoutFailure = why }
         outcome.shortfall = countShortfall
         outcome.countReached = stdout.assembler.limit.map { stdout.assembler.messages >= $0 } ?? false
         outcome.deliveryConfirmed = deliveryConfirmed
         return outcome
-    }
-
-    /// Prints the outcome's line, if any, and returns its status.
-    func conclude() -> ExitStatus {
-        let verdict = outcome.verdict
-        log.say(verdict)
-        return verdict.status
     }
 
     /// --require-count: a clean end before the count came (-n N or -1; per client when

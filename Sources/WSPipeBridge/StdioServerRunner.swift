@@ -6,7 +6,8 @@ import WebSocketEngine
 /// accepts the next client only when the current one has gone (`oneClientAtATime`); the
 /// session is every client's delegate in turn. This runner owns what is the server's (who
 /// is served, how many, whether the next one is waited for) and drives the session through
-/// its client calls (`clientArrives`, `clientBegins`, `clientLeft`, `runLoop`).
+/// its client calls (`clientArrives`, `clientBegins`, `clientLeft`) and ends the run with
+/// `finishRun`.
 ///
 /// Each client gets the rest of stdin where the last one left it (a line cut by -1 or a
 /// --jsonl close included); stdin is not read between clients. -n, -1, --send, --timeout
@@ -20,16 +21,20 @@ final class StdioServerRunner: ServerMode {
     private let oneshot: Bool
     private var clientsServed = 0
 
+    /// `session`'s face is the server's (`.oneshot` with --oneshot, else `.service`).
     init(session: Session, oneshot: Bool) {
         self.session = session
         self.oneshot = oneshot
-        session.runner = oneshot ? .oneshot : .service
     }
 
-    /// Serves until the session ends (see the type) and returns the exit status.
+    /// Serves until the session ends (see the type) and returns the exit status (the
+    /// listener already started).
     func run() -> ExitStatus {
-        session.continuesAfter = { [unowned self] ending in clientLeft(ending) }
-        return session.runLoop(clients: { [unowned self] in clientsServed })
+        session.hooks.continuesAfter = { [unowned self] ending in clientLeft(ending) }
+        session.startLoop()
+        session.refreshStdout()
+        session.runLoop()
+        return session.finishRun(Session.RunnerFacts(statistics: "\"clients\":\(clientsServed),"))
     }
 
     /// A client's handshake is done: its counts start (-n, -1, --timeout).
@@ -61,44 +66,24 @@ final class StdioServerRunner: ServerMode {
 // MARK: - The session's side of serving
 
 extension Session {
-    /// Runs the loop until the session ends (the listener already started): the stdio
-    /// server's whole run, with `clients` for --stats.
-    func runLoop(clients: () -> Int) -> ExitStatus {
-        startStandardStreams()
-        Signals.exitAtOnce.store(false, ordering: .relaxed)
-        startTimers()
-        refreshStdout()
-        loop.run()
-
-        Signals.exitAtOnce.store(true, ordering: .relaxed)
-        submitOutput()
-        stdout.drain()
-        let status = conclude()
-        if config.stdio.stats { log.always(statistics(status, clients: clients())) }
-        return status
-    }
-
     /// A client's handshake is done: its counts start (-n, -1, --timeout).
     func clientArrives() {
         submitOutput()
         if let limit = config.stdio.maxMessages { stdout.assembler.limit = stdout.assembler.messages + UInt64(limit) }
-        limitClosing = false
-        timedOut = false
+        ending.clientArrives()
     }
 
     /// Its driver, before it starts: --send, then what stdin still holds for it.
     func clientBegins(_ driver: ConnectionDriver) {
         begin(driver)
-        guard !config.stdio.receiveOnly, endOfInputAt == nil, localEnd == nil else { return }
+        guard !config.stdio.receiveOnly, ending.inputGoesOn else { return }
         stdin.open = true
         guard framer.isDone else { return }
         do throws(InputError) {
             try perform(framer.resume(limit: config.stdio.oneMessage ? 1 : nil, into: driver))
         } catch {
             log.error(error.description)
-            localEnd = .inputError
-            stopStdin()
-            driver.closeAfterDelivery(ClosePayload(code: .internalError, reason: Array("stdin error".utf8)))
+            carryOut(ending.inputFailed(connection))
         }
     }
 
@@ -119,7 +104,7 @@ extension Session {
     /// (-1 or a --jsonl close stopped reading just before it): the next client would get
     /// nothing but the Close.
     var acceptsNextClient: Bool {
-        localEnd == nil && endOfInputAt == nil && !config.stdio.wholeInput && !stdinUsedUp
+        ending.inputGoesOn && !config.stdio.wholeInput && !stdinUsedUp
     }
 
     /// Nothing of stdin waits in the framer, and stdin itself is at its end (never for

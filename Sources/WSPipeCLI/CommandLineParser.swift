@@ -3,7 +3,7 @@ import WSPipeBridge
 
 /// What the command line asks for.
 public enum Command: Sendable {
-    case help
+    case help(HelpTopic)
     case version
     case run(BridgeConfiguration)
 }
@@ -18,6 +18,29 @@ public struct UsageError: Error, Equatable, CustomStringConvertible {
         self.pointsAtHelp = pointsAtHelp
     }
     public var description: String { message }
+
+    /// The --help category of the first option the message names (`--tls-min '9' is not
+    /// ...`: tls), for "see wspipe --help tls"; nil when it names none ("no URL given").
+    public var helpCategory: Option.Category? {
+        let bytes = Array(message.utf8)
+        var index = 0
+        while index < bytes.count {
+            let atWordStart = index == 0 || " ('/".utf8.contains(bytes[index - 1])
+            guard atWordStart, bytes[index] == UInt8(ascii: "-") else {
+                index += 1
+                continue
+            }
+            var end = index + 1
+            while end < bytes.count, bytes[end] == UInt8(ascii: "-") || (bytes[end] | 0x20 >= 0x61 && bytes[end] | 0x20 <= 0x7A)
+                || (bytes[end] >= 0x30 && bytes[end] <= 0x39) { end += 1 }
+            let word = String(decoding: bytes[index..<end], as: UTF8.self)
+            let option = word.hasPrefix("--") ? Option.named(word)
+                : end - index == 2 ? word.last.flatMap { Option.named(short: $0) } : nil
+            if let option { return option.category }
+            index = end
+        }
+        return nil
+    }
 }
 
 /// Parses wspipe's arguments against `Option.allCases`. Options and the URL may come in
@@ -28,15 +51,19 @@ public enum CommandLineParser {
     ///   - arguments: the arguments after the program name.
     ///   - environment: looks up environment variables (WSPIPE_BEARER, proxies, key passphrase).
     ///   - readFile: reads a file given to an option (--bearer-file); nil if unreadable.
+    ///   - note: a line for stderr about how an argument was taken (wscat's -c), shown
+    ///     unless -q.
     /// - Throws: `UsageError` for the first mistake, in argument order.
     public static func parse(_ arguments: [String], environment: (String) -> String? = { _ in nil },
-                             readFile: (String) -> [UInt8]? = readWholeFile) throws(UsageError) -> Command {
-        var urlText: String?
-        var schemeless: SchemelessAddress?
+                             readFile: (String) -> [UInt8]? = readWholeFile,
+                             note: (String) -> Void = { _ in }) throws(UsageError) -> Command {
+        // The URL, or with -l what websocketd users give instead (a program and its arguments).
+        var positionals: [String] = []
         // Each option's value is checked as it comes (the first mistake is reported); what
         // it sets is applied once the URL is known.
         var setters: [Option.Setter] = []
         var given: [String] = []
+        var listenText = ""
         var index = 0
         var onlyPositional = false
 
@@ -49,23 +76,39 @@ public enum CommandLineParser {
         /// Takes in one option; a command (help, version) when the option is one.
         func take(_ option: Option, _ value: String) throws(UsageError) -> Command? {
             switch option.action {
-            case .help: return .help
+            case .help: return .help(try helpTopic(inline: nil))
             case .version: return .version
             case .set(let handler):
                 setters.append(try handler(value, option.longName))
                 if !given.contains(option.longName) { given.append(option.longName) }
+                if option == Option.listen { listenText = value }
             }
             return nil
+        }
+        /// What --help (or -h) asks for: a category or `all` after it (`--help=tls`, `-h tls`);
+        /// the next argument only when it is a word, not a URL or an option (`URL --help`).
+        func helpTopic(inline: String?) throws(UsageError) -> HelpTopic {
+            guard let word = inline ?? (index + 1 < arguments.count ? arguments[index + 1] : nil) else { return .summary }
+            if let topic = HelpTopic(word) { return topic }
+            guard inline != nil || (!word.isEmpty && word.utf8.allSatisfy({ $0 | 0x20 >= 0x61 && $0 | 0x20 <= 0x7A })) else {
+                return .summary
+            }
+            throw HelpTopic.unknown(word)
+        }
+        /// The URL (or a program after -l): websocat's and wscat's forms are named.
+        func positional(_ text: String) throws(UsageError) {
+            if let first = positionals.first, Habits.isURLLike(first) || (!given.contains(Option.listen.longName) && Habits.isURLLike(text)) {
+                throw UsageError("more than one URL given: '\(Diagnostics.redactedURL(first))' and "
+                                 + "'\(Diagnostics.redactedURL(text))'")
+            }
+            if positionals.isEmpty, let hint = Habits.websocatAddress(text) { throw UsageError(hint) }
+            positionals.append(text)
         }
 
         while index < arguments.count {
             let argument = arguments[index]
             if onlyPositional || argument == "-" || !argument.hasPrefix("-") {
-                guard urlText == nil else {
-                    throw UsageError("more than one URL given: '\(Diagnostics.redactedURL(urlText ?? ""))' and "
-                                     + "'\(Diagnostics.redactedURL(argument))'")
-                }
-                urlText = argument
+                try positional(argument)
             } else if argument == "--" {
                 onlyPositional = true
             } else if argument.hasPrefix("--") {
@@ -75,9 +118,22 @@ public enum CommandLineParser {
                     name = String(argument[..<equals])
                     inline = String(argument[argument.index(after: equals)...])
                 }
+                if name == "--connect" {
+                    // wscat's --connect URL: the URL needs no option.
+                    try positional(try value(for: name, inline: inline))
+                    note("wscat's --connect: the URL alone is enough")
+                    index += 1
+                    continue
+                }
                 guard let option = Option.named(name) else {
+                    if name == "--port" {
+                        throw UsageError("unknown option '--port'; " + Habits.websocketdPort(inline, after: arguments[(index + 1)...]))
+                    }
                     let hint = Habits.foreignFlag(name) ?? Habits.suggestion(for: name)
                     throw UsageError("unknown option '\(name)'" + (hint.map { "; \($0)" } ?? ""))
+                }
+                if !option.takesValue && inline != nil && option.action.isHelp {
+                    return .help(try helpTopic(inline: inline))
                 }
                 if !option.takesValue && inline != nil { throw UsageError("option \(name) takes no value") }
                 let text = option.takesValue ? try value(for: name, inline: inline) : ""
@@ -88,21 +144,34 @@ public enum CommandLineParser {
                     setters.append { $0.execArguments = rest }
                     break
                 }
+            } else if argument == "-c" {
+                // wscat's -c URL: the URL needs no option.
+                try positional(try value(for: "-c", inline: nil))
+                note("wscat's -c: the URL alone is enough")
+            } else if let long = Habits.singleDashLong(argument) {
+                // -timeout: a long option with one dash, named as typed (not split into -t -i ...).
+                throw UsageError("unknown option '\(long.typed)'; \(long.hint)")
             } else {
                 // One or more short flags: -vb, -H value, -Hvalue.
                 var letters = Substring(argument.dropFirst())
                 while let letter = letters.first {
                     letters = letters.dropFirst()
                     guard let option = Option.named(short: letter) else {
-                        // -timeout: a long option with one dash, read as -t -i... until -i failed.
-                        let hint = Habits.singleDash(argument, near: false) ?? Habits.foreignFlag("-\(letter)")
-                            ?? Habits.singleDash(argument, near: true)
-                        throw UsageError("unknown option '-\(letter)'" + (hint.map { "; \($0)" } ?? ""))
+                        if let hint = Habits.foreignFlag("-\(letter)") { throw UsageError("unknown option '-\(letter)'; \(hint)") }
+                        // -tiemout: near a long option; named as typed.
+                        if let hint = Habits.singleDash(argument, near: true) {
+                            throw UsageError("unknown option '\(argument.split(separator: "=", maxSplits: 1)[0])'; \(hint)")
+                        }
+                        throw UsageError("unknown option '-\(letter)'")
                     }
                     if option.takesValue {
                         let inline = letters.isEmpty ? nil : String(letters)
                         _ = try take(option, value(for: "-\(letter)", inline: inline))
                         break
+                    }
+                    if option.action.isHelp, !letters.isEmpty {
+                        // -hv: help; -htls: the category.
+                        return .help(HelpTopic(String(letters)) ?? .summary)
                     }
                     if let command = try take(option, "") { return command }
                 }
@@ -110,18 +179,27 @@ public enum CommandLineParser {
             index += 1
         }
 
+        var schemeless: SchemelessAddress?
+        let urlText = positionals.first
         let url: WebSocketURL
         if given.contains(Option.listen.longName) {
             if given.contains(Option.forwardListen.longName) { throw Settings.forwardListenWithServer }
             // A server has no URL; the configuration's is never used.
-            if let urlText { throw UsageError("a URL ('\(Diagnostics.redactedURL(urlText))') cannot be combined with -l/--listen") }
+            if let urlText {
+                if !Habits.isURLLike(urlText) { throw UsageError(Habits.programAfterListen(listenText, positionals)) }
+                throw UsageError("a URL ('\(Diagnostics.redactedURL(urlText))') cannot be combined with -l/--listen")
+            }
             url = WebSocketURL.unusedByServer
         } else {
             guard let urlText else { throw UsageError("no URL given; usage: wspipe [options] ws://host[:port]/path") }
+            if positionals.count > 1 {
+                throw UsageError("more than one URL given: '\(Diagnostics.redactedURL(urlText))' and "
+                                 + "'\(Diagnostics.redactedURL(positionals[1]))'")
+            }
             // wscat's localhost:8080: ws://, checked against credentials below.
             schemeless = SchemelessAddress(urlText)
             do {
-                url = try WebSocketURL(parsing: schemeless?.url ?? urlText)
+                url = try WebSocketURL(parsing: schemeless?.url ?? Habits.unixSocketURL(urlText) ?? urlText)
             } catch {
                 throw UsageError(error.description)
             }
@@ -157,5 +235,12 @@ public enum CommandLineParser {
         var config = config
         config.client.schemeTakenFrom = text
         return config
+    }
+}
+
+extension Option.Action {
+    var isHelp: Bool {
+        if case .help = self { return true }
+        return false
     }
 }

@@ -8,23 +8,34 @@ import WSPipeBridge
 public func wspipeMain(arguments: [String], environment: (String) -> String?) -> Int32 {
     occupyClosedStandardDescriptors()
     let command: Command
+    var notes: [String] = []
     do {
-        command = try CommandLineParser.parse(arguments, environment: environment)
+        command = try CommandLineParser.parse(arguments, environment: environment, note: { notes.append($0) })
     } catch {
-        return Diagnostics(verbosity: 0).report(.usage(error.message, pointsAtHelp: error.pointsAtHelp)).rawValue
+        let failure = Failure.usage(error.message, pointsAtHelp: error.pointsAtHelp, topic: error.helpCategory?.rawValue)
+        return Diagnostics(verbosity: 0).report(failure).rawValue
     }
     switch command {
-    case .help:
-        writeAll(1, Array(helpText.utf8))
+    case .help(let topic):
+        writeAll(1, Array(topic.text.utf8))
         return 0
     case .version:
         writeLine(1, "wspipe \(wspipeVersion)")
         return 0
     case .run(let config):
+        if config.verbosity >= 0 { for note in notes { writeLine(2, "wspipe: \(note)") } }
         if let serve = config.serve { return runServer(config, serve).rawValue }
         if let address = config.forwardListen { return runForwardListen(config, on: address).rawValue }
         return runBridge(config).rawValue
     }
+}
+
+/// The end of the process, after `wspipeMain` (everything written, `--stats` printed): a run
+/// that SIGINT, SIGTERM or SIGHUP stopped dies of that signal, so that a shell's loop stops
+/// at the first Ctrl-C; any other run exits with `status`.
+public func wspipeExit(_ status: Int32) -> Never {
+    dieOfSignalIfStopped()
+    exit(status)
 }
 
 /// A closed stdin, stdout or stderr (`<&-`, `>&-`) would otherwise be taken by the first

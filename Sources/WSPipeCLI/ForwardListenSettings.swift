@@ -3,9 +3,14 @@ import WSPipeBridge
 
 extension Option {
     static let forwardListen = Option("--forward-listen", value: "[ADDR:]PORT",
+                                      in: .gateway, applies: .forwardListen,
                                       help: "listen for TCP on PORT (127.0.0.1 unless ADDR; port 0: any free); each",
                                       "connection gets its own WebSocket to URL (the client options apply), its",
                                       "bytes as binary messages both ways; runs until a signal") { text, name throws(UsageError) in
+        if let port = portWithoutAddress(text) {
+            throw UsageError("\(name) ':\(port)' names no address: \(name) \(port) listens on loopback (127.0.0.1), "
+                             + "\(name) 0.0.0.0:\(port) on every interface")
+        }
         let address: ListenAddress
         do throws(ListenAddress.ParseError) {
             address = try ListenAddress(parsing: text)
@@ -19,11 +24,8 @@ extension Option {
     /// What --forward-listen has no use for: stdin, stdout and the session's counts (each
     /// connection's bytes are the messages), and staying connected (a connection whose
     /// WebSocket fails is closed; its program connects again if it wants to).
-    static let notForwarding: [Option] = [text, binary, null, jsonl, timestamps, base64, wholeInput, maxMessages, oneMessage,
-                                          requireCount, send, timeout, idleTimeout, receiveOnly, sendOnly, stats, noClose, linger,
-                                          closeCode, closeReason, decompress, sendFile, staleTimeout, printPingRTT]
-    static let reconnecting: [Option] = [reconnect, reconnectOnClose, retryDelay, retryMaxDelay, maxRetries, retryReset,
-                                         queueSize, queueBytes, queuePolicy]
+    static let notForwarding: [Option] = applying(to: .client, not: [.forwardListen, .reconnect])
+    static let reconnecting: [Option] = applying(to: .reconnect)
 }
 
 extension Settings {
@@ -35,7 +37,7 @@ extension Settings {
     func checkForwardListen() throws(UsageError) {
         guard forwardListen != nil else { return }
         if listen != nil { throw Settings.forwardListenWithServer }
-        if let option = Option.serverOnly.first(where: { given.contains($0.longName) }) {
+        if let option = Option.allCases.first(where: { $0.isServerOnly && given.contains($0.longName) }) {
             throw UsageError("\(option.longName) is a server option; --forward-listen is a client of URL")
         }
         if let option = Option.reconnecting.first(where: { given.contains($0.longName) }) {

@@ -32,8 +32,80 @@ enum Habits {
     static func singleDash(_ argument: String, near: Bool) -> String? {
         guard argument.utf8.count > 2 else { return nil }
         let name = "-" + (argument.split(separator: "=", maxSplits: 1).first.map(String.init) ?? argument)
-        if Option.named(name) != nil { return "did you mean \(name)?" }
+        if Option.named(name) != nil { return "long options take two dashes: \(name)" }
         return near ? suggestion(for: name) : nil
+    }
+
+    /// `-timeout` (or `-timeout=3`): a long option's exact name after one dash, recognised
+    /// before the word is split into short flags (it was "unknown option '-i'"). nil for
+    /// anything else (`-vb`, `-Hvalue`, `-tiemout`).
+    static func singleDashLong(_ argument: String) -> (typed: String, hint: String)? {
+        // -n, -vb, -H...: too short to be a long name (checked first: this runs for every
+        // single-dash argument).
+        guard argument.utf8.count > 3 else { return nil }
+        let word = argument.split(separator: "=", maxSplits: 1).first.map(String.init) ?? argument
+        guard word.utf8.count > 3, let hint = singleDash(argument, near: false) else { return nil }
+        return (word, hint)
+    }
+
+    /// Whether a positional argument is meant as a URL (a scheme, or wscat's HOST:PORT),
+    /// rather than a program websocketd's way (`wspipe -l 8080 ./count.sh`).
+    static func isURLLike(_ text: String) -> Bool {
+        hasSchemeSeparator(Array(text.utf8)) || SchemelessAddress(text) != nil || text.hasPrefix("unix:")
+    }
+
+    /// websocat's address prefixes that wspipe spells as options.
+    static func websocatAddress(_ text: String) -> String? {
+        guard text.hasPrefix("autoreconnect:") else { return nil }
+        let url = Diagnostics.redactedURL(String(text.dropFirst("autoreconnect:".count)))
+        return "websocat's 'autoreconnect:\(url)' is wspipe --reconnect \(url)"
+    }
+
+    /// websocketd's `--port=N PROGRAM [ARGS]` (`port`: the inline value, else the next
+    /// argument): wspipe's `-l N --exec PROGRAM [ARGS]`.
+    static func websocketdPort(_ port: String?, after rest: ArraySlice<String>) -> String {
+        var rest = rest
+        let number = port ?? rest.popFirst() ?? "PORT"
+        // The program: the first argument that is neither an option nor an option's value.
+        while let first = rest.first, first.hasPrefix("-") {
+            rest = rest.dropFirst()
+            if !first.contains("="), let option = Option.named(first), option.takesValue { rest = rest.dropFirst() }
+        }
+        let shown = "--port\(port == nil ? " " : "=")\(number)"
+        guard let program = rest.first, !isURLLike(program) else {
+            return "websocketd's \(shown) is wspipe -l \(number) (with --exec PROGRAM to run a program for each client)"
+        }
+        let command = rest.map(shellWord).joined(separator: " ")
+        return "websocketd's \(shown) \(command) is wspipe -l \(number) --exec \(command)"
+    }
+
+    /// A program after -l (websocketd's `websocketd --port=8080 ./count.sh`): what to write.
+    static func programAfterListen(_ listen: String, _ words: [String]) -> String {
+        let command = words.map(shellWord).joined(separator: " ")
+        return "-l takes no URL, and '\(words[0])' is not one; to run a program for each client, write "
+            + "wspipe -l \(shellWord(listen)) --exec \(command)"
+    }
+
+    /// The client's `unix:/path` (as the server's -l unix:/path): `ws+unix:///path:/`, Host
+    /// localhost, path /. nil for other text.
+    static func unixSocketURL(_ text: String) -> String? {
+        guard text.hasPrefix("unix:"), text.utf8.count > 5 else { return nil }
+        var escaped = ""
+        for character in text.dropFirst(5) {
+            escaped += character == "%" ? "%25" : character == ":" ? "%3A" : String(character)
+        }
+        return "ws+unix://\(escaped):/"
+    }
+
+    /// `word` as a shell reads it back: as it is when it is safe, else in single quotes.
+    static func shellWord(_ word: String) -> String {
+        let safe = !word.isEmpty && word.utf8.allSatisfy { byte in
+            (byte >= 0x30 && byte <= 0x39) || (byte | 0x20 >= 0x61 && byte | 0x20 <= 0x7A) || "_./:=@%+,-".utf8.contains(byte)
+        }
+        guard !safe else { return word }
+        var quoted = "'"
+        for character in word { quoted += character == "'" ? "'\\''" : String(character) }
+        return quoted + "'"
     }
 
     /// websocat's and wscat's flags that wspipe does not have (or spells differently, when
@@ -49,8 +121,6 @@ enum Habits {
         case "-E", "--exit-on-eof":
             return "websocat's \(name) is what wspipe does by default: the end of standard input closes the "
                 + "connection, and the server's Close ends the session"
-        case "-c", "--connect":
-            return "wscat's \(name) URL is wspipe URL: the URL needs no option"
         case "--subprotocol":
             return "wscat's --subprotocol NAME is --protocol NAME"
         case "--auth", "--basic-auth":

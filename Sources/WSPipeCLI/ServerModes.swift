@@ -1,19 +1,22 @@
 import WSPipeBridge
 
-/// One server mode as the command line knows it: the flags that choose it, the options
-/// only it takes, the client options it refuses (with the reason the usage error gives),
-/// and the factory of its `ServeConfiguration.Mode` (whose `served` makes the engine's
-/// mode and its stdio face, ServedModes.swift). The man page's table in SERVER is
-/// hand-written; ManPageModeTableTests compares each of its cells with `accepts`.
+/// One server mode as the command line knows it: the flags that choose it, its bit of
+/// `Option.Scope` (an option whose declared scope has it means something in this mode),
+/// the reasons of the refusals that have their own, and the factory of its
+/// `ServeConfiguration.Mode` (whose `served` makes the engine's mode and its stdio face,
+/// ServedModes.swift). What it takes and refuses comes from the options' declarations.
+/// The man page's table in SERVER is hand-written; ManPageModeTableTests compares each of
+/// its cells with `accepts`.
 struct ServerModeDescriptor: Sendable {
     /// The mode as usage errors name it ("--echo", "the stdio mode").
     let name: String
     /// The options that choose it; none for the default.
     let flags: [Option]
-    /// Options that mean something only in this mode ("--close-grace needs --exec or --sh").
-    let only: [Option]
-    /// Client options it has no use for, in groups checked in order.
-    let refusals: [Refusal]
+    /// Its bit in the options' scopes.
+    let scope: Option.Scope
+    /// Refusals worded for this mode, checked first; the other options it refuses get the
+    /// general "-l/--listen MODE (see SERVER ...)".
+    let reasons: [Refusal]
     let make: @Sendable (Settings) throws(UsageError) -> ServeConfiguration.Mode
 
     /// Options refused together, and how the usage error says why.
@@ -21,6 +24,21 @@ struct ServerModeDescriptor: Sendable {
         let options: [Option]
         /// After "--option has no meaning with "; nil: the general "-l/--listen MODE (see SERVER...)".
         let reason: String?
+    }
+
+    /// Options that mean something only in this mode and others like it, not in every
+    /// server ("--close-grace needs --exec, --sh, --dir, --forward or --forward-tokens"):
+    /// server options (no client scope) whose scope has this mode's bit but not every mode's.
+    var only: [Option] {
+        Option.applying(to: scope, not: .clientConnection).filter { !$0.scope.isSuperset(of: .server) && !flags.contains($0) }
+    }
+
+    /// The client options the stdio mode takes and this one does not: `reasons` first, then
+    /// the rest under the general wording.
+    var refusals: [Refusal] {
+        let worded = reasons.flatMap(\.options)
+        let rest = Option.applying(to: .stdioServer, not: scope).filter { !worded.contains($0) }
+        return reasons + (rest.isEmpty ? [] : [Refusal(options: rest, reason: nil)])
     }
 
     /// Whether `option` means something in this mode (client-only options aside).
@@ -46,33 +64,25 @@ extension ServerModeDescriptor {
     /// mean the same per client in every mode.
     static let table: [ServerModeDescriptor] = [stdio, echo, broadcast, exec, forward]
 
-    static let stdio = ServerModeDescriptor(name: "the stdio mode", flags: [], only: [], refusals: []) { _ in .stdio }
+    static let stdio = ServerModeDescriptor(name: "the stdio mode", flags: [], scope: .stdioServer, reasons: []) { _ in .stdio }
 
     static let echo = ServerModeDescriptor(
-        name: "--echo", flags: [Option.echo], only: [],
-        refusals: [Refusal(options: Option.formats, reason: "--echo: messages go back with their own type"),
-                   Refusal(options: [.timestamps, .base64, .wholeInput, .oneMessage, .requireCount, .receiveOnly, .sendOnly,
-                                     .stats, .noClose, .linger, .closeCode, .closeReason], reason: nil)]) { _ in .echo }
+        name: "--echo", flags: [Option.echo], scope: .echo,
+        reasons: [Refusal(options: [.text, .binary, .null, .chunkSize], reason: "--echo: messages go back with their own type")]) { _ in .echo }
 
-    static let broadcast = ServerModeDescriptor(
-        name: "--broadcast", flags: [Option.broadcast], only: [.bus, .busInbound, .busPasswordFile, .busPing],
-        refusals: [Refusal(options: [.wholeInput, .oneMessage, .requireCount, .stats, .linger],
-                           reason: nil)]) { _ in .broadcast }
+    static let broadcast = ServerModeDescriptor(name: "--broadcast", flags: [Option.broadcast], scope: .broadcast, reasons: []) { _ in
+        .broadcast
+    }
 
     /// A child per connection: one program for all (--exec, --sh) or one per path (--dir).
-    static let exec = ServerModeDescriptor(
-        name: "--exec/--sh/--dir", flags: [Option.exec, .sh, .dir], only: [.closeGrace, .maxChildren, .passenv],
-        refusals: [Refusal(options: [.null, .chunkSize, .timestamps, .base64, .wholeInput, .maxMessages, .oneMessage,
-                                     .requireCount, .receiveOnly, .sendOnly, .stats, .noClose, .linger, .closeCode, .closeReason],
-                           reason: nil)]) { settings throws(UsageError) in .exec(try settings.execServing()) }
+    static let exec = ServerModeDescriptor(name: "--exec/--sh/--dir", flags: [Option.exec, .sh, .dir], scope: .exec,
+                                           reasons: []) { settings throws(UsageError) in .exec(try settings.execServing()) }
 
     static let forward = ServerModeDescriptor(
-        name: "--forward", flags: [Option.forward, .forwardTokens], only: [.closeGrace],
-        refusals: [Refusal(options: [.text, .binary, .null], reason: "--forward: the client's messages are bytes for the target either way"),
-                   Refusal(options: [.chunkSize], reason: "--forward: what one read from the target gives (at most 64 KiB) is one message"),
-                   Refusal(options: [.send], reason: "--forward: every byte to the client comes from the target"),
-                   Refusal(options: [.timestamps, .base64, .wholeInput, .maxMessages, .oneMessage, .requireCount, .receiveOnly,
-                                     .sendOnly, .stats, .noClose, .linger, .closeCode, .closeReason], reason: nil)]) { settings throws(UsageError) in
+        name: "--forward", flags: [Option.forward, .forwardTokens], scope: .forward,
+        reasons: [Refusal(options: [.text, .binary, .null], reason: "--forward: the client's messages are bytes for the target either way"),
+                  Refusal(options: [.chunkSize], reason: "--forward: what one read from the target gives (at most 64 KiB) is one message"),
+                  Refusal(options: [.send], reason: "--forward: every byte to the client comes from the target")]) { settings throws(UsageError) in
         .forward(try settings.forwardServing())
     }
 

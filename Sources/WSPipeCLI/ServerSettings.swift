@@ -7,21 +7,14 @@ import WSPipeBus
 import WebSocketExec
 
 extension Option {
-    /// Options that mean something only when serving.
-    static let serverOnly: [Option] = [reuseport, echo, broadcast, bus, busInbound, busPasswordFile, busPing, path, allowOrigin, sameOrigin, requireProtocol, requireBearer, health, metrics, metricsPublic,
-                                       staticFiles, staticDir, devConsole, responseHeader, maxClients, handshakeTimeout, exec, sh, dir, closeGrace,
-                                       maxChildren, passenv, clientCA,
-                                       forward, forwardTokens, oneshot]
+    /// Options that mean something only when serving (their scope has a server mode and
+    /// no client).
+    static var serverOnly: [Option] { allCases.filter(\.isServerOnly) }
     /// Options of a client connection, which a server has no use for.
-    static let clientOnly: [Option] = [proxy, socks5, noproxy, unixSocket, connectTo, resolve, ipv4, ipv6, location, maxRedirs,
-                                       insecure, cacert, sni, header, origin, userAgent, bearer, connectTimeout,
-                                       reconnect, reconnectOnClose, retryDelay, retryMaxDelay, maxRetries, retryReset,
-                                       queueSize, queueBytes, queuePolicy, sendFile, staleTimeout, printPingRTT]
+    static var clientOnly: [Option] { allCases.filter(\.isClientOnly) }
     /// Options whose server meaning is not built yet: refused with -l rather than parsed
     /// and ignored.
-    static let notYetServing: [Option] = [decompress]
-    /// The stdin and stdout formats: --broadcast reads and writes them; --echo has no use.
-    static let formats: [Option] = [text, binary, null, chunkSize]
+    static let notYetServing: [Option] = applying(to: .notYetServing)
 }
 
 /// A valid request to try --response-header values against the 101 (`ServerHandshake.accept`
@@ -56,12 +49,12 @@ extension Settings {
     /// the bearer token for --require-bearer. Throws `UsageError`.
     func finishServer(environment: (String) -> String?, readFile: (String) -> [UInt8]?) throws(UsageError) -> BridgeConfiguration {
         guard let listen else {
-            let name = Option.serverOnly.first { given.contains($0.longName) }?.longName ?? "this option"
+            let name = given.first { Option.named($0)?.isServerOnly == true } ?? "this option"
             throw UsageError("\(name) is a server option: it needs -l/--listen")
         }
         // A TLS bus (rediss://) is dialed as a client: it takes --cacert and -k.
         let busTakes: [Option] = bus.address?.tls == true ? [.cacert, .insecure] : []
-        if let option = Option.clientOnly.first(where: { given.contains($0.longName) && !busTakes.contains($0) }) {
+        if let option = Option.allCases.first(where: { $0.isClientOnly && given.contains($0.longName) && !busTakes.contains($0) }) {
             let hint = option == Option.cacert ? " (the CAs of client certificates: --client-ca)" : ""
             throw UsageError("\(option.longName) is a client option; it cannot be used with -l/--listen\(hint)")
         }
@@ -96,6 +89,7 @@ extension Settings {
 
         var serve = ServeConfiguration(listen: listen)
         serve.reusePort = reusePort
+        serve.alsoIPv6Loopback = listenLocalhost
         if reusePort, let kind = listen.inheritedOrUnix {
             throw UsageError("--reuseport is for TCP listeners: \(kind)")
         }

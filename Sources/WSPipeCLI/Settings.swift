@@ -17,6 +17,8 @@ struct Settings {
     var compression = DeflateChoice()
     // Server mode (-l): see ServerSettings.swift.
     var listen: ListenAddress?
+    /// -l localhost:PORT: 127.0.0.1, and [::1] where the host has it.
+    var listenLocalhost = false
     var policy = HandshakePolicy()
     var requireBearer = false
     var maxClients: Int?
@@ -47,7 +49,6 @@ struct Settings {
     /// --reconnect, and what the reconnection options set (only with it).
     var reconnect = false
     var reconnection = ClientConfiguration.Reconnection()
-    var reconnectOptions: [String] = []
     var sendFile: String?
     /// --forward-listen's address (ForwardListenSettings.swift).
     var forwardListen: ListenAddress?
@@ -60,7 +61,9 @@ struct Settings {
     /// The configuration, after the checks that need every option. Throws `UsageError`.
     func finish(environment: (String) -> String?, readFile: (String) -> [UInt8]?) throws(UsageError) -> BridgeConfiguration {
         try checkForwardListen()
-        if listen != nil || Option.serverOnly.contains(where: { given.contains($0.longName) }) { return try finishServer(environment: environment, readFile: readFile) }
+        if listen != nil || given.contains(where: { Option.named($0)?.isServerOnly == true }) {
+            return try finishServer(environment: environment, readFile: readFile)
+        }
         try checkCombinations()
         var config = self.config
         config.forwardListen = forwardListen
@@ -68,7 +71,7 @@ struct Settings {
         config.client.deflate = compression.disabled ? nil : compression.offer
         if reconnect {
             config.client.reconnect = reconnection
-        } else if let first = reconnectOptions.first {
+        } else if let first = given.first(where: { Option.named($0)?.scope.contains(.reconnect) == true }) {
             throw UsageError("\(first) needs --reconnect")
         }
         if let sendFile {

@@ -171,10 +171,19 @@ public enum ResponseBuildError: Error, Equatable, Sendable, CustomStringConverti
 
 /// HTTP/1.1 response bytes a server sends.
 public enum HTTPResponse {
-    /// The reason phrase of the statuses a WebSocket server sends (RFC 9110 §15, RFC 6585).
+    /// The reason phrase of the statuses a WebSocket server, its plain GETs and its gateway
+    /// send (RFC 9110 §15, RFC 6585): --forward's 502 said "Server Error".
     public static func reasonPhrase(_ status: Int) -> String {
         switch status {
         case 101: return "Switching Protocols"
+        case 200: return "OK"
+        case 204: return "No Content"
+        case 206: return "Partial Content"
+        case 301: return "Moved Permanently"
+        case 302: return "Found"
+        case 304: return "Not Modified"
+        case 307: return "Temporary Redirect"
+        case 308: return "Permanent Redirect"
         case 400: return "Bad Request"
         case 401: return "Unauthorized"
         case 403: return "Forbidden"
@@ -182,9 +191,17 @@ public enum HTTPResponse {
         case 405: return "Method Not Allowed"
         case 426: return "Upgrade Required"
         case 429: return "Too Many Requests"
+        case 408: return "Request Timeout"
+        case 413: return "Content Too Large"
+        case 414: return "URI Too Long"
+        case 416: return "Range Not Satisfiable"
         case 431: return "Request Header Fields Too Large"
         case 500: return "Internal Server Error"
+        case 501: return "Not Implemented"
+        case 502: return "Bad Gateway"
         case 503: return "Service Unavailable"
+        case 504: return "Gateway Timeout"
+        case 505: return "HTTP Version Not Supported"
         default: return status < 500 ? "Client Error" : "Server Error"
         }
     }

@@ -162,14 +162,7 @@ final class StaticSite {
         return version == "HTTP/1.1" ? true : head.listContains("Connection", "keep-alive")
     }
 
-    static func reason(_ status: Int) -> String {
-        switch status {
-        case 200: return "OK"
-        case 206: return "Partial Content"
-        case 301: return "Moved Permanently"
-        default: return HTTPResponse.reasonPhrase(status)
-        }
-    }
+    static func reason(_ status: Int) -> String { HTTPResponse.reasonPhrase(status) }
 
     static func connectionHeader(_ keepAlive: Bool) -> String {
         keepAlive ? "Connection: keep-alive\r\n" : "Connection: close\r\n"

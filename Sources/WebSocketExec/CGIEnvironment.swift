@@ -18,6 +18,10 @@ public struct ConnectionFacts: Sendable, Equatable {
     public var subprotocol: String?
     /// A per-connection identifier (`UNIQUE_ID`, as websocketd and Apache's mod_unique_id).
     public var uniqueID: String
+    /// The server checked the client's bearer token (`--require-bearer`): `AUTH_TYPE` is
+    /// `Bearer` and the `Authorization` header, the server's secret, is not passed on (RFC
+    /// 3875 §4.1.18 lets a server withhold it; Apache does by default).
+    public var bearerChecked = false
 
     public init(remoteAddress: String, remotePort: Int?, localAddress: String, localPort: Int?, isTLS: Bool = false,
                 clientCertificateSubject: String? = nil, subprotocol: String? = nil, uniqueID: String) {
@@ -86,7 +90,7 @@ public enum CGIEnvironment {
             ("PATH_INFO", script?.pathInfo ?? decodedPath),
             ("PATH_TRANSLATED", decodedPath),
             ("QUERY_STRING", request.query ?? ""),
-            ("AUTH_TYPE", ""),
+            ("AUTH_TYPE", connection.bearerChecked ? "Bearer" : ""),
             ("CONTENT_LENGTH", ""),
             ("CONTENT_TYPE", ""),
             ("REMOTE_IDENT", ""),
@@ -105,7 +109,7 @@ public enum CGIEnvironment {
         var headerIndex: [String: Int] = [:]
         for header in request.headers {
             let name = "HTTP_" + String(header.name.uppercased().map { $0 == "-" ? "_" : $0 })
-            guard name != "HTTP_PROXY" else { continue }
+            guard name != "HTTP_PROXY", !(connection.bearerChecked && name == "HTTP_AUTHORIZATION") else { continue }
             let value = cleaned(header.value)
             if let index = headerIndex[name] {
                 result[index].value += ", " + value

@@ -17,6 +17,9 @@ public final class ExecMode: ServerMode {
     public var options = ExecOptions()
     /// Names of the parent's variables the child also gets (besides PATH).
     public var passing: [String] = []
+    /// The server checks a bearer token (`--require-bearer`): programs do not see it
+    /// (`ConnectionFacts.bearerChecked`).
+    public var bearerChecked = false
     /// `SERVER_SOFTWARE`: "wspipe/VERSION".
     public var serverSoftware: String
     /// A line the child of client `id` wrote to stderr (without its newline).
@@ -72,10 +75,11 @@ public final class ExecMode: ServerMode {
     public func handler(for connection: ServerConnection) -> ConnectionDelegate {
         let info = connection.info
         let remote = ConnectionFacts.split(info.remoteAddress), local = ConnectionFacts.split(info.localAddress)
-        let facts = ConnectionFacts(remoteAddress: remote.address, remotePort: remote.port, localAddress: local.address,
+        var facts = ConnectionFacts(remoteAddress: remote.address, remotePort: remote.port, localAddress: local.address,
                                     localPort: local.port, isTLS: info.isSecure,
                                     clientCertificateSubject: info.clientCertificateSubject, subprotocol: info.subprotocol,
                                     uniqueID: String(info.id))
+        facts.bearerChecked = bearerChecked
         let id = info.id
         // Always there while the connection is handed over (`ClientInfo.request`).
         guard let request = info.request else {

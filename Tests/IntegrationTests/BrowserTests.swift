@@ -39,7 +39,7 @@ final class BrowserTests: IntegrationTestCase {
         XCTAssertTrue(events.contains("out > text: hello from the console"), "\(events)")
         XCTAssertTrue(events.contains("in < text: hello from the console"), "\(events)")
         server.signal(SIGTERM)
-        assertExit(finish(server), 0)
+        assertDiedOf(finish(server), SIGTERM)
     }
 
     func testTheDevConsoleShowsBinaryMessagesFromAProgram() throws {
@@ -78,7 +78,7 @@ final class BrowserTests: IntegrationTestCase {
         XCTAssertEqual(values.first as? String, "page")
         XCTAssertEqual(values.last as? [String], ["text:héllo", "binary:0,1,255", "close:1000"])
         server.signal(SIGTERM)
-        assertExit(finish(server), 0)
+        assertDiedOf(finish(server), SIGTERM)
     }
 }
 

@@ -239,7 +239,7 @@ final class BusTests: BusTestCase {
         XCTAssertFalse(untrusting.stdout.waitForEnd(timeout: 0.5), "stdin is not read while the bus is away")
         untrusting.signal(SIGTERM)
         let end = finish(untrusting)
-        assertExit(end, 0)
+        assertDiedOf(end, SIGTERM)
         assertStderr(end, contains: "certificate")
         assertStderr(end, contains: "(clients are accepted meanwhile)")
     }

@@ -42,7 +42,7 @@ final class DeflateServerTests: IntegrationTestCase {
         XCTAssertEqual(result.stdoutText.split(separator: "\n").map(String.init), answers, result.stderr)
         server.signal(SIGTERM)
         let ended = finish(server)
-        assertExit(ended, 0)
+        assertDiedOf(ended, SIGTERM)
         // -v: the answer and the windows, per connection.
         assertStderr(ended, contains: "* client 1: permessage-deflate agreed: permessage-deflate; server_max_window_bits=12; client_max_window_bits=12 "
                      + "(we compress with a 4096-byte window; the peer with at most 4096)")
@@ -58,7 +58,7 @@ final class DeflateServerTests: IntegrationTestCase {
         let result = try client(["combos", url, "--lines"])
         XCTAssertEqual(result.stdoutText.split(separator: "\n").map(String.init), answers, result.stderr)
         server.signal(SIGTERM)
-        assertExit(finish(server), 0)
+        assertDiedOf(finish(server), SIGTERM)
     }
 
     func testServerTuningFlags() throws {
@@ -71,7 +71,7 @@ final class DeflateServerTests: IntegrationTestCase {
         XCTAssertEqual(lines.dropFirst(3).first, #"{"server_max_window_bits": 9} -> permessage-deflate; server_no_context_takeover; client_no_context_takeover; server_max_window_bits=9; client_max_window_bits=11 ok"#)
         XCTAssertTrue(lines.allSatisfy { $0.hasSuffix(" ok") }, result.stdoutText)
         server.signal(SIGTERM)
-        assertExit(finish(server), 0)
+        assertDiedOf(finish(server), SIGTERM)
         let refused = try runWspipe(["-l", "0", "--echo", "--deflate-server-window-bits", "8"])
         assertExit(refused, 2)
         assertStderr(refused, contains: "--deflate-server-window-bits with -l is our compressor's window: 9 to 15")
@@ -84,11 +84,11 @@ final class DeflateServerTests: IntegrationTestCase {
         let (plain, plainURL) = try startServer(["--echo", "--no-deflate"])
         XCTAssertEqual(try client(["offer", plainURL]).stdoutText, "none\n")
         plain.signal(SIGTERM)
-        assertExit(finish(plain), 0)
+        assertDiedOf(finish(plain), SIGTERM)
         let (server, url) = try startServer(["--echo"])
         XCTAssertEqual(try client(["offer", url]).stdoutText, "permessage-deflate; server_max_window_bits=12; client_max_window_bits=12\n")
         server.signal(SIGTERM)
-        assertExit(finish(server), 0)
+        assertDiedOf(finish(server), SIGTERM)
     }
 
     /// With --deflate-server-no-context-takeover every client may share a copy: one per
@@ -142,7 +142,7 @@ final class DeflateServerTests: IntegrationTestCase {
         // ws shows the agreed extension's name only.
         XCTAssertEqual(result.stdoutText, "EXT permessage-deflate\nOK 301\nCLOSE 1000\n", result.stderr)
         server.signal(SIGTERM)
-        assertExit(finish(server), 0)
+        assertDiedOf(finish(server), SIGTERM)
     }
 
     /// 64 MiB of zeros (about 64 KiB compressed) against --max-message-size 1M: that client
@@ -154,7 +154,7 @@ final class DeflateServerTests: IntegrationTestCase {
         let rss = peak()
         server.signal(SIGTERM)
         let result = finish(server)
-        assertExit(result, 0)
+        assertDiedOf(result, SIGTERM)
         assertStderr(result, contains: "client 1 disconnected (failed) with 1009")
         XCTAssertGreaterThan(rss, 0, "the sampler saw the process")
         XCTAssertLessThan(rss, 48 * 1024, "peak RSS \(rss) KiB")

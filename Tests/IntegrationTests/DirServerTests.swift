@@ -89,7 +89,7 @@ final class DirServerTests: IntegrationTestCase {
         XCTAssertEqual(try upgradeStatus(port, Array("/count".utf8) + [0] + Array("x".utf8)), 400)
         server.signal(SIGTERM)
         let ended = finish(server)
-        assertExit(ended, 0)
+        assertDiedOf(ended, SIGTERM)
         XCTAssertFalse(ended.stderr.contains("connected from"), "no client got a 101: \(ended.stderr)")
         for marker in ["ran-plain", "ran-hidden", "ran-git", "ran-evil"] {
             XCTAssertFalse(FileManager.default.fileExists(atPath: path(marker)), "\(marker): a refused program ran")
@@ -106,7 +106,7 @@ final class DirServerTests: IntegrationTestCase {
             XCTAssertEqual(try upgradeStatus(port, Array(refused.utf8)), 404, refused)
         }
         server.signal(SIGTERM)
-        assertExit(finish(server), 0)
+        assertDiedOf(finish(server), SIGTERM)
         for marker in ["ran-plain", "ran-hidden", "ran-evil"] {
             XCTAssertFalse(FileManager.default.fileExists(atPath: path(marker)), "\(marker): a refused program ran")
         }
@@ -135,7 +135,7 @@ final class DirServerTests: IntegrationTestCase {
         XCTAssertEqual(try output("ws://127.0.0.1:\(port)/sub/deep/prog/x"),
                        "S=/sub/deep/prog P=/x T=/sub/deep/prog/x U=/sub/deep/prog/x Q=\n")
         server.signal(SIGTERM)
-        assertExit(finish(server), 0)
+        assertDiedOf(finish(server), SIGTERM)
     }
 
     func testAProgramSeesItsFileAndAnElfProgramRunsThroughItsDescriptor() throws {
@@ -147,7 +147,7 @@ final class DirServerTests: IntegrationTestCase {
         assertExit(echoed, 0)
         assertStdout(echoed, "one\ntwo\n")
         server.signal(SIGTERM)
-        assertExit(finish(server), 0)
+        assertDiedOf(finish(server), SIGTERM)
     }
 
     func testAProgramThatFailsClosesWith1011() throws {
@@ -157,7 +157,7 @@ final class DirServerTests: IntegrationTestCase {
         assertStdout(result, "failing\n")
         XCTAssertTrue(result.stderr.contains("1011") && result.stderr.contains("exit status 3"), result.stderr)
         server.signal(SIGTERM)
-        assertExit(finish(server), 0)
+        assertDiedOf(finish(server), SIGTERM)
     }
 
     func testMaxChildrenRefusesWith503() throws {
@@ -172,7 +172,7 @@ final class DirServerTests: IntegrationTestCase {
         first.kill()
         _ = finish(first)
         server.signal(SIGTERM)
-        assertExit(finish(server), 0)
+        assertDiedOf(finish(server), SIGTERM)
     }
 
     func testADirectoryThatCannotBeOpenedFailsBeforeListening() throws {

@@ -31,7 +31,7 @@ final class EchoCloseTests: IntegrationTestCase {
         let (server, port) = try startListening(["--echo", "--no-deflate"])
         try assertEveryEchoBeforeTheClose("ws://127.0.0.1:\(port)/", ["--deflate"])
         server.signal(SIGTERM)
-        assertExit(finish(server), 0)
+        assertDiedOf(finish(server), SIGTERM)
     }
 
     /// The same with permessage-deflate agreed: echoes wait uncompressed and are deflated
@@ -40,7 +40,7 @@ final class EchoCloseTests: IntegrationTestCase {
         let (server, port) = try startListening(["--echo"])
         try assertEveryEchoBeforeTheClose("ws://127.0.0.1:\(port)/", ["--deflate"])
         server.signal(SIGTERM)
-        assertExit(finish(server), 0)
+        assertDiedOf(finish(server), SIGTERM)
     }
 
     /// A client that half-closes TCP after its Close still gets every echo, then the Close
@@ -49,7 +49,7 @@ final class EchoCloseTests: IntegrationTestCase {
         let (server, port) = try startListening(["--echo"])
         try assertEveryEchoBeforeTheClose("ws://127.0.0.1:\(port)/", ["--half-close"])
         server.signal(SIGTERM)
-        assertExit(finish(server), 0)
+        assertDiedOf(finish(server), SIGTERM)
     }
 
     func testOverTLSTheEchoesOfABurstAllGoBeforeTheClose() throws {
@@ -57,6 +57,6 @@ final class EchoCloseTests: IntegrationTestCase {
         let (server, port) = try startListening(["--echo", "--cert", tls.serverCert, "--key", tls.serverKey], scheme: "wss")
         try assertEveryEchoBeforeTheClose("wss://127.0.0.1:\(port)/", ["--cacert", tls.caCert])
         server.signal(SIGTERM)
-        assertExit(finish(server), 0)
+        assertDiedOf(finish(server), SIGTERM)
     }
 }

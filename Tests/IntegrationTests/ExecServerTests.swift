@@ -30,7 +30,7 @@ final class ExecServerTests: IntegrationTestCase {
         XCTAssertTrue(result.stdoutText.hasPrefix(#"{"n":1,"of":3,"#), "\(result)")
         XCTAssertTrue(result.stdoutText.contains(#""client":"127.0.0.1""#), "REMOTE_ADDR reaches the program")
         server.signal(SIGTERM)
-        assertExit(finish(server), 0)
+        assertDiedOf(finish(server), SIGTERM)
     }
 
     /// A program printing empty lines to a client that does not read: each line is an empty
@@ -58,7 +58,7 @@ final class ExecServerTests: IntegrationTestCase {
         XCTAssertTrue(result.stderr.contains("1011") && result.stderr.contains("exit status 3"), result.stderr)
         server.signal(SIGTERM)
         let ended = finish(server)
-        assertExit(ended, 0)
+        assertDiedOf(ended, SIGTERM)
         XCTAssertTrue(ended.stderr.contains("wspipe: client 1: to stderr"), ended.stderr)
     }
 
@@ -77,7 +77,7 @@ final class ExecServerTests: IntegrationTestCase {
         assertExit(second, 5)
         XCTAssertTrue(second.stderr.contains("503"), second.stderr)
         server.signal(SIGTERM)
-        assertExit(finish(server), 0)
+        assertDiedOf(finish(server), SIGTERM)
         first.kill()
         _ = finish(first)
     }
@@ -92,7 +92,7 @@ final class ExecServerTests: IntegrationTestCase {
         XCTAssertEqual(pids.count, 2, line)
         server.signal(SIGTERM)
         let ended = finish(server, timeout: 10)
-        assertExit(ended, 0)
+        assertDiedOf(ended, SIGTERM)
         XCTAssertLessThan(ended.elapsed, 30)
         for pid in pids { XCTAssertNotEqual(kill(pid, 0), 0, "process \(pid) of the group is gone (\(ended.stderr))") }
         let closed = finish(client)
@@ -108,14 +108,14 @@ final class ExecServerTests: IntegrationTestCase {
         let (server, port) = try serve(["--exec", program])
         try assertEveryRun(port: port, input: "abc\ndef\n", gives: "hello\nABC\nDEF\n")
         server.signal(SIGTERM)
-        assertExit(finish(server), 0)
+        assertDiedOf(finish(server), SIGTERM)
     }
 
     func testRepliesOfAFilterAfterTheClientsCloseReachIt() throws {
         let (server, port) = try serve(["--sh", "jq -c --unbuffered ."])
         try assertEveryRun(port: port, input: "{\"a\": 1}\n[2]\n", gives: "{\"a\":1}\n[2]\n")
         server.signal(SIGTERM)
-        assertExit(finish(server), 0)
+        assertDiedOf(finish(server), SIGTERM)
     }
 
     /// 50 clients one after the other, each ending at stdin EOF: every one gets the whole reply.
@@ -139,7 +139,7 @@ final class ExecServerTests: IntegrationTestCase {
         assertStdout(result, "got x\n")
         assertStderr(result, contains: #"closed the connection with 1011 (internal error) "exit status 3""#)
         server.signal(SIGTERM)
-        assertExit(finish(server), 0)
+        assertDiedOf(finish(server), SIGTERM)
     }
 
     /// A client that half-closes TCP right after its Close (it said all, it still reads):
@@ -154,7 +154,7 @@ final class ExecServerTests: IntegrationTestCase {
         let result = finish(child, timeout: 30)
         XCTAssertEqual(result.stdoutText, "text:hi\ntext:got one\ntext:got two\nclose 1011 exit status 3\n", "\(result)")
         server.signal(SIGTERM)
-        assertExit(finish(server), 0)
+        assertDiedOf(finish(server), SIGTERM)
     }
 
     /// A program that outlives the grace after the client's Close: 1011 "program did not
@@ -168,6 +168,6 @@ final class ExecServerTests: IntegrationTestCase {
         XCTAssertGreaterThan(result.elapsed, 0.4, "the program had its grace")
         XCTAssertLessThan(result.elapsed, 5, "and no more")
         server.signal(SIGTERM)
-        assertExit(finish(server, timeout: 10), 0)
+        assertDiedOf(finish(server, timeout: 10), SIGTERM)
     }
 }

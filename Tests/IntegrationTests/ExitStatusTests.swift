@@ -92,6 +92,21 @@ final class ExitStatusTests: IntegrationTestCase {
         let help = try runWspipe(["--help"])
         assertExit(help, 0)
         XCTAssertTrue(help.stdoutText.hasPrefix("usage: wspipe"), "\(help)")
+        // One 80x40 screen; URL --help is help too; a category, or all.
+        let lines = help.stdoutText.split(separator: "\n", omittingEmptySubsequences: false).dropLast()
+        XCTAssertLessThanOrEqual(lines.count, 40, help.stdoutText)
+        XCTAssertLessThanOrEqual(lines.map(\.count).max() ?? 0, 80, help.stdoutText)
+        XCTAssertEqual(try runWspipe(["ws://127.0.0.1:9/", "--help"]).stdoutText, help.stdoutText)
+        let tls = try runWspipe(["-h", "tls"])
+        assertExit(tls, 0)
+        XCTAssertTrue(tls.stdoutText.hasPrefix("TLS:\n  -k, --insecure "), tls.stdoutText)
+        let all = try runWspipe(["--help", "all"])
+        assertExit(all, 0)
+        XCTAssertGreaterThan(all.stdoutText.count, 4 * help.stdoutText.count)
+        let unknown = try runWspipe(["--help", "foo"])
+        assertExit(unknown, 2)
+        XCTAssertEqual(unknown.stdout, [])
+        XCTAssertTrue(unknown.stderr.hasPrefix("wspipe: unknown help category 'foo'; the categories are modes, formats, "), unknown.stderr)
         let version = try runWspipe(["-V"])
         assertExit(version, 0)
         XCTAssertTrue(version.stdoutText.hasPrefix("wspipe "), "\(version)")
@@ -214,15 +229,15 @@ final class ExitStatusTests: IntegrationTestCase {
         XCTAssertLessThan(result.elapsed, 4)
     }
 
-    // MARK: 129/130/143 signals
+    // MARK: signals: death by the signal (a shell shows 129/130/143)
 
-    private func checkSignal(_ number: Int32, exits code: Int32, file: StaticString = #filePath, line: UInt = #line) throws {
+    private func checkSignal(_ number: Int32, file: StaticString = #filePath, line: UInt = #line) throws {
         let recorder = try startRecorder(["--send-text", "hello"])
         let child = try spawnWspipe([url(recorder)], stdin: .pipe)
         guard waitForStdout(child, contains: "hello\n", file: file, line: line) else { return }
         child.signal(number)
         let result = finish(child, timeout: 10, file: file, line: line)
-        assertExit(result, code, file: file, line: line)
+        assertDiedOf(result, number, file: file, line: line)
         assertStdout(result, "hello\n", file: file, line: line)
         XCTAssertEqual(try recorder.record().close?.code, 1001, "Close 1001 (going away)", file: file, line: line)
         XCTAssertEqual(try recorder.record().client_started_close, true, file: file, line: line)
@@ -232,7 +247,7 @@ final class ExitStatusTests: IntegrationTestCase {
         // Regression test (fixed): signal handlers are installed only after the handshake and the stdout thread
         // start (Session.run: open() logs "connected: URL", then StdoutWriter.start, then
         // Signals.install). A SIGINT in that window kills wspipe with the default action:
-        // expected exit 130 and Close 1001 at the server; actual: killed by SIGINT (status
+        // expected Close 1001 at the server, then death by SIGINT; actual: killed by SIGINT (status
         // -2 in Python terms), the server sees no closing handshake. Measured 18 of 20 runs.
         // Repro: start `wspipe -v ws://HOST/` with stdin open, send SIGINT as soon as stderr
         // shows "wspipe: * connected: ws://", look at the exit status / server close code.
@@ -243,11 +258,11 @@ final class ExitStatusTests: IntegrationTestCase {
         }
         child.signal(SIGINT)
         let result = finish(child, timeout: 10)
-        assertExit(result, 130)
+        assertDiedOf(result, SIGINT)
         XCTAssertEqual(try recorder.record().close?.code, 1001)
     }
 
-    func testSIGINTClosesWith1001AndExits130() throws { try checkSignal(SIGINT, exits: 130) }
-    func testSIGTERMClosesWith1001AndExits143() throws { try checkSignal(SIGTERM, exits: 143) }
-    func testSIGHUPClosesWith1001AndExits129() throws { try checkSignal(SIGHUP, exits: 129) }
+    func testSIGINTClosesWith1001AndDiesOfIt() throws { try checkSignal(SIGINT) }
+    func testSIGTERMClosesWith1001AndDiesOfIt() throws { try checkSignal(SIGTERM) }
+    func testSIGHUPClosesWith1001AndDiesOfIt() throws { try checkSignal(SIGHUP) }
 }

@@ -54,7 +54,7 @@ final class ForwardListenTests: IntegrationTestCase {
         let lines = try echoThrough(port, count: 50, bytes: 200_000)
         XCTAssertEqual(lines.last, "DONE ok=50", "\(lines.filter { !$0.hasPrefix("OK") })\n\(forwarder.stderr.text)")
         forwarder.signal(SIGTERM)
-        assertExit(finish(forwarder), 0)
+        assertDiedOf(finish(forwarder), SIGTERM)
         server.signal(SIGTERM)
         _ = finish(server)
     }
@@ -69,7 +69,7 @@ final class ForwardListenTests: IntegrationTestCase {
         let result = finish(child, timeout: 45)
         XCTAssertEqual(result.stdoutText.split(separator: "\n").last, "DONE ok=50", "\(result)\n\(forwarder.stderr.text)")
         forwarder.signal(SIGTERM)
-        assertExit(finish(forwarder), 0)
+        assertDiedOf(finish(forwarder), SIGTERM)
         gateway.signal(SIGTERM)
         _ = finish(gateway)
     }
@@ -80,13 +80,13 @@ final class ForwardListenTests: IntegrationTestCase {
         let (forwarder, port) = try startForwarding("wss://localhost:\(serverPort)/", ["--cacert", tls.caCert])
         XCTAssertEqual(try echoThrough(port, count: 20, bytes: 50_000).last, "DONE ok=20", forwarder.stderr.text)
         forwarder.signal(SIGTERM)
-        assertExit(finish(forwarder), 0)
+        assertDiedOf(finish(forwarder), SIGTERM)
         // Without the CA the certificate is not trusted: each connection is reset, -v says why.
         let (untrusting, untrustingPort) = try startForwarding("wss://localhost:\(serverPort)/", ["-v"])
         XCTAssertEqual(try echoThrough(untrustingPort, count: 1, bytes: 1000), ["RESET 0", "DONE ok=0"])
         untrusting.signal(SIGTERM)
         let result = finish(untrusting)
-        assertExit(result, 0)
+        assertDiedOf(result, SIGTERM)
         assertStderr(result, contains: "[1] WebSocket not opened, connection from 127.0.0.1:")
         assertStderr(result, contains: "certificate")
         server.signal(SIGTERM)
@@ -103,7 +103,7 @@ final class ForwardListenTests: IntegrationTestCase {
         XCTAssertEqual(closes.count, 50)
         XCTAssertEqual(Set(closes), ["CLOSED 1000 100000"])
         forwarder.signal(SIGTERM)
-        assertExit(finish(forwarder), 0)
+        assertDiedOf(finish(forwarder), SIGTERM)
     }
 
     func testALocalHalfCloseIsClose1000AfterEveryByte() throws {
@@ -114,7 +114,7 @@ final class ForwardListenTests: IntegrationTestCase {
         let closes = waitForLines(peer.process.stdout, "CLOSED", count: 20)
         XCTAssertEqual(closes, Array(repeating: "CLOSED 1000 300000", count: 20), forwarder.stderr.text)
         forwarder.signal(SIGTERM)
-        assertExit(finish(forwarder), 0)
+        assertDiedOf(finish(forwarder), SIGTERM)
     }
 
     func testChunkSizeIsTheLargestMessageOneReadMakes() throws {
@@ -123,7 +123,7 @@ final class ForwardListenTests: IntegrationTestCase {
         XCTAssertEqual(try echoThrough(port, count: 1, bytes: 100_000).last, "DONE ok=1")
         XCTAssertEqual(waitForLines(peer.process.stdout, "LARGEST", count: 1), ["LARGEST 1000"])
         forwarder.signal(SIGTERM)
-        assertExit(finish(forwarder), 0)
+        assertDiedOf(finish(forwarder), SIGTERM)
     }
 
     func testARefusedHandshakeResetsThatConnectionAndSaysWhyOthersPass() throws {
@@ -135,7 +135,7 @@ final class ForwardListenTests: IntegrationTestCase {
         XCTAssertTrue(forwarder.stderr.text.contains("reset: the server answered 401 Unauthorized instead of 101 Switching Protocols"),
                       forwarder.stderr.text)
         forwarder.signal(SIGTERM)
-        assertExit(finish(forwarder), 0)
+        assertDiedOf(finish(forwarder), SIGTERM)
     }
 
     func testASlowServerHoldsUpNoOtherConnection() throws {
@@ -152,7 +152,7 @@ final class ForwardListenTests: IntegrationTestCase {
         // A signal ends the stalled opening too.
         forwarder.signal(SIGTERM)
         let result = finish(forwarder, timeout: 15)
-        assertExit(result, 0)
+        assertDiedOf(result, SIGTERM)
         assertStderr(result, contains: "[1] WebSocket not opened")
     }
 
@@ -166,7 +166,7 @@ final class ForwardListenTests: IntegrationTestCase {
         XCTAssertTrue(opened, forwarder.stderr.text)
         forwarder.signal(SIGTERM)
         let result = finish(forwarder, timeout: 15)
-        assertExit(result, 0)
+        assertDiedOf(result, SIGTERM)
         XCTAssertEqual(waitForLines(peer.process.stdout, "CLOSED", count: 5), Array(repeating: "CLOSED 1001 0", count: 5))
     }
 
@@ -176,7 +176,7 @@ final class ForwardListenTests: IntegrationTestCase {
         XCTAssertNotNil(child.stderr.waitForLine(startingWith: "wspipe: listening on tcp://0.0.0.0:", timeout: 15), child.stderr.text)
         child.signal(SIGTERM)
         let result = finish(child)
-        assertExit(result, 0)
+        assertDiedOf(result, SIGTERM)
         assertStderr(result, contains: "wspipe: warning: --forward-listen on 0.0.0.0:0, which is not a loopback address: "
                      + "whoever reaches it gets a WebSocket to \(url(peer)) with this command's credentials")
     }
@@ -188,7 +188,7 @@ final class ForwardListenTests: IntegrationTestCase {
         XCTAssertEqual(try echoThrough(port, count: 1, bytes: 1000).last, "DONE ok=1")
         forwarder.signal(SIGTERM)
         let result = finish(forwarder)
-        assertExit(result, 0)
+        assertDiedOf(result, SIGTERM)
         assertStderr(result, contains: "] connected: ")
         XCTAssertFalse(result.stderr.contains("pw-Xq81z"), result.stderr)
         XCTAssertFalse(result.stderr.contains("tok-Zr55w"), result.stderr)

@@ -31,7 +31,7 @@ final class ForwardTests: IntegrationTestCase {
     func stop(_ gateway: ChildProcess) -> String {
         gateway.signal(SIGTERM)
         let result = finish(gateway)
-        assertExit(result, 0)
+        assertDiedOf(result, SIGTERM)
         return result.stderr
     }
 

@@ -145,6 +145,12 @@ class IntegrationTestCase: XCTestCase {
         XCTAssertEqual(result.termination, .exited(code), "\(result)", file: file, line: line)
     }
 
+    /// It died of `signal`, as wspipe ends after SIGINT, SIGTERM or SIGHUP (a shell shows
+    /// 128 + the signal and stops a loop).
+    func assertDiedOf(_ result: RunResult, _ signal: Int32, file: StaticString = #filePath, line: UInt = #line) {
+        XCTAssertEqual(result.termination, .signaled(signal), "\(result)", file: file, line: line)
+    }
+
     func assertStdout(_ result: RunResult, _ expected: String, file: StaticString = #filePath, line: UInt = #line) {
         XCTAssertEqual(result.stdoutText, expected, "stdout differs; \(result)", file: file, line: line)
     }

@@ -68,7 +68,7 @@ final class MetricsTests: IntegrationTestCase {
         let scrape = try metrics(["scrape", "http://127.0.0.1:\(port)/metrics?x=1"])
         XCTAssertTrue(scrape.stdoutText.hasPrefix("status 200\ncontent-type text/plain; version=0.0.4; charset=utf-8\n"), scrape.stdoutText)
         server.signal(SIGTERM)
-        assertExit(finish(server), 0)
+        assertDiedOf(finish(server), SIGTERM)
     }
 
     func testCompressedMessagesCountTheirPayloadAndTheirWireBytesApart() throws {
@@ -81,7 +81,7 @@ final class MetricsTests: IntegrationTestCase {
         XCTAssertEqual(wire.count, 2, seen)
         XCTAssertTrue(wire.allSatisfy { $0 > 0 && $0 < 100 }, "both ways compressed: \(wire)")
         server.signal(SIGTERM)
-        assertExit(finish(server), 0)
+        assertDiedOf(finish(server), SIGTERM)
     }
 
     func testChildrenRunningAndTheOtherModes() throws {
@@ -92,7 +92,7 @@ final class MetricsTests: IntegrationTestCase {
         holder.closeStdin()
         _ = finish(holder)
         exec.signal(SIGTERM)
-        assertExit(finish(exec), 0)
+        assertDiedOf(finish(exec), SIGTERM)
 
         // Standard input open: --broadcast and the stdio mode serve until it ends.
         for mode in [["--broadcast"], []] {
@@ -113,7 +113,7 @@ final class MetricsTests: IntegrationTestCase {
                               && sent.contains("wspipe_closes_total{code=1000} 1\n"), sent)
             }
             server.signal(SIGTERM)
-            assertExit(finish(server), 0)
+            assertDiedOf(finish(server), SIGTERM)
         }
     }
 
@@ -133,7 +133,7 @@ final class MetricsTests: IntegrationTestCase {
         XCTAssertTrue(seen.contains("wspipe_http_requests_total{status=200} 2\n") && seen.contains("wspipe_http_requests_total{status=404} 2\n")
                       && seen.contains("wspipe_http_requests_total{status=405} 1\n"), seen)
         server.signal(SIGTERM)
-        assertExit(finish(server), 0)
+        assertDiedOf(finish(server), SIGTERM)
     }
 
     func testNonLoopbackListenersNeedTheBearerTokenOrMetricsPublic() throws {
@@ -153,7 +153,7 @@ final class MetricsTests: IntegrationTestCase {
                                          environment: ["WSPIPE_BEARER": "s3cret"])
             XCTAssertNotNil(server.stderr.waitForLine(startingWith: "wspipe: listening on ws://0.0.0.0:", timeout: 15), server.stderr.text)
             server.signal(SIGTERM)
-            assertExit(finish(server), 0)
+            assertDiedOf(finish(server), SIGTERM)
         }
     }
 
@@ -171,12 +171,12 @@ final class MetricsTests: IntegrationTestCase {
         let post = try raw(port, "POST /metrics HTTP/1.1\r\nHost: x\r\n\(auth)Content-Length: 0\r\n\r\n")
         XCTAssertTrue(post.hasPrefix("status 405\n") && post.contains("Allow: GET, HEAD\n"), post)
         server.signal(SIGTERM)
-        assertExit(finish(server), 0)
+        assertDiedOf(finish(server), SIGTERM)
 
         // Without --metrics the path is any other: a plain GET gets 426, a GET off --path too.
         let (plain, plainPort) = try startListening(["--echo", "--path", "/ws"])
         XCTAssertTrue(try raw(plainPort, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n").hasPrefix("status 426\n"))
         plain.signal(SIGTERM)
-        assertExit(finish(plain), 0)
+        assertDiedOf(finish(plain), SIGTERM)
     }
 }

@@ -151,7 +151,7 @@ final class NoDataLossTests: HostileTestCase {
         let record = try server.hostileRecord()
         print("MEASURE SIGTERM upload \(serverOptions): server had \(record.bytes >> 20) MiB in \(record.messages) messages "
               + "at the Close; stdin fed \(input.bytesWritten >> 20) MiB")
-        assertExit(result, 143, file: file, line: line)
+        assertDiedOf(result, SIGTERM, file: file, line: line)
         XCTAssertEqual(result.stdout, [], file: file, line: line)
         XCTAssertLessThan(input.bytesWritten, total, "the signal came in the middle of the upload", file: file, line: line)
         XCTAssertEqual(record.close?.code, 1001, file: file, line: line)

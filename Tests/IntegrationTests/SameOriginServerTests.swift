@@ -26,7 +26,7 @@ final class SameOriginServerTests: IntegrationTestCase {
         assertExit(refused, 5)
         XCTAssertTrue(refused.stderr.contains("403"), refused.stderr)
         server.signal(SIGTERM)
-        assertExit(finish(server), 0)
+        assertDiedOf(finish(server), SIGTERM)
     }
 
     func testWithAllowOriginEitherRuleAdmits() throws {
@@ -36,12 +36,12 @@ final class SameOriginServerTests: IntegrationTestCase {
         XCTAssertEqual(try status(port, origin: nil), 101)
         XCTAssertEqual(try status(port, origin: "https://other.example"), 403)
         server.signal(SIGTERM)
-        assertExit(finish(server), 0)
+        assertDiedOf(finish(server), SIGTERM)
         // --allow-origin alone still refuses a request without Origin.
         let (alone, alonePort) = try startListening(["--echo", "--allow-origin", "https://app.example"])
         XCTAssertEqual(try status(alonePort, origin: nil), 403)
         alone.signal(SIGTERM)
-        assertExit(finish(alone), 0)
+        assertDiedOf(finish(alone), SIGTERM)
     }
 
     func testOverTLSTheOriginsSchemeIsHttps() throws {
@@ -56,6 +56,6 @@ final class SameOriginServerTests: IntegrationTestCase {
         assertExit(plain, 5)
         XCTAssertTrue(plain.stderr.contains("403"), plain.stderr)
         server.signal(SIGTERM)
-        assertExit(finish(server), 0)
+        assertDiedOf(finish(server), SIGTERM)
     }
 }

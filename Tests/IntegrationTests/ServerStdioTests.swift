@@ -133,7 +133,7 @@ final class ServerStdioTests: IntegrationTestCase {
         XCTAssertTrue(lines.last?.hasPrefix("closed 1000 after ") == true && seconds >= 0.9 && seconds < 5, "\(idle)")
         server.signal(SIGTERM)
         let result = finish(server, timeout: 20)
-        assertExit(result, 0)
+        assertDiedOf(result, SIGTERM)
         XCTAssertEqual(result.stdoutText, "a\nb\n", "the third message came after -n's count")
     }
 
@@ -150,7 +150,7 @@ final class ServerStdioTests: IntegrationTestCase {
                       "the idle timeout closed it, not the first client's count: \(second)")
         server.signal(SIGTERM)
         let result = finish(server, timeout: 20)
-        assertExit(result, 0)
+        assertDiedOf(result, SIGTERM)
         XCTAssertEqual(result.stdoutText, "a\nb\nd\n")
     }
 
@@ -164,7 +164,7 @@ final class ServerStdioTests: IntegrationTestCase {
         }
         server.signal(SIGINT)
         let result = finish(server, timeout: 20)
-        assertExit(result, 0)
+        assertDiedOf(result, SIGINT)
         XCTAssertEqual(result.stdoutText, "r1\nr2\nr3\n")
     }
 
@@ -228,7 +228,7 @@ final class ServerStdioTests: IntegrationTestCase {
         let idle = finish(try pythonClient(["wait", "ws://127.0.0.1:\(port)/"]), timeout: 30)
         XCTAssertTrue(idle.stdoutText.hasPrefix("got welcome\nclosed 1000 after 1."), "\(idle)")
         server.signal(SIGTERM)
-        assertExit(finish(server), 0)
+        assertDiedOf(finish(server), SIGTERM)
     }
 
     /// --broadcast with a stdout reader that stalls for 6 s while a client floods it: the loop
@@ -289,7 +289,7 @@ final class ServerStdioTests: IntegrationTestCase {
         server.signal(SIGTERM)
         XCTAssertTrue(finish(client, timeout: 20).stdoutText.hasPrefix("got one\nclosed 1001 after "))
         let result = finish(server)
-        assertExit(result, 0)
+        assertDiedOf(result, SIGTERM)
         assertStdout(result, "")
 
         for (mode, code, status) in [("--echo", "1000", Int32(0)), ("--echo", "4001", 8), ("--broadcast", "1000", 0)] {
@@ -416,7 +416,7 @@ final class ServerStdioTests: IntegrationTestCase {
         let client = finish(try pythonClient(["wait", "ws://127.0.0.1:\(port)/", "x"]), timeout: 30)
         XCTAssertTrue(client.stdoutText.hasPrefix("got hi\ngot x\nclosed 1000 after "), "\(client)")
         server.signal(SIGTERM)
-        assertExit(finish(server), 0)
+        assertDiedOf(finish(server), SIGTERM)
     }
 
     /// --whole-input: all of stdin is one message to the first client, and the server ends

@@ -26,7 +26,7 @@ final class ServerTLSTests: IntegrationTestCase {
     func stop(_ server: ChildProcess, file: StaticString = #filePath, line: UInt = #line) -> String {
         server.signal(SIGTERM)
         let result = finish(server)
-        assertExit(result, 0, file: file, line: line)
+        assertDiedOf(result, SIGTERM, file: file, line: line)
         return result.stderr
     }
 

@@ -35,7 +35,7 @@ final class ServerTests: IntegrationTestCase {
         let result = try python(["echo", "ws://127.0.0.1:\(port)/any"])
         XCTAssertEqual(result.stdoutText, "text:hello\nbinary:3:same\ntext:\ntext:1000 chars\nbinary:300000:same\nclosed 1000\n", "\(result)")
         server.signal(SIGTERM)
-        assertExit(finish(server), 0)
+        assertDiedOf(finish(server), SIGTERM)
     }
 
     func testEchoToWebsocatAndOurClient() throws {
@@ -48,7 +48,7 @@ final class ServerTests: IntegrationTestCase {
         assertExit(ours, 0)
         XCTAssertEqual(ours.stdoutText, #"{"type":"text","data":"a"}"# + "\n" + #"{"type":"binary","base64":"AAE="}"# + "\n" + #"{"type":"close","code":1000,"reason":""}"# + "\n")
         server.signal(SIGINT)
-        assertExit(finish(server), 0)
+        assertDiedOf(finish(server), SIGINT)
     }
 
     func testUnixSocket() throws {
@@ -65,7 +65,7 @@ final class ServerTests: IntegrationTestCase {
         let ours = try runWspipe(["ws+unix://\(socketPath)"], stdin: .bytes(Array("over unix\n".utf8)))
         assertStdout(ours, "over unix\n")
         server.signal(SIGTERM)
-        assertExit(finish(server), 0)
+        assertDiedOf(finish(server), SIGTERM)
         XCTAssertFalse(FileManager.default.fileExists(atPath: socketPath), "the socket file is removed at the end")
 
         let regular = path("regular")
@@ -111,7 +111,7 @@ final class ServerTests: IntegrationTestCase {
         XCTAssertTrue(try answer(port, huge).hasPrefix("status 431\n"))
         server.signal(SIGTERM)
         let result = finish(server)
-        assertExit(result, 0)
+        assertDiedOf(result, SIGTERM)
         XCTAssertFalse(result.stderr.contains("s3cret"), "the token is never printed")
     }
 
@@ -128,7 +128,7 @@ final class ServerTests: IntegrationTestCase {
         XCTAssertTrue(try answer(port, upgrade("/", token + "Origin: https://e\u{9B}vil.example\r\n")).hasPrefix("status 403\n"))
         verbose.signal(SIGTERM)
         let said = finish(verbose)
-        assertExit(said, 0)
+        assertDiedOf(said, SIGTERM)
         let refusals = said.stderr.split(separator: "\n").filter { $0.contains("refused a handshake") }
         XCTAssertEqual(refusals.count, 3, said.stderr)
         guard refusals.count == 3 else { return }
@@ -145,7 +145,7 @@ final class ServerTests: IntegrationTestCase {
         XCTAssertTrue(try answer(quietPort, upgrade("/", token + "Origin: https://evil.example\r\n")).hasPrefix("status 403\n"))
         quiet.signal(SIGTERM)
         let silent = finish(quiet)
-        assertExit(silent, 0)
+        assertDiedOf(silent, SIGTERM)
         XCTAssertFalse(silent.stderr.contains("refused"), "an internet-facing server does not log every bot: \(silent.stderr)")
         XCTAssertFalse(silent.stderr.contains("evil"), silent.stderr)
     }
@@ -162,7 +162,7 @@ final class ServerTests: IntegrationTestCase {
         }
         XCTAssertTrue(busy.hasPrefix("status 503\n") && busy.contains("Retry-After: 1\n"), busy)
         server.signal(SIGTERM)
-        assertExit(finish(server), 0)
+        assertDiedOf(finish(server), SIGTERM)
         assertExit(finish(holder), 8)  // the server's Close 1001
     }
 
@@ -171,7 +171,7 @@ final class ServerTests: IntegrationTestCase {
         let result = try python(["slowloris", String(port), "10"])
         XCTAssertTrue(result.stdoutText.hasPrefix("closed after"), "\(result)")
         server.signal(SIGTERM)
-        assertExit(finish(server), 0)
+        assertDiedOf(finish(server), SIGTERM)
     }
 
     func testAClientFloodingPingsWithoutReadingGetsOnePongWaitingAndItsEcho() throws {
@@ -190,7 +190,7 @@ final class ServerTests: IntegrationTestCase {
         XCTAssertNotNil(afterGap, "\(result)")
         XCTAssertLessThanOrEqual(afterGap ?? .max, 2, "pongs were not coalesced: \(result)")
         server.signal(SIGTERM)
-        assertExit(finish(server), 0)
+        assertDiedOf(finish(server), SIGTERM)
     }
 
     /// 1,000 clients at once on one loop: every handshake answered, one descriptor each, and
@@ -206,7 +206,7 @@ final class ServerTests: IntegrationTestCase {
         XCTAssertLessThan(descriptors, 1000 + 32, "one descriptor per client plus a few")
         server.signal(SIGTERM)
         let result = finish(server, timeout: 30)
-        assertExit(result, 0)
+        assertDiedOf(result, SIGTERM)
         XCTAssertEqual(finish(clients, timeout: 30).stdoutText, "open 1000\ncloses 1001=1000\n")
     }
 
@@ -239,7 +239,7 @@ final class ServerTests: IntegrationTestCase {
         let ours = try runWspipe(["ws://127.0.0.1:\(port)/"], stdin: .bytes(Array("after exhaustion\n".utf8)))
         assertStdout(ours, "after exhaustion\n")
         server.signal(SIGTERM)
-        assertExit(finish(server), 0)
+        assertDiedOf(finish(server), SIGTERM)
     }
 
     /// --broadcast to 50 clients, one of which never reads: the 49 get every message, the
@@ -355,7 +355,7 @@ final class ServerTests: IntegrationTestCase {
                                   (["--echo", "ws://127.0.0.1:1/"], "--echo is a server option"),
                                   (["-l", "0", "--echo", "ws://127.0.0.1:1/"], "cannot be combined with -l"),
                                   (["-l", "0", "--echo", "--stats"], "--stats has no meaning with -l/--listen --echo"),
-                                  (["-l", "localhost:80", "--echo"], "is not an IP address"),
+                                  (["-l", "example.com:80", "--echo"], "is not an IP address"),
                                   (["-l", "0", "--echo", "--require-bearer"], "WSPIPE_BEARER"),
                                   (["-l", "0", "--echo", "--response-header", "Upgrade: x"], "--response-header")] {
             let result = try runWspipe(arguments)
@@ -370,7 +370,7 @@ final class ServerTests: IntegrationTestCase {
             assertExit(try runWspipe(["-l", "80", "--echo"]), 3)
         }
         server.signal(SIGTERM)
-        assertExit(finish(server), 0)
+        assertDiedOf(finish(server), SIGTERM)
     }
 
     func testJSONLinesEvents() throws {
@@ -383,6 +383,6 @@ final class ServerTests: IntegrationTestCase {
         XCTAssertTrue(lines[0].hasSuffix(#","path":"/feed","subprotocol":null}"#), lines[0])
         XCTAssertEqual(lines.last, #"{"type":"disconnected","client":1,"code":1000,"reason":"","cause":"closed"}"#)
         server.signal(SIGTERM)
-        assertExit(finish(server), 0)
+        assertDiedOf(finish(server), SIGTERM)
     }
 }

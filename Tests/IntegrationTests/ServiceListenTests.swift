@@ -35,7 +35,7 @@ final class ServiceListenTests: IntegrationTestCase {
         assertExit(result, 0)
         assertStdout(result, "hi\n")
         server.signal(SIGTERM)
-        assertExit(finish(server), 0)
+        assertDiedOf(finish(server), SIGTERM)
     }
 
     /// Each passed socket is served and named; an activated Unix socket's path is its
@@ -50,7 +50,7 @@ final class ServiceListenTests: IntegrationTestCase {
         let overTCP = try runWspipe(["ws://127.0.0.1:\(port)/"], stdin: .bytes(Array("tcp\n".utf8)))
         assertStdout(overTCP, "tcp\n")
         server.signal(SIGTERM)
-        assertExit(finish(server), 0)
+        assertDiedOf(finish(server), SIGTERM)
         XCTAssertTrue(FileManager.default.fileExists(atPath: socketPath), "the activated socket's path was unlinked")
     }
 
@@ -67,7 +67,7 @@ final class ServiceListenTests: IntegrationTestCase {
         assertStdout(result, "activated\n")
         XCTAssertTrue(server.stderr.text.contains("wspipe: listening on ws://127.0.0.1:\(port)/"), server.stderr.text)
         server.signal(SIGTERM)
-        assertExit(finish(server), 0)
+        assertDiedOf(finish(server), SIGTERM)
     }
 
     func testAForeignListenPIDIsAUsageErrorSayingWhatWasFound() throws {
@@ -95,7 +95,7 @@ final class ServiceListenTests: IntegrationTestCase {
         let result = try runWspipe(["ws://127.0.0.1:\(port)/"], stdin: .bytes(Array("fd\n".utf8)))
         assertStdout(result, "fd\n")
         server.signal(SIGTERM)
-        assertExit(finish(server), 0)
+        assertDiedOf(finish(server), SIGTERM)
     }
 
     /// The program of each connection inherits neither the variables (asked for with
@@ -112,7 +112,7 @@ final class ServiceListenTests: IntegrationTestCase {
         XCTAssertFalse(lines.contains { $0.contains("socket:") }, "a socket reached the child: \(result)")
         XCTAssertEqual(lines.last, "no-listen-env", "\(result)")
         server.signal(SIGTERM)
-        assertExit(finish(server), 0)
+        assertDiedOf(finish(server), SIGTERM)
     }
 
     /// Two processes on one port, both with SO_REUSEPORT: the kernel spreads 40

@@ -84,7 +84,7 @@ final class StaticFilesTests: IntegrationTestCase {
         XCTAssertEqual(conditional[5].header("Connection"), "close")
         XCTAssertEqual(conditional[6].closed, true, "Connection: close ends it")
         server.signal(SIGTERM)
-        assertExit(finish(server), 0)
+        assertDiedOf(finish(server), SIGTERM)
     }
 
     /// A client whose clock is ahead sends a date later than ours: evaluated, it would keep
@@ -100,7 +100,7 @@ final class StaticFilesTests: IntegrationTestCase {
         XCTAssertEqual(answers.map(\.status), [200, 304, nil])
         XCTAssertEqual(answers[0].body, "hello static\n")
         server.signal(SIGTERM)
-        assertExit(finish(server), 0)
+        assertDiedOf(finish(server), SIGTERM)
     }
 
     /// RFC 9112 §3.2.2: a server MUST accept the absolute-form. Its path is answered as the
@@ -132,7 +132,7 @@ final class StaticFilesTests: IntegrationTestCase {
         XCTAssertEqual(scrape[0].status, 200)
         XCTAssertTrue(scrape[0].header("Content-Type")?.hasPrefix("text/plain") == true, "\(scrape[0])")
         server.signal(SIGTERM)
-        assertExit(finish(server), 0)
+        assertDiedOf(finish(server), SIGTERM)
     }
 
     func testPipelinedRequestsAreAnsweredInOrderAndAnUpgradeMayFollow() throws {
@@ -150,7 +150,7 @@ final class StaticFilesTests: IntegrationTestCase {
         XCTAssertEqual(answers[4].body, "static\n")
         XCTAssertEqual(answers[5].header("Sec-WebSocket-Accept"), "s3pPLMBiTxaQ9kYGzzhZRbK+xOo=")
         server.signal(SIGTERM)
-        assertExit(finish(server), 0)
+        assertDiedOf(finish(server), SIGTERM)
     }
 
     /// A body we do not read must end the connection, whatever else its Content-Length
@@ -166,7 +166,7 @@ final class StaticFilesTests: IntegrationTestCase {
         XCTAssertEqual(answers[0].header("Connection"), "close")
         XCTAssertEqual(answers[1].closed, true, "the body is no request: nothing more is answered")
         server.signal(SIGTERM)
-        assertExit(finish(server), 0)
+        assertDiedOf(finish(server), SIGTERM)
     }
 
     /// HTTP/1.0 clients (no Host needed) get files; kept alive only when they ask. An
@@ -187,7 +187,7 @@ final class StaticFilesTests: IntegrationTestCase {
                                                  + "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"]])
         XCTAssertEqual(upgrade[0].status, 400)
         server.signal(SIGTERM)
-        assertExit(finish(server), 0)
+        assertDiedOf(finish(server), SIGTERM)
     }
 
     func testOneRangeIs206AndOnePastTheEndIs416() throws {
@@ -207,7 +207,7 @@ final class StaticFilesTests: IntegrationTestCase {
         XCTAssertEqual(answers[2].header("Content-Range"), "bytes */13")
         XCTAssertEqual(answers[0].header("Accept-Ranges"), "bytes")
         server.signal(SIGTERM)
-        assertExit(finish(server), 0)
+        assertDiedOf(finish(server), SIGTERM)
     }
 
     func testOtherMethodsGet405AndADirectoryWithoutItsSlashA301FromTheRawTarget() throws {
@@ -231,7 +231,7 @@ final class StaticFilesTests: IntegrationTestCase {
         XCTAssertNil(answers[5].header("Set-Cookie"))
         XCTAssertEqual(answers[6].body, "hostile\n")
         server.signal(SIGTERM)
-        assertExit(finish(server), 0)
+        assertDiedOf(finish(server), SIGTERM)
     }
 
     func testEscapesDotfilesLinksAndDirectoriesWithoutIndexAre404() throws {
@@ -245,7 +245,7 @@ final class StaticFilesTests: IntegrationTestCase {
                        zip(targets, answers).map { "\($0) \($1.status ?? 0)" }.joined(separator: ", "))
         XCTAssertFalse(answers.contains { $0.body?.contains("root:") == true || $0.body?.contains("SECRET") == true })
         server.signal(SIGTERM)
-        assertExit(finish(server), 0)
+        assertDiedOf(finish(server), SIGTERM)
     }
 
     /// -v says why each 404 was answered, in --dir's words (the path rules', the resolver's).
@@ -267,7 +267,7 @@ final class StaticFilesTests: IntegrationTestCase {
                           "no '\(expected)' in \(server.stderr.text)")
         }
         server.signal(SIGTERM)
-        assertExit(finish(server), 0)
+        assertDiedOf(finish(server), SIGTERM)
     }
 
     /// `wspipe -l 0 ARGUMENTS` bound by file modes. Root passes every mode
@@ -332,7 +332,7 @@ final class StaticFilesTests: IntegrationTestCase {
         XCTAssertTrue(counts.contains("wspipe_http_requests_total{status=403} 5\n") && counts.contains("wspipe_http_requests_total{status=404} 2\n"),
                       counts)
         server.signal(SIGTERM)
-        assertExit(finish(server), 0)
+        assertDiedOf(finish(server), SIGTERM)
     }
 
     /// `--static /` is served (nothing refuses it), with one warning at start, as a
@@ -345,14 +345,14 @@ final class StaticFilesTests: IntegrationTestCase {
             XCTAssertEqual(server.stderr.text.components(separatedBy: warning).count, 2, server.stderr.text)
             XCTAssertEqual(try exchange(port, [["target": "/etc/passwd"]])[0].status, 200)
             server.signal(SIGTERM)
-            assertExit(finish(server), 0)
+            assertDiedOf(finish(server), SIGTERM)
         }
         let (quiet, _) = try startListening(["-q", "--echo", "--static", "/"])
         let (elsewhere, _) = try startListening(["--echo", "--static", try makeTree()])
         for server in [quiet, elsewhere] {
             server.signal(SIGTERM)
             let ended = finish(server)
-            assertExit(ended, 0)
+            assertDiedOf(ended, SIGTERM)
             XCTAssertFalse(ended.stderr.contains("warning"), ended.stderr)
         }
     }
@@ -368,13 +368,13 @@ final class StaticFilesTests: IntegrationTestCase {
         XCTAssertEqual(rest[1].header("Content-Type"), "text/html; charset=utf-8")
         XCTAssertTrue(rest[1].body?.hasPrefix("<!DOCTYPE html>") == true, rest[1].body ?? "")
         server.signal(SIGTERM)
-        assertExit(finish(server), 0)
+        assertDiedOf(finish(server), SIGTERM)
 
         // Without --static and --devconsole a plain GET is still 426.
         let (plain, plainPort) = try startListening(["--echo"])
         XCTAssertEqual(try exchange(plainPort, [["target": "/a.txt"]])[0].status, 426)
         plain.signal(SIGTERM)
-        assertExit(finish(plain), 0)
+        assertDiedOf(finish(plain), SIGTERM)
     }
 
     func testWithDirTheConsoleIsOnlyAtAProgramsPath() throws {
@@ -387,7 +387,7 @@ final class StaticFilesTests: IntegrationTestCase {
         XCTAssertEqual(answers.map(\.status), [200, 200, 404, nil])
         XCTAssertTrue(answers[0].body?.hasPrefix("<!DOCTYPE html>") == true)
         server.signal(SIGTERM)
-        assertExit(finish(server), 0)
+        assertDiedOf(finish(server), SIGTERM)
     }
 
     func testTheConsolePageIsSelfContained() throws {
@@ -398,7 +398,7 @@ final class StaticFilesTests: IntegrationTestCase {
         // The first 200 bytes are in `body`; the whole page is checked through its hash's source.
         XCTAssertTrue(body.hasPrefix("<!DOCTYPE html>"))
         server.signal(SIGTERM)
-        assertExit(finish(server), 0)
+        assertDiedOf(finish(server), SIGTERM)
         let source = try String(contentsOfFile: Locations.packageRoot + "/Sources/WebSocketEngine/DevConsolePage.swift", encoding: .utf8)
         for external in ["src=", "href=", "@import", "url(", "http://", "https://"] {
             XCTAssertFalse(source.contains(external), "the console page refers to something outside it: \(external)")
@@ -414,7 +414,7 @@ final class StaticFilesTests: IntegrationTestCase {
         XCTAssertEqual(answers.map(\.status), [401, 200, 200, nil])
         XCTAssertEqual(answers[0].header("WWW-Authenticate"), "Bearer realm=\"wspipe\"")
         server.signal(SIGTERM)
-        assertExit(finish(server), 0)
+        assertDiedOf(finish(server), SIGTERM)
     }
 
     func testFilesAreServedOverTLSInChunks() throws {
@@ -430,7 +430,7 @@ final class StaticFilesTests: IntegrationTestCase {
         XCTAssertEqual(answers[0].header("Content-Type"), "application/octet-stream")
         XCTAssertEqual(answers[1].body, "hello static\n")
         server.signal(SIGTERM)
-        assertExit(finish(server), 0)
+        assertDiedOf(finish(server), SIGTERM)
     }
 
     func testAHundredSlowDownloadsOfAGigabyteKeepTheServerUnder32MiB() throws {
@@ -455,7 +455,7 @@ final class StaticFilesTests: IntegrationTestCase {
             .flatMap { Int($0.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first ?? "") })
         XCTAssertLessThan(peak, 32 * 1024, "peak RSS \(peak) KiB")
         server.signal(SIGTERM)
-        assertExit(finish(server), 0)
+        assertDiedOf(finish(server), SIGTERM)
     }
 
     func testAStaticDirectoryThatCannotBeOpenedIsAUsageError() throws {
@@ -483,7 +483,7 @@ final class StaticFilesTests: IntegrationTestCase {
         let (server, port) = try startListening(["--dir", programs, "--staticdir", path("www")])
         XCTAssertEqual(try exchange(port, [["target": "/missing"]]).first?.status, 404)
         server.signal(SIGTERM)
-        assertExit(finish(server), 0)
+        assertDiedOf(finish(server), SIGTERM)
     }
 
     func testStaticFilesWorkBesideEveryMode() throws {

@@ -19,31 +19,13 @@ final class WebsocatTests: IntegrationTestCase {
         try LoopbackSocket(listening: false).port
     }
 
-    /// Waits until something listens on 127.0.0.1:port (per /proc/net/tcp, no probing
-    /// connection that would disturb the server).
-    private func waitForListener(port: Int, timeout: Double = 15) -> Bool {
-        let local = String(format: "0100007F:%04X", port)
-        let deadline = monotonicSeconds() + timeout
-        while monotonicSeconds() < deadline {
-            if let table = try? String(contentsOfFile: "/proc/net/tcp", encoding: .utf8),
-               table.split(separator: "\n").contains(where: { row in
-                   let fields = row.split(separator: " ")
-                   return fields.count > 3 && fields[1] == local && fields[3] == "0A"
-               }) {
-                return true
-            }
-            usleep(10_000)
-        }
-        return false
-    }
-
     func testLinesRoundTripThroughWebsocatMirror() throws {
         let port = try freePort()
         let websocat = try ChildProcess(executable: Locations.websocat,
                                         arguments: ["-t", "ws-l:127.0.0.1:\(port)", "mirror:"],
                                         environment: Locations.baseEnvironment)
         addTeardownBlock { websocat.kill() }
-        XCTAssertTrue(waitForListener(port: port), "websocat did not listen: \(websocat.stderr.text)")
+        XCTAssertTrue(waitForLoopbackListener(port: port), "websocat did not listen: \(websocat.stderr.text)")
         let input = "hello websocat\nsecond line ✓\n{\"json\": [1, 2, 3]}\n"
         let result = try runWspipe(["ws://127.0.0.1:\(port)/"], stdin: .bytes(Array(input.utf8)))
         assertExit(result, 0)

@@ -84,3 +84,21 @@ package final class FullBacklog {
 
     deinit { fds.forEach { close($0) } }
 }
+
+/// Waits until something listens on 127.0.0.1:port (per /proc/net/tcp, no probing
+/// connection that would disturb the server: websocat cannot report the port it took).
+package func waitForLoopbackListener(port: Int, timeout: Double = 15) -> Bool {
+    let local = String(format: "0100007F:%04X", port)
+    let deadline = monotonicSeconds() + timeout
+    while monotonicSeconds() < deadline {
+        if let table = try? String(contentsOfFile: "/proc/net/tcp", encoding: .utf8),
+           table.split(separator: "\n").contains(where: { row in
+               let fields = row.split(separator: " ")
+               return fields.count > 3 && fields[1] == local && fields[3] == "0A"
+           }) {
+            return true
+        }
+        usleep(10_000)
+    }
+    return false
+}

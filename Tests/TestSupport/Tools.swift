@@ -36,6 +36,7 @@ package struct Tool: Sendable {
     package static let nodeWS = Tool("node-ws", ["/usr/share/nodejs/ws"], package: "node-ws")
     /// peers/browser.py finds it on PATH itself and exits 77 without it: see `absence`.
     package static let chromium = Tool("chromium", ["/usr/bin/chromium"], package: "chromium")
+    package static let socat = Tool("socat", ["/usr/bin/socat"], package: "socat")
     package static let ip = Tool("ip", ["/usr/sbin/ip", "/sbin/ip", "/bin/ip"], package: "iproute2")
     package static let setpriv = Tool("setpriv", ["/usr/bin/setpriv"], package: "util-linux")
 

@@ -1,19 +1,22 @@
 // The parser's help for websocat and wscat habits, without sockets: the nearest option,
 // their flags, and HOST:PORT without a scheme.
 import WebSocketCore
+import WebSocketTransport
 import XCTest
 @testable import WSPipeBridge
 @testable import WSPipeCLI
 
-final class CommandLineHabitsTests: XCTestCase {
-    private func message(_ arguments: [String], environment: [String: String] = [:]) -> String? {
-        do {
-            _ = try CommandLineParser.parse(arguments, environment: { environment[$0] })
-            return nil
-        } catch {
-            return error.message
-        }
+/// The usage error's message for `arguments`; nil when they parse.
+private func message(_ arguments: [String], environment: [String: String] = [:]) -> String? {
+    do {
+        _ = try CommandLineParser.parse(arguments, environment: { environment[$0] })
+        return nil
+    } catch {
+        return error.message
     }
+}
+
+final class CommandLineHabitsTests: XCTestCase {
 
     func testEditDistance() {
         XCTAssertEqual(Habits.editDistance("--tiemout", "--timeout", limit: 2), 2)
@@ -37,10 +40,8 @@ final class CommandLineHabitsTests: XCTestCase {
                        "not '--sh': every letter would change")
         XCTAssertEqual(message(["--e", "ws://h/"]), "unknown option '--e'")
         XCTAssertEqual(message(["--ech", "ws://h/"]), "unknown option '--ech'; did you mean --echo?")
-        XCTAssertEqual(message(["-timeout", "3", "ws://h/"]), "unknown option '-i'; did you mean --timeout?")
-        XCTAssertEqual(message(["-tiemout=3", "ws://h/"]), "unknown option '-i'; did you mean --timeout?")
-        XCTAssertEqual(message(["-unix-socket", "/s", "ws://h/"]), "unknown option '-u'; did you mean --unix-socket?",
-                       "the long option written with one dash before websocat's -u")
+        XCTAssertEqual(message(["-tiemout=3", "ws://h/"]), "unknown option '-tiemout'; did you mean --timeout?",
+                       "near a long option: named as typed")
         XCTAssertEqual(message(["-u", "ws://h/"]), "unknown option '-u'; websocat's -u is --send-only")
     }
 
@@ -104,5 +105,96 @@ final class CommandLineHabitsTests: XCTestCase {
                        "'h:443/feed' has no scheme, and port 443 is wss://'s: write wss://, or ws:// for WebSocket without TLS on that port on purpose")
         XCTAssertNil(message(["-k", "wss://h:8443/"]))
         XCTAssertNil(message(["ws://h:443/"]), "a scheme written out is the user's choice")
+    }
+}
+
+/// Issue 35, items 5 and 6: websocketd's, wscat's, websocat's and websockify's ways of
+/// writing things, and single-dash long options.
+final class CommandLineNewcomerTests: XCTestCase {
+
+    private func config(_ arguments: [String], notes: inout [String]) throws -> BridgeConfiguration {
+        var said: [String] = []
+        defer { notes = said }
+        guard case .run(let config) = try CommandLineParser.parse(arguments, note: { said.append($0) }) else {
+            throw UsageError("not a run")
+        }
+        return config
+    }
+
+    private func config(_ arguments: [String]) throws -> BridgeConfiguration {
+        var notes: [String] = []
+        return try config(arguments, notes: &notes)
+    }
+
+    func testWebsocketdsPortAndProgramNameListenAndExec() {
+        XCTAssertEqual(message(["--port=8080", "./count.sh"]),
+                       "unknown option '--port'; websocketd's --port=8080 ./count.sh is wspipe -l 8080 --exec ./count.sh")
+        XCTAssertEqual(message(["--port", "8080", "--devconsole", "./count.sh", "a b"]),
+                       "unknown option '--port'; websocketd's --port 8080 ./count.sh 'a b' is wspipe -l 8080 --exec ./count.sh 'a b'")
+        XCTAssertEqual(message(["--port=8080"]),
+                       "unknown option '--port'; websocketd's --port=8080 is wspipe -l 8080 (with --exec PROGRAM to run a program for each client)")
+        XCTAssertEqual(message(["-l", "127.0.0.1:0", "./count.sh"]),
+                       "-l takes no URL, and './count.sh' is not one; to run a program for each client, write "
+                       + "wspipe -l 127.0.0.1:0 --exec ./count.sh")
+        XCTAssertEqual(message(["./count.sh", "x", "-l", "8080"]),
+                       "-l takes no URL, and './count.sh' is not one; to run a program for each client, write "
+                       + "wspipe -l 8080 --exec ./count.sh x")
+        XCTAssertEqual(message(["-l", "0", "ws://h/"]), "a URL ('ws://h/') cannot be combined with -l/--listen")
+        XCTAssertEqual(message(["./count.sh", "ws://h/"]), "more than one URL given: './count.sh' and 'ws://h/'")
+        XCTAssertEqual(message(["a", "b"]), "more than one URL given: 'a' and 'b'")
+    }
+
+    func testSingleDashLongOptionsAreNamedAsTyped() {
+        XCTAssertEqual(message(["-timeout", "5", "ws://h/"]), "unknown option '-timeout'; long options take two dashes: --timeout")
+        XCTAssertEqual(message(["-timeout=5", "ws://h/"]), "unknown option '-timeout'; long options take two dashes: --timeout")
+        XCTAssertEqual(message(["-unix-socket", "/s", "ws://h/"]), "unknown option '-unix-socket'; long options take two dashes: --unix-socket")
+        XCTAssertEqual(message(["-verbose", "ws://h/"]), "unknown option '-verbose'; long options take two dashes: --verbose")
+        XCTAssertEqual(message(["-u", "ws://h/"]), "unknown option '-u'; websocat's -u is --send-only")
+        XCTAssertNil(message(["-vb", "ws://h/"]), "short flags still combine")
+        XCTAssertNil(message(["-kn3", "ws://h/"]))
+    }
+
+    func testWscatsDashCIsTakenWithANote() throws {
+        var notes: [String] = []
+        XCTAssertEqual(try config(["-c", "ws://h:1/x"], notes: &notes).client.url.description, "ws://h:1/x")
+        XCTAssertEqual(notes, ["wscat's -c: the URL alone is enough"])
+        XCTAssertEqual(try config(["--connect", "localhost:8080"], notes: &notes).client.url.description, "ws://localhost:8080/")
+        XCTAssertEqual(notes, ["wscat's --connect: the URL alone is enough"])
+        XCTAssertEqual(message(["-c", "ws://a/", "ws://b/"]), "more than one URL given: 'ws://a/' and 'ws://b/'")
+        XCTAssertEqual(message(["-c"]), "option -c needs a value")
+    }
+
+    func testWebsocatsAutoreconnectNamesReconnect() {
+        XCTAssertEqual(message(["autoreconnect:ws://u:pw@h/feed"]),
+                       "websocat's 'autoreconnect:ws://[redacted]@h/feed' is wspipe --reconnect ws://[redacted]@h/feed")
+    }
+
+    func testWebsockifysForwardTargetIsTCP() throws {
+        guard case .forward(let serving)? = try config(["-l", "0", "--forward", "127.0.0.1:5900"]).serve?.mode else {
+            return XCTFail("not --forward")
+        }
+        XCTAssertEqual(serving.target, StreamTarget(parsing: "tcp:127.0.0.1:5900"))
+        guard case .forward(let v6)? = try config(["-l", "0", "--forward", "[::1]:5900"]).serve?.mode else { return XCTFail("not --forward") }
+        XCTAssertEqual(v6.target, StreamTarget(parsing: "tcp:[::1]:5900"))
+    }
+
+    func testListenAddressesWithoutAnAddressOrWithLocalhost() throws {
+        XCTAssertEqual(message(["-l", ":8080"]),
+                       "-l ':8080' names no address: -l 8080 listens on loopback (127.0.0.1), -l 0.0.0.0:8080 on every interface")
+        XCTAssertEqual(message(["--listen", ":0", "--echo"]),
+                       "-l ':0' names no address: -l 0 listens on loopback (127.0.0.1), -l 0.0.0.0:0 on every interface")
+        let serve = try XCTUnwrap(try config(["-l", "localhost:8080", "--echo"]).serve)
+        XCTAssertEqual(serve.listen, .tcp(address: "127.0.0.1", port: 8080))
+        XCTAssertTrue(serve.alsoIPv6Loopback)
+        XCTAssertFalse(try XCTUnwrap(try config(["-l", "127.0.0.1:8080", "--echo"]).serve).alsoIPv6Loopback)
+    }
+
+    func testUnixPathIsAUnixSocketURL() throws {
+        let url = try config(["unix:/run/app.sock"]).client.url
+        XCTAssertEqual(url.unixSocketPath, "/run/app.sock")
+        XCTAssertEqual(url.hostHeader, "localhost")
+        XCTAssertEqual(url.requestTarget, "/")
+        XCTAssertEqual(url.description, "ws+unix:///run/app.sock:/")
+        XCTAssertEqual(try config(["unix:/tmp/a:b%c"]).client.url.unixSocketPath, "/tmp/a:b%c", "':' and '%' are the path's")
     }
 }

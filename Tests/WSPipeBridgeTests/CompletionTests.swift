@@ -70,12 +70,14 @@ final class CompletionTests: XCTestCase {
         let names = longNames(in: text)
         for option in Option.allCases {
             XCTAssertTrue(names.contains(option.longName), "completions/_wspipe lacks \(option.longName)")
-            // _arguments: "--name=" (or "-x+") declares a value; a flag has none.
+            // _arguments: "--name=" (or "-x+") declares a value; a flag has none. --help's
+            // is optional: a category (checked below).
             let declaresValue = text.contains("\(option.longName)=")
-            XCTAssertEqual(declaresValue, option.takesValue,
-                           "completions/_wspipe: \(option.longName) \(option.takesValue ? "needs" : "takes no") value")
+            let valued = option.takesValue || option.action.isHelp
+            XCTAssertEqual(declaresValue, valued,
+                           "completions/_wspipe: \(option.longName) \(valued ? "needs" : "takes no") value")
             if let short = option.shortName {
-                let spec = option.takesValue ? "-\(short)+," : "-\(short),"
+                let spec = valued ? "-\(short)+," : "-\(short),"
                 XCTAssertTrue(text.contains("{\(spec)"), "completions/_wspipe lacks -\(short) (as {\(spec)...})")
             }
         }
@@ -84,6 +86,24 @@ final class CompletionTests: XCTestCase {
             XCTFail("completions/_wspipe offers \(name), which is not an option")
         }
         XCTAssertTrue(text.hasPrefix("#compdef wspipe\n"), "zsh needs the #compdef line first")
+    }
+
+    /// Both files complete --help's word with exactly the categories (and all).
+    func testBothFilesOfferTheHelpCategories() throws {
+        let expected = ["all"] + Option.Category.allCases.map(\.rawValue)
+        let bash = try source(Self.bashFile)
+        let start = try XCTUnwrap(bash.range(of: "-h|--help)"), "completions/wspipe.bash has no case for --help")
+        let words = try XCTUnwrap(bash[start.upperBound...].range(of: "compgen -W \""))
+        let end = try XCTUnwrap(bash[words.upperBound...].firstIndex(of: "\""))
+        XCTAssertEqual(bash[words.upperBound..<end].split(separator: " ").map(String.init), expected, "completions/wspipe.bash")
+        let zsh = try source(Self.zshFile)
+        let spec = try XCTUnwrap(zsh.range(of: "::CATEGORY:("), "completions/_wspipe: --help takes no CATEGORY")
+        let close = try XCTUnwrap(zsh[spec.upperBound...].firstIndex(of: ")"))
+        XCTAssertEqual(zsh[spec.upperBound..<close].split(separator: " ").map(String.init), expected, "completions/_wspipe")
+        if FileManager.default.isExecutableFile(atPath: "/bin/bash") {
+            XCTAssertEqual(try bashComplete(["wspipe", "--help", "t"]), ["tls"])
+            XCTAssertEqual(try bashComplete(["wspipe", "-h", "se"]), ["server"])
+        }
     }
 
     // MARK: - Running them

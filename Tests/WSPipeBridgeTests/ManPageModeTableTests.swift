@@ -142,7 +142,8 @@ final class ManPageModeTableTests: XCTestCase {
                        "--binary has no meaning with --forward: the client's messages are bytes for the target either way")
         XCTAssertEqual(message(["-l", "0", "--forward", "tcp:127.0.0.1:1", "--forward-tokens", "t"]),
                        "--forward and --forward-tokens cannot be combined: one fixed target, or a table of them")
-        XCTAssertEqual(message(["-l", "0", "--forward", "127.0.0.1:1"]), "--forward '127.0.0.1:1' is not tcp:HOST:PORT ([IPv6] in brackets) or unix:PATH")
+        XCTAssertNil(message(["-l", "0", "--forward", "127.0.0.1:1"]), "websockify's HOST:PORT is tcp:HOST:PORT")
+        XCTAssertEqual(message(["-l", "0", "--forward", "nowhere"]), "--forward 'nowhere' is not [tcp:]HOST:PORT ([IPv6] in brackets) or unix:PATH")
         XCTAssertNil(message(["-l", "0", "--forward", "tcp:127.0.0.1:1", "--close-grace", "2", "--idle-timeout", "5"]))
         XCTAssertEqual(message(["-l", "0", "--echo", "--broadcast"]), "--echo cannot be combined with --broadcast: choose one mode")
         XCTAssertEqual(message(["-l", "0", "--broadcast", "--sh", "cat"]),

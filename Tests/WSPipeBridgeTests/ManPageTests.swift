@@ -25,6 +25,16 @@ final class ManPageTests: XCTestCase {
 
     // MARK: - Options
 
+    /// roff escapes are written, not their bytes: a form feed where `\\f` was meant rendered
+    /// "timed out afterISECONDSP s".
+    func testManPageHoldsNoControlBytes() throws {
+        let source = try manPageSource()
+        for (number, line) in source.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
+            let controls = line.unicodeScalars.filter { $0.value < 0x20 && $0 != "\t" || $0.value == 0x7F }
+            XCTAssertTrue(controls.isEmpty, "man/wspipe.1:\(number + 1) holds control byte(s) \(controls.map { String($0.value, radix: 16) })")
+        }
+    }
+
     func testEveryOptionIsInTheManPageOptionsSection() throws {
         let page = ManPage(source: try manPageSource())
         let headings = page.optionHeadings(inSection: "OPTIONS")
@@ -41,6 +51,32 @@ final class ManPageTests: XCTestCase {
                 XCTAssertTrue(heading.shortNames.isEmpty,
                               "the man page heading for \(option.longName) shows a short name it does not have: \(heading.text)")
             }
+        }
+    }
+
+    /// OPTIONS has a subsection per --help category (Option.category), each option under its own.
+    func testEveryOptionIsUnderItsCategorysSubsection() throws {
+        let titles: [Option.Category: String] = [
+            .modes: "Modes", .formats: "Formats", .limits: "Counts and time limits", .ending: "Ending the session",
+            .connection: "Connection", .compression: "Compression", .reconnect: "Staying connected", .network: "Network",
+            .tls: "TLS", .request: "Request", .output: "Output", .server: "Server", .access: "Who may connect (server mode)",
+            .web: "Plain HTTP (server mode)", .bus: "A bus between servers (server mode)",
+            .programs: "A program per connection (server mode)", .gateway: "Gateway"]
+        XCTAssertEqual(titles.count, Option.Category.allCases.count, "a category without its subsection title here")
+        let page = ManPage(source: try manPageSource())
+        let body = try XCTUnwrap(page.sectionLines("OPTIONS"))
+        var subsection = ""
+        var found: [String: String] = [:]
+        for (index, line) in body.enumerated() {
+            if line.hasPrefix(".SS ") {
+                subsection = String(line.dropFirst(4)).trimmingCharacters(in: CharacterSet(charactersIn: "\""))
+            } else if (line == ".TP" || line.hasPrefix(".TP ")) && index + 1 < body.count {
+                for name in ManPage.names(in: ManPage.plainText(body[index + 1])).long { found[name] = subsection }
+            }
+        }
+        for option in Option.allCases {
+            XCTAssertEqual(found[option.longName], titles[option.category],
+                           "\(option.longName) (--help \(option.category.rawValue)) is under another subsection of OPTIONS")
         }
     }
 
@@ -69,6 +105,8 @@ final class ManPageTests: XCTestCase {
             // short name or the long name.
             let intro = lines.filter { line in
                 let trimmed = line.drop { $0 == " " }
+                // The left column; a description's wrapped line may start with an option too.
+                guard line.count - trimmed.count <= 6 else { return false }
                 if let short = option.shortName, trimmed.hasPrefix("-\(short), \(option.longName)") {
                     return ManPage.names(in: String(trimmed)).long.first == option.longName
                 }

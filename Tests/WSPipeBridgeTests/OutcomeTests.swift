@@ -127,6 +127,17 @@ final class OutcomeTests: XCTestCase {
         XCTAssertFalse(outcome(.lost(.abandoned)).verdict.isNotice, "other endings are errors")
     }
 
+    /// The one-connection client says --timeout ran out before its connection opened (the
+    /// opening runs off the loop: the timer may end it before the dial's own deadline does).
+    func testTheOneConnectionClientSaysATimeoutBeforeOpening() {
+        assertVerdict(outcome(nil) {
+            $0.connected = false
+            $0.timedOut = 2
+            $0.timedOutBeforeOpen = true
+            $0.openError = .transport(.timedOut(.connecting(target: "127.0.0.1:9"), seconds: 10))
+        }, .timedOut, "timed out after 2 s (--timeout) before the connection was open")
+    }
+
     func testSignalsAre128PlusTheNumberWithoutALine() {
         for (number, status) in [(Int32(1), ExitStatus.hangup), (2, .interrupted), (15, .terminated)] {
             assertVerdict(outcome(closed(1001, byUs: true)) { $0.localEnd = .signal(number) }, status)
@@ -248,7 +259,7 @@ final class OutcomeTests: XCTestCase {
     // MARK: - Serving
 
     func testTheOneshotServerNamesTheClient() {
-        func served(_ ending: ConnectionEnding?) -> Outcome { outcome(ending) { $0.runner = .oneshot } }
+        func served(_ ending: ConnectionEnding?) -> Outcome { outcome(ending) { $0.face = .oneshot } }
         assertVerdict(served(closed(1008, reason: "the server is slow")), .closedByPeer,
                       "the client closed the connection with 1008 (policy violation) \"the server is slow\"")
         assertVerdict(served(.timedOut(CloseWait(limit: 2, waited: 2, closeWritten: false))), .connectionLost,
@@ -258,20 +269,20 @@ final class OutcomeTests: XCTestCase {
         assertVerdict(served(.lost(.writeFailed(.tlsSessionClosed))), .connectionLost,
                       "connection lost: cannot send: the client closed the TLS session")
         assertVerdict(outcome(closed()) {
-            $0.runner = .oneshot
+            $0.face = .oneshot
             $0.shortfall = Outcome.Shortfall(received: 0, required: 1)
         }, .countNotReached, "the connection ended after 0 of 1 message (--require-count)")
     }
 
-    func testAServiceEndsZeroUnlessALocalFailure() {
+    func testAServiceEndsZeroUnlessALocalFailureOrASignal() {
         func service(_ change: (inout Outcome) -> Void) -> Outcome {
             outcome(.lost(.peerClosedTCP(afterOurClose: false))) {
-                $0.runner = .service
+                $0.face = .service
                 change(&$0)
             }
         }
         assertVerdict(service { _ in }, .success)
-        assertVerdict(service { $0.localEnd = .signal(15) }, .success)
+        assertVerdict(service { $0.localEnd = .signal(15) }, .terminated)
         assertVerdict(service { $0.timedOut = 5 }, .success)
         assertVerdict(service { $0.localEnd = .inputError }, .localError)
         assertVerdict(service { $0.stdoutFailure = "cannot write to stdout: Broken pipe" }, .localError,

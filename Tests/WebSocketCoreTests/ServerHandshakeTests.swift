@@ -371,6 +371,8 @@ final class ServerHandshakeTests: XCTestCase {
             (400, "Bad Request", []), (401, "Unauthorized", [HTTPHeader(name: "WWW-Authenticate", value: "Basic realm=\"ws\"")]),
             (403, "Forbidden", []), (404, "Not Found", []), (426, "Upgrade Required", [HTTPHeader(name: "Sec-WebSocket-Version", value: "13")]),
             (431, "Request Header Fields Too Large", []), (503, "Service Unavailable", [HTTPHeader(name: "Retry-After", value: "5")]),
+            // --forward's gateway answers: 502 said "Server Error".
+            (502, "Bad Gateway", []), (504, "Gateway Timeout", []),
         ]
         for (status, reason, headers) in cases {
             let bytes = try HTTPResponse.refusal(status: status, headers: headers)

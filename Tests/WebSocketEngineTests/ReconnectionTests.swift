@@ -94,6 +94,40 @@ final class RetryPolicyTests: XCTestCase {
         XCTAssertFalse(always.retries(closed(1000, byUs: true)))
     }
 
+    /// A proxy that cannot reach the server (CONNECT answered 502/503/504, SOCKS5 "refused"
+    /// or "unreachable") is the server being down, as a refused connect is: a restart behind
+    /// a proxy ended `--reconnect` with exit 9 (found by ClientMatrixTests' restart cases).
+    /// Refusals of ours (403, 407, a SOCKS5 rule) stay final.
+    func testAProxyThatCannotReachTheServerIsRetriedAsARefusedConnect() {
+        let proxy = ProxyURL(kind: .http, host: "127.0.0.1", port: 3128)
+        let target = HostPort(host: "127.0.0.1", port: 9000)
+        func http(_ status: Int) -> AttemptFailure {
+            AttemptFailure(.transport(.proxy(.refused(proxy: proxy, target: target, status: status, reason: "", schemes: []))))
+        }
+        func socks(_ reply: UInt8) -> AttemptFailure {
+            AttemptFailure(.transport(.proxy(.socks(.connectFailed(code: reply), proxy: proxy, target: target))))
+        }
+        for status in [502, 503, 504] { XCTAssertEqual(http(status), .connectFailed, "\(status)") }
+        for status in [400, 403, 405, 407, 500] { XCTAssertEqual(http(status), .connectRefusedForGood, "\(status)") }
+        for reply: UInt8 in [3, 4, 5, 6] { XCTAssertEqual(socks(reply), .connectFailed, "\(reply)") }
+        for reply: UInt8 in [1, 2, 7, 8] { XCTAssertEqual(socks(reply), .connectRefusedForGood, "\(reply)") }
+    }
+
+    /// A hang-up during the TLS handshake (a TCP proxy in front of a restarting server
+    /// accepts, then closes) is the server closing during the handshake: retried. wss://
+    /// --reconnect behind socat ended with exit 4 (found by a new user's trial). A server
+    /// that answers with something else than TLS, or a certificate that fails, stays final.
+    func testAHangUpDuringTheTLSHandshakeIsRetried() {
+        func tls(_ failure: TLSFailure) -> AttemptFailure { AttemptFailure(.transport(.tls(failure))) }
+        XCTAssertEqual(tls(.closedDuringHandshake(hint: "")), .handshakeLost)
+        for why in [StreamFailure.closed, .tlsSessionClosed, .system(errno: ECONNRESET)] {
+            XCTAssertEqual(tls(.handshakeFailed(why, hint: nil)), .handshakeLost, "\(why)")
+        }
+        XCTAssertEqual(tls(.handshakeFailed(.tls(.other(detail: "wrong version number")), hint: "plain")), .connectRefusedForGood)
+        XCTAssertEqual(tls(.verification(.unknownCA, name: "h", detail: "")), .connectRefusedForGood)
+        XCTAssertTrue(RetryPolicy().retries(tls(.closedDuringHandshake(hint: ""))))
+    }
+
     func testRetryAfter() {
         XCTAssertEqual(RetryAfter.seconds("120", now: 0), 120)
         XCTAssertEqual(RetryAfter.seconds(" 7 ", now: 0), 7)

@@ -28,6 +28,22 @@ final class CGIEnvironmentTests: XCTestCase {
                         isTLS: tls, uniqueID: "42")
     }
 
+    /// --require-bearer: the token is the server's secret, so programs do not get it in
+    /// HTTP_AUTHORIZATION (they did, every program, every client); AUTH_TYPE says the server
+    /// checked it. Without the check the header passes as websocketd passes it.
+    func testACheckedBearerTokenIsNotPassedToPrograms() throws {
+        let request = try request("/", headers: upgrade + [("Authorization", "Bearer topsecret")])
+        var checked = facts()
+        checked.bearerChecked = true
+        let withheld = variables(request, checked, software: "wspipe/1.0")
+        XCTAssertNil(withheld["HTTP_AUTHORIZATION"])
+        XCTAssertEqual(withheld["AUTH_TYPE"], "Bearer")
+        XCTAssertFalse(withheld.values.contains { $0.contains("topsecret") })
+        let passed = variables(request, facts(), software: "wspipe/1.0")
+        XCTAssertEqual(passed["HTTP_AUTHORIZATION"], "Bearer topsecret")
+        XCTAssertEqual(passed["AUTH_TYPE"], "")
+    }
+
     func testWebsocketdVariables() throws {
         let request = try request("/a%20b/c?x=1&y=%20", headers: upgrade + [("X-Multi", "one"), ("x-multi", " two "),
                                                                           ("X-Dash-Name", "v"), ("Proxy", "http://evil")])

@@ -24,6 +24,13 @@ int wsp_get_fl(int fd);
 /// Installs `handler` for `signum` without SA_RESTART (so blocking calls see EINTR).
 int wsp_signal(int signum, void (*handler)(int));
 
+/// Ends the process by `signum` (SIGINT, SIGTERM, SIGHUP), as a program that handles such a
+/// signal must once it has cleaned up, so that its parent sees it die of the signal (a shell
+/// stops its loop, systemd counts a stop as clean): the default disposition back, the
+/// signal unblocked on this thread, raised. `_exit(128 + signum)` only if that returns.
+/// Async-signal-safe: also called from the signal handler.
+__attribute__((noreturn)) void wsp_die_of_signal(int signum);
+
 /// Ignores SIGPIPE so writes to a closed pipe or socket fail with EPIPE instead.
 void wsp_ignore_sigpipe(void);
 

@@ -35,6 +35,18 @@ extension AttemptFailure {
         case .transport(.resolve(_, let reason, _, _)):
             // Only a temporary failure (EAI_AGAIN) may pass; a name that does not exist will not.
             self = reason == String(cString: gai_strerror(EAI_AGAIN)) ? .connectFailed : .connectRefusedForGood
+        case .transport(.proxy(.refused(_, _, let status, _, _))) where [502, 503, 504].contains(status):
+            // The proxy could not reach the server: down or restarting behind it, as a refused connect.
+            self = .connectFailed
+        case .transport(.proxy(.socks(.connectFailed(let reply), _, _))) where (3...6).contains(reply):
+            self = .connectFailed  // SOCKS5: network or host unreachable, connection refused, TTL expired
+        case .transport(.tls(.closedDuringHandshake, _)), .transport(.tls(.handshakeFailed(.closed, _), _)),
+             .transport(.tls(.handshakeFailed(.tlsSessionClosed, _), _)),
+             .transport(.tls(.handshakeFailed(.system(errno: ECONNRESET), _), _)):
+            // Hung up during the TLS handshake: a TCP proxy or load balancer in front of a
+            // restarting server accepts and closes, as the server closing during the
+            // WebSocket handshake does (wss:// --reconnect ended with exit 4 there).
+            self = .handshakeLost
         case .transport:
             self = .connectRefusedForGood  // TLS verification, proxy refusals and settings
         case .handshake(.unexpectedStatus(let head), _):

@@ -1,6 +1,6 @@
 """Drives headless Chromium over the DevTools protocol, for tests of pages in a real browser.
 
-    browser.py [--timeout SECS] URL EXPRESSION...
+    browser.py [--timeout SECS] [--insecure] URL EXPRESSION...
 
 Starts chromium (CHROMIUM, else chromium / chromium-browser / google-chrome on PATH) with a
 temporary profile and --remote-debugging-port=0, reads the port from the profile's
@@ -10,7 +10,8 @@ be a Promise) and prints one JSON line per expression: {"value": ...} (returnByV
 {"error": "..."} for a thrown exception or rejected promise. Page console messages and
 uncaught exceptions go to stderr as "console: ..." lines. Chromium and its children (one
 process group) are killed and the profile removed at the end, whatever happens; the
-whole run is bounded by --timeout (default 60 s).
+whole run is bounded by --timeout (default 60 s). --insecure: accept any TLS certificate
+(--ignore-certificate-errors, for wss:// with the tests' own CA).
 
 Exit status: 0 when every expression gave a value, 1 when one failed (the rest are still
 run), 2 on a usage error, 3 when the browser could not be started or the page not loaded,
@@ -83,11 +84,12 @@ class DevTools:
                 self.events.append(message)
 
 
-def start(chromium, profile, deadline):
+def start(chromium, profile, deadline, insecure=False):
     process = subprocess.Popen(
-        [chromium, "--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run", "--no-default-browser-check",
-         "--disable-background-networking", "--disable-extensions", "--remote-debugging-port=0",
-         f"--user-data-dir={profile}", "about:blank"],
+        [chromium] + (["--ignore-certificate-errors"] if insecure else [])
+        + ["--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run", "--no-default-browser-check",
+           "--disable-background-networking", "--disable-extensions", "--remote-debugging-port=0",
+           f"--user-data-dir={profile}", "about:blank"],
         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     active = os.path.join(profile, "DevToolsActivePort")
     while time.monotonic() < deadline:
@@ -104,7 +106,7 @@ def start(chromium, profile, deadline):
     raise TimeoutError("chromium wrote no DevToolsActivePort")
 
 
-def run(url, expressions, timeout):
+def run(url, expressions, timeout, insecure=False):
     chromium = find_chromium()
     if not chromium:
         print("chromium is not installed (scripts/setup installs it)", file=sys.stderr)
@@ -117,7 +119,7 @@ def run(url, expressions, timeout):
     try:
         try:
             from websockets.sync.client import connect
-            process, browser_url = start(chromium, profile, deadline)
+            process, browser_url = start(chromium, profile, deadline, insecure)
             tools = DevTools(stack.enter_context(connect(browser_url, max_size=None, open_timeout=max(1, deadline - time.monotonic()))),
                              deadline)
             target = tools.call("Target.createTarget", {"url": "about:blank"})["targetId"]
@@ -163,16 +165,21 @@ def run(url, expressions, timeout):
 
 def main(argv):
     timeout = 60.0
-    if len(argv) >= 2 and argv[0] == "--timeout":
-        timeout = float(argv[1])
-        argv = argv[2:]
+    insecure = False
+    while argv and argv[0] in ("--timeout", "--insecure"):
+        if argv[0] == "--insecure":
+            insecure, argv = True, argv[1:]
+        elif len(argv) >= 2:
+            timeout, argv = float(argv[1]), argv[2:]
+        else:
+            break
     if len(argv) < 2:
         print(__doc__, file=sys.stderr)
         return 2
     # A hard bound beyond the protocol's own: SIGALRM ends a hung run (the finally kills chromium).
     signal.signal(signal.SIGALRM, lambda *_: (_ for _ in ()).throw(TimeoutError("browser.py ran out of time")))
     signal.alarm(int(timeout) + 15)
-    return run(argv[0], argv[1:], timeout)
+    return run(argv[0], argv[1:], timeout, insecure)
 
 
 if __name__ == "__main__":
