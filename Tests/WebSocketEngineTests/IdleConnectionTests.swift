@@ -16,7 +16,8 @@ final class IdleConnectionTests: XCTestCase {
     }
 
     /// Serves one client that completes its handshake and then sends nothing.
-    func serveIdleClient(_ mode: Mode) throws -> (ServerConnection?, pathInEvent: String?) {
+    /// The client's socket stays open until `done` (the connection's driver is abandoned then).
+    func serveIdleClient(_ mode: Mode, _ check: (ServerConnection?, _ pathInEvent: String?) throws -> Void) throws {
         let loop = try EventLoop()
         let listener = try TCPListener(address: "127.0.0.1", port: 0)
         let server = ServerDriver(loop: loop, configuration: ServerConfiguration(), mode: mode)
@@ -48,35 +49,41 @@ final class IdleConnectionTests: XCTestCase {
             loop.arm(tick, at: Instant.now().adding(seconds: 0.01))
             loop.turn()
         }
-        for _ in 0..<5 { loop.turn() }  // the driver's first service
-        defer { connected?.driver?.abandon() }
-        return (connected, pathInEvent)
+        for _ in 0..<5 {  // the driver's first service (a turn without a deadline would wait for ever)
+            loop.arm(tick, at: Instant.now().adding(seconds: 0.01))
+            loop.turn()
+        }
+        try check(connected, pathInEvent)
+        connected?.driver?.abandon()
     }
 
     func testTheRequestIsLetGoOnceTheConnectionHasStarted() throws {
         let mode = Mode(keepsRequests: false)
-        let (connection, pathInEvent) = try serveIdleClient(mode)
-        guard let connection else { return XCTFail("no connection") }
-        XCTAssertEqual(pathInEvent, "/chat", "the .connected event has the request")
-        XCTAssertEqual(mode.pathAtStart, "/chat", "connectionDidStart has the request")
-        XCTAssertNil(connection.info.request, "an idle connection keeps no request")
-        XCTAssertEqual(connection.info.id, 1)
+        try serveIdleClient(mode) { connection, pathInEvent in
+            guard let connection else { return XCTFail("no connection") }
+            XCTAssertEqual(pathInEvent, "/chat", "the .connected event has the request")
+            XCTAssertEqual(mode.pathAtStart, "/chat", "connectionDidStart has the request")
+            XCTAssertNil(connection.info.request, "an idle connection keeps no request")
+            XCTAssertEqual(connection.info.id, 1)
+        }
     }
 
     func testAModeThatKeepsRequestsKeepsThem() throws {
-        let (connection, _) = try serveIdleClient(Mode(keepsRequests: true))
-        XCTAssertEqual(connection?.info.request?.path, "/chat")
-        XCTAssertEqual(connection?.info.request?.query, "room=1")
+        try serveIdleClient(Mode(keepsRequests: true)) { connection, _ in
+            XCTAssertEqual(connection?.info.request?.path, "/chat")
+            XCTAssertEqual(connection?.info.request?.query, "room=1")
+        }
     }
 
     func testAnIdleDriverWithoutPingsHasNoTimer() throws {
-        let (connection, _) = try serveIdleClient(Mode(keepsRequests: false))
-        guard let driver = connection?.driver else { return XCTFail("no driver") }
-        XCTAssertFalse(driver.hasTimer, "no deadline: no timer object")
-        driver.close(ClosePayload(code: .normalClosure))
-        let tick = driver.loop.timer {}
-        driver.loop.arm(tick, at: Instant.now().adding(seconds: 0.01))
-        driver.loop.turn()
-        XCTAssertTrue(driver.hasTimer, "a close under way has its deadline")
+        try serveIdleClient(Mode(keepsRequests: false)) { connection, _ in
+            guard let driver = connection?.driver else { return XCTFail("no driver") }
+            XCTAssertFalse(driver.hasTimer, "no deadline: no timer object")
+            driver.close(ClosePayload(code: .normalClosure))
+            let tick = driver.loop.timer {}
+            driver.loop.arm(tick, at: Instant.now().adding(seconds: 0.01))
+            driver.loop.turn()
+            XCTAssertTrue(driver.hasTimer, "a close under way has its deadline")
+        }
     }
 }
