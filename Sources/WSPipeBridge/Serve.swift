@@ -133,7 +133,7 @@ struct ServerEventLog {
         switch event {
         case .connected(let connection):
             let info = connection.info
-            shown = ClientEvent(client: info.id, kind: .connected(remote: info.remoteAddress, path: info.request.path,
+            shown = ClientEvent(client: info.id, kind: .connected(remote: info.remoteAddress, path: info.request?.path ?? "",
                                                                       subprotocol: info.subprotocol))
             if let summary = info.tlsSummary {
                 tlsNote = " over \(summary)" + (info.clientCertificateSubject.map { ", client certificate \($0)" } ?? "")

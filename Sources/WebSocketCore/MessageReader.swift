@@ -65,7 +65,6 @@ public struct MessageReader: Sendable {
         self.role = role
         self.extensionRSV = extensionRSV
         self.maximumMessageSize = maximumMessageSize
-        control.reserveCapacity(125)
     }
 
     /// True when a data message has started and not yet ended.
@@ -157,6 +156,9 @@ public struct MessageReader: Sendable {
                 throw .protocolError("\(header.opcode) frame with a \(header.payloadLength)-byte payload (control frames carry at most 125)")
             }
             control.removeAll(keepingCapacity: true)
+            // Reserved at the first control frame, not at init: an idle connection that
+            // never gets one holds no buffer for it (168 bytes of heap each).
+            if control.capacity < 125 { control.reserveCapacity(125) }
             return nil
         }
         var started: MessageKind?

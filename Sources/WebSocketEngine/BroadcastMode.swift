@@ -49,7 +49,7 @@ public final class BroadcastMode: ServerMode, MessageSink {
     public var clientCount: Int { clients.count }
 
     public func handler(for connection: ServerConnection) -> ConnectionDelegate {
-        BroadcastHandler(mode: self, info: connection.info)
+        BroadcastHandler(mode: self, connection: connection)
     }
 
     public func connectionDidStart(_ connection: ServerConnection) {
@@ -271,13 +271,15 @@ public final class BroadcastMode: ServerMode, MessageSink {
 /// One broadcast client: collects its messages for `onMessage`.
 final class BroadcastHandler: ConnectionDelegate {
     private unowned let mode: BroadcastMode
-    private let info: ClientInfo
+    /// Not a copy of its `ClientInfo`: that would keep the request the connection lets go.
+    /// The connection outlives its handler (it drops it at the end).
+    private unowned let client: ServerConnection
     private var kind = MessageKind.text
     private var message: [UInt8] = []
 
-    init(mode: BroadcastMode, info: ClientInfo) {
+    init(mode: BroadcastMode, connection: ServerConnection) {
         self.mode = mode
-        self.info = info
+        client = connection
     }
 
     func connection(_ connection: ConnectionDriver, didStartMessage kind: MessageKind) {
@@ -288,9 +290,9 @@ final class BroadcastHandler: ConnectionDelegate {
         message.append(contentsOf: UnsafeRawBufferPointer(start: bytes, count: count))
     }
     func connectionDidEndMessage(_ connection: ConnectionDriver) {
-        mode.onMessage?(info, kind, message)
+        mode.onMessage?(client.info, kind, message)
         message = []
     }
     func connectionHasRoom(_ connection: ConnectionDriver) { mode.onRoom?() }
-    func connection(_ connection: ConnectionDriver, didEnd ending: ConnectionEnding) { mode.left(info.id) }
+    func connection(_ connection: ConnectionDriver, didEnd ending: ConnectionEnding) { mode.left(client.info.id) }
 }

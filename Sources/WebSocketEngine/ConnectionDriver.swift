@@ -16,7 +16,11 @@ public final class ConnectionDriver: MessageSink {
     private(set) var delegate: ConnectionDelegate?
     private let stream: ByteStream
     private var watch: EventLoop.Watch!
-    private var timer: EventLoop.Timer!
+    /// Made when a deadline first comes (pings, a close under way): an idle connection
+    /// without either has none (56 bytes each).
+    private var timer: EventLoop.Timer?
+    /// Tests: whether the timer has been made.
+    var hasTimer: Bool { timer != nil }
 
     // Hot state, mutated per message: exclusivity checks off (single thread).
     @exclusivity(unchecked) public internal(set) var core: WebSocketConnection
@@ -88,8 +92,17 @@ public final class ConnectionDriver: MessageSink {
     /// ending waiting.
     public static let barrierIncomingLimit = ConnectionClosing.barrierIncomingLimit
     private var pings: PingTracker
+    /// The random bits of the end-of-input ping's payload (`barrierPayload`), kept as one
+    /// word: the payload itself is made only when that ping goes (an array per connection
+    /// was 80 bytes of every idle client's heap).
+    private let barrierBits: UInt64
     /// Random payload of the end-of-input ping: a ping the owner sends cannot mimic it.
-    let barrierPayload: [UInt8]
+    /// Text, so that a peer logging ping payloads logs something readable: "wspipe:eof:"
+    /// and the 16 hex digits of one 64-bit draw (a draw each was 16 getrandom calls).
+    var barrierPayload: [UInt8] {
+        let digits = Array("0123456789abcdef".utf8)
+        return Array("wspipe:eof:".utf8) + (0..<16).map { digits[Int((barrierBits >> (UInt64($0) * 4)) & 15)] }
+    }
 
     /// Most bytes read (and dropped) after the connection is closed or failed.
     public static let drainLimit = 1 << 20
@@ -129,12 +142,8 @@ public final class ConnectionDriver: MessageSink {
         self.parsed = parsed
         closing = ConnectionClosing(closeTimeout: options.closeTimeout)
         pings = PingTracker(interval: options.pingInterval ?? options.pingTimeout, timeout: options.pingTimeout)
-        // Text, so that a peer logging ping payloads logs something readable; one 64-bit
-        // draw gives the 16 hex digits (a draw each was 16 getrandom calls per connection).
         var random = SystemRandomNumberGenerator()
-        let bits = random.next()
-        let digits = Array("0123456789abcdef".utf8)
-        barrierPayload = Array("wspipe:eof:".utf8) + (0..<16).map { digits[Int((bits >> (UInt64($0) * 4)) & 15)] }
+        barrierBits = random.next()
         deflate = MessageDeflate(core: core)
     }
 
@@ -153,7 +162,6 @@ public final class ConnectionDriver: MessageSink {
         let reference = loopReference
         reference.driver = self
         watch = loop.watch(stream.fileDescriptor) { events in reference.driver?.handle(events) }
-        timer = loop.timer { reference.driver?.service() }
         pings.start(at: .now())
         processReceived()
         scheduleService()
@@ -252,7 +260,15 @@ public final class ConnectionDriver: MessageSink {
         } else if mayRead && !options.keepsBuffersWhenIdle {
             releaseIdleBuffers()
         }
-        loop.arm(timer, at: nextDeadline)
+        let deadline = nextDeadline
+        if let timer {
+            loop.arm(timer, at: deadline)
+        } else if deadline != nil {
+            let reference = loopReference
+            let timer = loop.timer { reference.driver?.service() }
+            self.timer = timer
+            loop.arm(timer, at: deadline)
+        }
     }
 
     private func readSocket() {
@@ -473,7 +489,7 @@ public final class ConnectionDriver: MessageSink {
         if core.closeReceived == nil && core.failure == nil { core.abandon() }
         ending = result
         loop.remove(watch)
-        loop.arm(timer, at: nil)
+        if let timer { loop.arm(timer, at: nil) }
         stream.close()
         outbound.discard()
         waiting.removeAll()

@@ -358,7 +358,10 @@ final class HandshakeExchange {
         }
         if let accepted, let server {
             finishWatching()
-            let (buffer, parsed) = (self.buffer, accepted.parsed)
+            // The buffer goes to the driver only with frames the client sent behind its head;
+            // without any it goes back now rather than at the driver's first read.
+            let pipelined = self.buffer.map { accepted.parsed < $0.count } ?? false
+            let (buffer, parsed) = pipelined ? (self.buffer, accepted.parsed) : (nil, 0)
             self.buffer = nil
             server.exchangeEnded(self)
             let handing = self.handing

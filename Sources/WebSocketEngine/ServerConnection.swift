@@ -6,8 +6,14 @@ import WebSocketTransport
 public struct ClientInfo: Sendable {
     /// Numbered from 1 in the order handshakes completed, per server.
     public let id: Int
-    /// The request as accepted (path, query, headers, offers).
-    public let request: HandshakeRequest
+    /// The request as accepted (path, query, headers, offers), while the connection is
+    /// handed over: in `.connected`, `handler(for:)`, `connectionWillStart` and
+    /// `connectionDidStart`. Nil after that unless the mode `keepsRequests`: an idle client
+    /// then holds no copy of its request's headers (about 0.5 KiB each).
+    public var request: HandshakeRequest? { kept?.request }
+    /// Boxed: a struct this size inline would make every `ServerConnection` ~150 bytes
+    /// larger for as long as it lives, request or not.
+    private var kept: KeptRequest?
     /// "ip:port" of the client, or the socket path for a Unix listener.
     public let remoteAddress: String
     /// "ip:port" the client connected to, or the socket path.
@@ -22,12 +28,34 @@ public struct ClientInfo: Sendable {
     public var deflate: (response: ExtensionOffer, configuration: DeflateConfiguration?)? = nil
     /// The TLS version and cipher ("TLSv1.3 TLS_AES_256_GCM_SHA384"), nil without TLS.
     public var tlsSummary: String? = nil
+
+    init(id: Int, request: HandshakeRequest?, remoteAddress: String, localAddress: String, isSecure: Bool,
+         clientCertificateSubject: String?, subprotocol: String?,
+         deflate: (response: ExtensionOffer, configuration: DeflateConfiguration?)? = nil, tlsSummary: String? = nil) {
+        self.id = id
+        kept = request.map(KeptRequest.init)
+        self.remoteAddress = remoteAddress
+        self.localAddress = localAddress
+        self.isSecure = isSecure
+        self.clientCertificateSubject = clientCertificateSubject
+        self.subprotocol = subprotocol
+        self.deflate = deflate
+        self.tlsSummary = tlsSummary
+    }
+
+    mutating func forgetRequest() { kept = nil }
+}
+
+/// `ClientInfo.request` while it is kept.
+private final class KeptRequest: Sendable {
+    let request: HandshakeRequest
+    init(_ request: HandshakeRequest) { self.request = request }
 }
 
 /// One accepted client: its facts and its driver, between the server and the mode's
 /// handler (the driver's events go to `handler`; its ending also to the server).
 public final class ServerConnection: ConnectionDelegate {
-    public let info: ClientInfo
+    public private(set) var info: ClientInfo
     /// The driver, until the connection ends.
     public private(set) var driver: ConnectionDriver?
     /// The mode's per-connection delegate; may be shared by every connection (it gets the
@@ -59,6 +87,9 @@ public final class ServerConnection: ConnectionDelegate {
         }
         driver.start()
     }
+
+    /// The connection has started and its mode does not keep requests.
+    func forgetRequest() { info.forgetRequest() }
 
     /// -n reached: messages that came in the same read as the last one counted are not
     /// the handler's (a broadcast would write them to stdout).

@@ -80,6 +80,9 @@ public protocol ServerMode: AnyObject {
     func serverWillShutDown()
     /// Child processes running, for the metrics (nil: a mode without children).
     var childrenRunning: Int? { get }
+    /// Whether `ClientInfo.request` stays once a connection has started (by default it is
+    /// let go after `connectionDidStart`: what the modes need of it is read by then).
+    var keepsRequests: Bool { get }
     /// Payload bytes the mode sent as frames it encoded itself (`sendFrames`), which no
     /// driver counts as framed (a broadcast's batches), summed over its clients.
     var encodedPayloadSent: UInt64 { get }
@@ -184,6 +187,7 @@ public extension ServerMode {
     func connectionWillStart(_ connection: ServerConnection, driver: ConnectionDriver) {}
     func serverWillShutDown() {}
     var childrenRunning: Int? { nil }
+    var keepsRequests: Bool { false }
     var encodedPayloadSent: UInt64 { 0 }
     var busLosses: UInt64? { nil }
 }
@@ -365,6 +369,7 @@ public final class ServerDriver {
         mode.connectionWillStart(connection, driver: driver)
         connection.start(driver, limits: configuration.perClient)
         mode.connectionDidStart(connection)
+        if !mode.keepsRequests { connection.forgetRequest() }
         return connection
     }
 

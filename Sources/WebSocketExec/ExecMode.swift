@@ -81,20 +81,25 @@ public final class ExecMode: ServerMode {
                                     uniqueID: String(info.id))
         facts.bearerChecked = bearerChecked
         let id = info.id
+        // Always there while the connection is handed over (`ClientInfo.request`).
+        guard let request = info.request else {
+            refuse(connection, id, .cannotCreate(what: "the program's environment (the request is gone)", errno: EINVAL))
+            return RefusedChild()
+        }
         // --dir: resolved again (the 404 check was before the 101); what runs is this descriptor.
         var program = command, executable: Int32 = -1, script: (name: String, pathInfo: String, file: String)?
         if let directory {
-            switch directory.program(for: info.request.head.target) {
+            switch directory.program(for: request.head.target) {
             case .success(let found):
                 program = ChildCommand(program: found.file)
                 executable = found.entry.take()
                 script = (found.scriptName, found.pathInfo, found.file)
             case .failure:
-                refuse(connection, id, .missingProgram(path: info.request.path, errno: ENOENT))
+                refuse(connection, id, .missingProgram(path: request.path, errno: ENOENT))
                 return RefusedChild()
             }
         }
-        let cgi = CGIEnvironment.variables(for: info.request, connection: facts, serverSoftware: serverSoftware, script: script)
+        let cgi = CGIEnvironment.variables(for: request, connection: facts, serverSoftware: serverSoftware, script: script)
         let environment = CGIEnvironment.childEnvironment(cgi: cgi, passing: passing, parent: parent)
         let child: ChildProcess
         do throws(ChildError) {
