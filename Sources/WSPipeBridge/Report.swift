@@ -140,6 +140,9 @@ func missingProgram(_ path: String, _ code: Int32) -> String {
     var text = "cannot run '\(path)': not found in PATH (\(Diagnostics.terminalSafe(searched)))"
     if access(path, F_OK) == 0 {
         text += "; the current directory is not searched: --exec ./\(path) runs the one here"
+    } else if path.contains(" ") {
+        // --exec 'cat -n': one word, the program's name. Its arguments follow as words.
+        text += "; --exec takes the program and its arguments as separate words (--exec \(path)), --sh a shell line (--sh '\(path)')"
     }
     return text
 }

@@ -582,6 +582,7 @@ extension Option {
                                     in: .access, applies: .server,
                                     help: "accept only this Origin (repeatable; 403 otherwise)") { text, name throws(UsageError) in
         try checkHeaderValue(text, option: name)
+        try checkOrigin(text, option: name)
         return { $0.policy.allowedOrigins.append(text) }
     }
     static let sameOrigin = Option("--sameorigin", in: .access, applies: .server,

@@ -44,6 +44,25 @@ func checkHeaderValue(_ value: String, option: String) throws(UsageError) {
     }
 }
 
+/// An Origin as a browser sends it (RFC 6454 §6.1): `scheme://host[:port]`, or `null`. A
+/// bare host or a trailing slash matches no browser's Origin, so every browser got 403.
+func checkOrigin(_ value: String, option: String) throws(UsageError) {
+    if value == "null" { return }
+    let parts = value.split(separator: "://", maxSplits: 1, omittingEmptySubsequences: false)
+    guard parts.count == 2, let scheme = parts.first, !scheme.isEmpty,
+          scheme.allSatisfy({ $0.isLetter || $0.isNumber || "+-.".contains($0) }) else {
+        let host = value.split(separator: "/").first(where: { !$0.isEmpty && !$0.hasSuffix(":") }) ?? "example.com"
+        throw UsageError("\(option) '\(value)' is not an origin: write it as a browser sends it, scheme://host[:port] "
+                         + "(e.g. https://\(host))")
+    }
+    let rest = parts[1]
+    guard !rest.isEmpty, !rest.contains("/"), !rest.contains("?"), !rest.contains("#") else {
+        let trimmed = value.hasSuffix("/") ? String(value.dropLast()) : value
+        throw UsageError("\(option) '\(value)' is not an origin: an Origin has no path, not even '/'"
+                         + (rest.dropLast().contains("/") ? "" : " (write \(trimmed))"))
+    }
+}
+
 /// A subprotocol name must be an HTTP token.
 func checkSubprotocol(_ name: String, option: String) throws(UsageError) {
     guard !name.isEmpty, name.utf8.allSatisfy({ byte in

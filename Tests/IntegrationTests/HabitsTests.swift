@@ -139,7 +139,10 @@ final class HabitsTests: IntegrationTestCase {
         try "#!/bin/sh\necho 1\n".write(toFile: script, atomically: true, encoding: .utf8)
         chmod(script, 0o755)
         for (name, note) in [("count.sh", "; the current directory is not searched: --exec ./count.sh runs the one here"),
-                             ("no-such-program", "")] {
+                             ("no-such-program", ""),
+                             // A whole command in one word: the arguments go as words, or --sh.
+                             ("cat -n", "; --exec takes the program and its arguments as separate words (--exec cat -n), "
+                              + "--sh a shell line (--sh 'cat -n')")] {
             let child = try ChildProcess(executable: "/bin/sh", arguments: ["-c", "cd \"$1\" && exec \"$2\" -l 0 --exec \"$3\"", "sh",
                                                                             directory, Locations.wspipe, name],
                                          environment: ["PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"])

@@ -126,6 +126,20 @@ final class CommandLineNewcomerTests: XCTestCase {
         return try config(arguments, notes: &notes)
     }
 
+    /// An --allow-origin that no browser can send (a bare host, a trailing slash) was
+    /// accepted, and every browser got 403.
+    func testAllowOriginMustBeAnOrigin() throws {
+        XCTAssertEqual(message(["-l", "0", "--echo", "--allow-origin", "good.example"]),
+                       "--allow-origin 'good.example' is not an origin: write it as a browser sends it, scheme://host[:port] "
+                       + "(e.g. https://good.example)")
+        XCTAssertEqual(message(["-l", "0", "--echo", "--allow-origin", "https://good.example/"]),
+                       "--allow-origin 'https://good.example/' is not an origin: an Origin has no path, not even '/' "
+                       + "(write https://good.example)")
+        for origin in ["https://good.example", "http://127.0.0.1:8080", "null", "chrome-extension://abc"] {
+            XCTAssertNoThrow(try config(["-l", "0", "--echo", "--allow-origin", origin]), origin)
+        }
+    }
+
     func testWebsocketdsPortAndProgramNameListenAndExec() {
         XCTAssertEqual(message(["--port=8080", "./count.sh"]),
                        "unknown option '--port'; websocketd's --port=8080 ./count.sh is wspipe -l 8080 --exec ./count.sh")
