@@ -83,6 +83,19 @@ def close_frame(code, reason=b""):
     return frame(0x8, struct.pack("!H", code) + reason)
 
 
+async def read_frame(reader):
+    """One frame from `reader`, unmasked: (opcode, fin, payload)."""
+    first, second = await reader.readexactly(2)
+    length = second & 0x7F
+    if length == 126:
+        length = struct.unpack("!H", await reader.readexactly(2))[0]
+    elif length == 127:
+        length = struct.unpack("!Q", await reader.readexactly(8))[0]
+    mask = await reader.readexactly(4) if second & 0x80 else b"\0\0\0\0"
+    payload = bytes(b ^ mask[i % 4] for i, b in enumerate(await reader.readexactly(length)))
+    return first & 0x0F, bool(first & 0x80), payload
+
+
 async def read_request(reader):
     """The client's HTTP request head: (request target, [[name, value], ...])."""
     head = await reader.readuntil(b"\r\n\r\n")

@@ -16,19 +16,7 @@ import asyncio
 import struct
 import time
 
-from common import accept_value, announce, announce_port, base_parser, frame, read_request
-
-
-async def read_frame(reader):
-    first, second = await reader.readexactly(2)
-    length = second & 0x7F
-    if length == 126:
-        length = struct.unpack("!H", await reader.readexactly(2))[0]
-    elif length == 127:
-        length = struct.unpack("!Q", await reader.readexactly(8))[0]
-    mask = await reader.readexactly(4) if second & 0x80 else b"\0\0\0\0"
-    payload = bytes(b ^ mask[i % 4] for i, b in enumerate(await reader.readexactly(length)))
-    return first & 0x0F, payload
+from common import accept_value, announce, announce_port, base_parser, frame, read_frame, read_request
 
 
 async def handle(reader, writer, args):
@@ -49,7 +37,7 @@ async def handle(reader, writer, args):
                 if not await reader.read(65536):
                     break
                 continue
-            opcode, payload = await read_frame(reader)
+            opcode, _, payload = await read_frame(reader)
             if opcode == 0x9:
                 announce("PING")
                 if args.answer:
