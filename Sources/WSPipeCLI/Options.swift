@@ -25,7 +25,8 @@ extension Option {
         handshakeTimeout, responseHeader, clientCA, path, allowOrigin, sameOrigin, requireProtocol,
         requireBearer, health, metrics, metricsPublic, staticFiles, staticDir, devConsole, bus, busInbound,
         busPasswordFile, busPing, exec, sh, dir, closeGrace, maxChildren, passenv, forward, forwardTokens,
-        forwardListen
+        forwardListen,
+        trustProxy, proxyProtocol, clientAddressHeader
     ]
 
     /// The client's TLS options (a URL without a scheme is ws://, which they do not apply to).

@@ -112,6 +112,10 @@ extension Settings {
         }
         serve.server.policy = policy
         serve.server.site = site
+        serve.server.clientAddress = clientAddress
+        if given.contains(Option.clientAddressHeader.longName) && clientAddress.trusted.isEmpty {
+            throw UsageError("--client-address-header needs --trust-proxy: the header is read only from those proxies")
+        }
         serve.server.policy.servesTLS = serve.tls != nil
         serve.server.policy.subprotocols = config.subprotocols
         if let maxClients { serve.server.maximumClients = maxClients }

@@ -27,6 +27,8 @@ struct Settings {
     var reusePort = false
     /// --metrics-public: the metrics without a token on a non-loopback listener.
     var metricsPublic = false
+    /// --trust-proxy, --proxy-protocol, --client-address-header.
+    var clientAddress = ClientAddressPolicy()
     /// --static (--staticdir) and --devconsole.
     var site = StaticSiteConfiguration()
     /// --bus, --bus-inbound, --bus-password-file, --bus-ping (--broadcast only).

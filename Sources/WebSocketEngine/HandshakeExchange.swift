@@ -39,13 +39,22 @@ final class HandshakeExchange {
     private var primed: [UInt8] = []
     /// The request's Origin header, once its head is read: a refusal's event names it.
     private var origin: String?
+    /// The socket's peer, or the client its PROXY header named (--proxy-protocol).
+    private let connectionAddress: PeerAddress
+    /// Who the client is: `connectionAddress`, or whom a trusted proxy's header named once
+    /// the head is read (--trust-proxy, --client-address-header). Events, the programs'
+    /// REMOTE_ADDR and per-address decisions use this one value.
+    private(set) var clientAddress: PeerAddress
 
     /// Read size: a typical request head fits one read.
     static let readSize = 4096
     /// Longest wait, in seconds, for a refused client to close after reading the refusal.
     static let lingerTime = 1.0
 
-    init(loop: EventLoop, connection: TCPStream, stream: ByteStream, server: ServerDriver, maximumHeadSize: Int) {
+    init(loop: EventLoop, connection: TCPStream, stream: ByteStream, server: ServerDriver, maximumHeadSize: Int,
+         connectionAddress: PeerAddress) {
+        self.connectionAddress = connectionAddress
+        clientAddress = connectionAddress
         self.loop = loop
         self.connection = connection
         self.stream = stream
@@ -104,10 +113,10 @@ final class HandshakeExchange {
         case .wouldBlock(let interest):
             loop.setInterest(watch, interest == .read ? .readable : .writable)
         case .endOfStream:
-            server?.noteTLSFailure(remoteAddress: connection.remoteAddress, .closed)
+            server?.noteTLSFailure(remoteAddress: clientAddress.description, .closed)
             end()
         case .failed(let why):
-            server?.noteTLSFailure(remoteAddress: connection.remoteAddress, why)
+            server?.noteTLSFailure(remoteAddress: clientAddress.description, why)
             lingerAfterTLSFailure(why)
         }
     }
@@ -185,7 +194,7 @@ final class HandshakeExchange {
     /// at once and its bytes drained until it closes (no reset), so a wss:// client fails
     /// now with its plain-server hint instead of at its timeout.
     private func closeNotHTTP(firstByte: UInt8) {
-        server?.noteNotHTTP(remoteAddress: connection.remoteAddress, firstByte: firstByte)
+        server?.noteNotHTTP(remoteAddress: clientAddress.description, firstByte: firstByte)
         stream.shutdownOutput()
         startLingering()
     }
@@ -193,6 +202,10 @@ final class HandshakeExchange {
     private func decide(_ head: HTTPRequestHead, parsed: Int) {
         guard let server else { return end() }
         origin = head.values("Origin").first
+        let addressPolicy = server.configuration.clientAddress
+        if !addressPolicy.trusted.isEmpty {
+            clientAddress = addressPolicy.client(of: connectionAddress, header: head.values(addressPolicy.header.rawValue))
+        }
         let request: HandshakeRequest
         do throws(HandshakeRefusal) {
             request = try ServerHandshake.validate(head)
@@ -224,7 +237,7 @@ final class HandshakeExchange {
             if let mode = server.mode, mode.decidesLater {
                 let local = connection.localAddress ?? connection.remoteAddress
                 let waiting = PendingHandshake(exchange: self, request: request, subprotocol: subprotocol,
-                                               remoteAddress: connection.remoteAddress, localAddress: local,
+                                               remoteAddress: clientAddress.description, localAddress: local,
                                                isSecure: stream is TLSStream, clientCertificateSubject: (stream as? TLSStream)?.peerSubject,
                                                parsed: parsed)
                 pending = waiting
@@ -265,7 +278,7 @@ final class HandshakeExchange {
         if let buffer, parsed < buffer.count {
             pipelined = Array(UnsafeRawBufferPointer(start: buffer.base + parsed, count: buffer.count - parsed))
         }
-        let site = SiteExchange(loop: loop, connection: connection, stream: stream, server: server, answer: answer, pipelined: pipelined)
+        let site = SiteExchange(loop: loop, connection: connection, connectionAddress: connectionAddress, stream: stream, server: server, answer: answer, pipelined: pipelined)
         switch site.sendNow() {
         case .done:
             guard answer.keepAlive else {
@@ -333,7 +346,7 @@ final class HandshakeExchange {
 
     private func refuse(_ bytes: [UInt8]) {
         let status = HandshakeExchange.status(of: bytes)
-        server?.noteRefusal(status: status, remoteAddress: connection.remoteAddress,
+        server?.noteRefusal(status: status, remoteAddress: clientAddress.description,
                             reason: status >= 400 ? HandshakeExchange.body(of: bytes) : nil, origin: origin)
         response = bytes
         accepted = nil
@@ -366,7 +379,7 @@ final class HandshakeExchange {
             server.exchangeEnded(self)
             let handing = self.handing
             self.handing = nil
-            let handed = server.handOver(stream, connection: connection, request: accepted.request, subprotocol: accepted.subprotocol,
+            let handed = server.handOver(stream, connection: connection, clientAddress: clientAddress, request: accepted.request, subprotocol: accepted.subprotocol,
                                          deflate: accepted.deflate, received: buffer, parsed: parsed, delegate: handing?.delegate)
             handing?.pending.finish(handed)
         } else {
@@ -407,7 +420,7 @@ final class HandshakeExchange {
     /// The handshake timeout (or the linger after a refusal) is over. A client still in its
     /// TLS handshake is a TLS failure the server reports (ETIMEDOUT).
     private func timedOut() {
-        if tlsHandshake != nil { server?.noteTLSFailure(remoteAddress: connection.remoteAddress, .system(errno: ETIMEDOUT)) }
+        if tlsHandshake != nil { server?.noteTLSFailure(remoteAddress: clientAddress.description, .system(errno: ETIMEDOUT)) }
         end()
     }
 

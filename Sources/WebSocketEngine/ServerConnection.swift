@@ -14,8 +14,12 @@ public struct ClientInfo: Sendable {
     /// Boxed: a struct this size inline would make every `ServerConnection` ~150 bytes
     /// larger for as long as it lives, request or not.
     private var kept: KeptRequest?
-    /// "ip:port" of the client, or the socket path for a Unix listener.
-    public let remoteAddress: String
+    /// The client: the socket's peer, or whom a trusted proxy named (--trust-proxy,
+    /// --proxy-protocol, --client-address-header). The one value per-address decisions key on.
+    public let clientAddress: PeerAddress
+    /// "ip:port" of the client (`clientAddress`; no port when X-Forwarded-For named it),
+    /// or the socket path for a Unix listener.
+    public var remoteAddress: String { clientAddress.description }
     /// "ip:port" the client connected to, or the socket path.
     public let localAddress: String
     /// Whether the connection is TLS.
@@ -29,12 +33,12 @@ public struct ClientInfo: Sendable {
     /// The TLS version and cipher ("TLSv1.3 TLS_AES_256_GCM_SHA384"), nil without TLS.
     public var tlsSummary: String? = nil
 
-    init(id: Int, request: HandshakeRequest?, remoteAddress: String, localAddress: String, isSecure: Bool,
+    init(id: Int, request: HandshakeRequest?, clientAddress: PeerAddress, localAddress: String, isSecure: Bool,
          clientCertificateSubject: String?, subprotocol: String?,
          deflate: (response: ExtensionOffer, configuration: DeflateConfiguration?)? = nil, tlsSummary: String? = nil) {
         self.id = id
         kept = request.map(KeptRequest.init)
-        self.remoteAddress = remoteAddress
+        self.clientAddress = clientAddress
         self.localAddress = localAddress
         self.isSecure = isSecure
         self.clientCertificateSubject = clientCertificateSubject

@@ -1,0 +1,257 @@
+import WebSocketCore
+import WebSocketTransport
+
+/// Who a client is: the address -v, --jsonl events, the programs' REMOTE_ADDR/REMOTE_PORT
+/// and any per-address limit name. The socket's peer, or what a trusted proxy said of it
+/// (a PROXY header, X-Forwarded-For, Forwarded).
+public enum PeerAddress: Sendable, Hashable, CustomStringConvertible {
+    /// An IP address (an IPv4-mapped IPv6 address is kept as its IPv4 address) and the
+    /// port when known (the socket's, a PROXY header's, Forwarded's; X-Forwarded-For has none).
+    case ip(IPAddress, port: UInt16?)
+    /// A Unix-socket client no proxy named: the listener's path.
+    case local(path: String)
+
+    /// The address of a socket's peer as `TCPStream.remoteAddress` words it ("127.0.0.1:9000",
+    /// "[::1]:9000"); anything else is a Unix socket's path.
+    public init(socketAddress text: String) {
+        self = PeerAddress(node: text) ?? .local(path: text)
+    }
+
+    /// One hop as proxies write it: "192.0.2.1", "192.0.2.1:4711", "2001:db8::1",
+    /// "[2001:db8::1]", "[2001:db8::1]:4711" (an obfuscated port, "_x", counts as none).
+    /// Nil for anything else ("unknown", "_hidden", a name, garbage).
+    public init?(node given: some StringProtocol) {
+        let text = Substring(given)
+        var host = text, portText: Substring?
+        if text.hasPrefix("[") {
+            guard let close = text.firstIndex(of: "]") else { return nil }
+            host = text[text.index(after: text.startIndex)..<close]
+            let rest = text[text.index(after: close)...]
+            if !rest.isEmpty {
+                guard rest.first == ":" else { return nil }
+                portText = rest.dropFirst()
+            }
+            guard host.contains(":") else { return nil }
+        } else if let colon = text.firstIndex(of: ":"), text.lastIndex(of: ":") == colon {
+            host = text[..<colon]
+            portText = text[text.index(after: colon)...]
+        }
+        guard host.utf8.count <= 45, !host.contains("%"), let address = IPAddress(host) else { return nil }
+        var port: UInt16?
+        if let portText, !portText.hasPrefix("_") {
+            guard !portText.isEmpty, portText.utf8.count <= 5, portText.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }),
+                  let value = UInt16(portText) else { return nil }
+            port = value
+        }
+        self = .ip(address.unmapped, port: port)
+    }
+
+    public var ip: IPAddress? {
+        if case .ip(let address, _) = self { return address }
+        return nil
+    }
+
+    public var port: UInt16? {
+        if case .ip(_, let port) = self { return port }
+        return nil
+    }
+
+    /// "192.0.2.1:4711", "[2001:db8::1]:4711", "192.0.2.1", "2001:db8::1", or the socket path.
+    public var description: String {
+        switch self {
+        case .ip(let address, let port?): return "\(address.uriForm):\(port)"
+        case .ip(let address, nil): return address.description
+        case .local(let path): return path
+        }
+    }
+}
+
+extension IPAddress {
+    /// An IPv4-mapped IPv6 address (::ffff:192.0.2.1, a dual-stack socket's IPv4 peer) as
+    /// its IPv4 address; any other address as it is.
+    public var unmapped: IPAddress {
+        guard bytes.count == 16, bytes[0..<10].allSatisfy({ $0 == 0 }), bytes[10] == 0xFF, bytes[11] == 0xFF,
+              let four = IPAddress(bytes: Array(bytes[12..<16])) else { return self }
+        return four
+    }
+}
+
+/// One --trust-proxy value: a CIDR range ("10.0.0.0/8", "2001:db8::/32", an address alone
+/// for itself), or `unix` for a Unix-socket listener's peers.
+public enum TrustedRange: Sendable, Hashable, CustomStringConvertible {
+    case network(IPAddress, prefix: Int)
+    case unixSockets
+
+    public init?(parsing text: String) {
+        if text == "unix" {
+            self = .unixSockets
+            return
+        }
+        let parts = text.split(separator: "/", maxSplits: 1, omittingEmptySubsequences: false)
+        guard let first = parts.first, !first.contains("["), !first.contains("%"), let address = IPAddress(first) else { return nil }
+        let bits = address.unmapped.bytes.count * 8
+        var prefix = bits
+        if parts.count == 2 {
+            guard !parts[1].isEmpty, parts[1].utf8.count <= 3, parts[1].utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }),
+                  let value = Int(parts[1]) else { return nil }
+            // A mapped network ("::ffff:10.0.0.0/104") is the IPv4 one it maps.
+            prefix = address.bytes.count == 16 && address.unmapped.bytes.count == 4 ? value - 96 : value
+            guard prefix >= 0, prefix <= bits else { return nil }
+        }
+        self = .network(address.unmapped, prefix: prefix)
+    }
+
+    public func contains(_ peer: PeerAddress) -> Bool {
+        switch (self, peer) {
+        case (.network(let network, let prefix), .ip(let address, _)): return address.unmapped.isIn(network: network, prefix: prefix)
+        case (.unixSockets, .local): return true
+        default: return false
+        }
+    }
+
+    public var description: String {
+        switch self {
+        case .network(let address, let prefix): return "\(address)/\(prefix)"
+        case .unixSockets: return "unix"
+        }
+    }
+}
+
+/// The header a trusted proxy names the client in.
+public enum ClientAddressHeader: String, Sendable, CaseIterable {
+    case xForwardedFor = "X-Forwarded-For"
+    case forwarded = "Forwarded"
+
+    /// Case-insensitive: "x-forwarded-for", "Forwarded".
+    public init?(name: String) {
+        guard let found = ClientAddressHeader.allCases.first(where: { $0.rawValue.lowercased() == name.lowercased() }) else { return nil }
+        self = found
+    }
+}
+
+/// --trust-proxy, --proxy-protocol and --client-address-header: which peers may name the
+/// client, and how. Pure: the server asks it with the facts of each connection.
+public struct ClientAddressPolicy: Sendable, Equatable {
+    /// The ranges whose connections may tell us the client's address; empty: none may
+    /// (the PROXY header is then believed from anyone, which the CLI warns about).
+    public var trusted: [TrustedRange] = []
+    /// Every connection starts with a PROXY header (v1 or v2).
+    public var proxyProtocol = false
+    /// The one header read from a trusted peer.
+    public var header: ClientAddressHeader = .xForwardedFor
+
+    public init() {}
+
+    public func isTrusted(_ peer: PeerAddress) -> Bool { trusted.contains { $0.contains(peer) } }
+
+    /// Whether a PROXY header from `peer` is believed: from anyone without --trust-proxy,
+    /// else from the trusted ranges only.
+    public func acceptsProxyHeader(from peer: PeerAddress) -> Bool { trusted.isEmpty || isTrusted(peer) }
+
+    /// The client of a request that came from `peer` (the socket's, or the PROXY header's
+    /// address) with `values`, the chosen header's lines in order. Untrusted `peer`: `peer`.
+    /// Else the hops are walked right to left (the nearest proxy wrote the right-most one),
+    /// skipping trusted addresses: the first untrusted address is the client; a hop that is
+    /// no address (`unknown`, `_obfuscated`, garbage) ends the walk at the proxy that wrote
+    /// it; all trusted, the left-most.
+    public func client(of peer: PeerAddress, header values: [String]) -> PeerAddress {
+        guard !values.isEmpty, isTrusted(peer) else { return peer }
+        var current = peer
+        let hops = header == .forwarded ? ForwardedHeader.forNodes(values) : ClientAddressPolicy.listElements(values)
+        for hop in hops.reversed() {
+            guard let address = hop.flatMap({ PeerAddress(node: $0) }) else { return current }
+            current = address
+            if !isTrusted(address) { return address }
+        }
+        return current
+    }
+
+    /// X-Forwarded-For's comma-separated hops, lines joined in order (empty elements are
+    /// no hop: RFC 9110 §5.6.1).
+    static func listElements(_ values: [String]) -> [Substring?] {
+        values.flatMap { $0.split(separator: ",") }.map { $0.trimmingOWS() }.filter { !$0.isEmpty }
+    }
+}
+
+/// RFC 7239's Forwarded: `for=192.0.2.60;proto=http;by=203.0.113.43, for="[2001:db8::1]:4711"`.
+enum ForwardedHeader {
+    /// Each element's `for` value (unquoted), lines joined in order; nil for an element
+    /// without one or that does not parse.
+    static func forNodes(_ values: [String]) -> [Substring?] {
+        var nodes: [Substring?] = []
+        for value in values { elements(of: value, into: &nodes) }
+        return nodes
+    }
+
+    /// Splits at commas outside quoted strings; for each element finds `for=`.
+    private static func elements(of value: String, into nodes: inout [Substring?]) {
+        var found: Substring?, valid = true, empty = true
+        var position = value.startIndex
+        func finishElement() {
+            if !empty { nodes.append(valid ? found : nil) }  // an empty element is no hop
+            found = nil
+            valid = true
+            empty = true
+        }
+        while position < value.endIndex {
+            // One pair: token "=" (token / quoted-string), then ";" or "," or the end.
+            var scan = position
+            while scan < value.endIndex, value[scan] == " " || value[scan] == "\t" { scan = value.index(after: scan) }
+            let nameStart = scan
+            while scan < value.endIndex, !"=;,".contains(value[scan]) { scan = value.index(after: scan) }
+            let name = value[nameStart..<scan].trimmingOWS()
+            if !name.isEmpty || (scan < value.endIndex && value[scan] == "=") { empty = false }
+            var pairValue: Substring?
+            if scan < value.endIndex, value[scan] == "=" {
+                scan = value.index(after: scan)
+                if scan < value.endIndex, value[scan] == "\"" {
+                    var text = ""
+                    var closed = false
+                    scan = value.index(after: scan)
+                    while scan < value.endIndex {
+                        let character = value[scan]
+                        scan = value.index(after: scan)
+                        if character == "\\" {
+                            if scan < value.endIndex { text.append(value[scan]); scan = value.index(after: scan) }
+                        } else if character == "\"" {
+                            closed = true
+                            break
+                        } else {
+                            text.append(character)
+                        }
+                    }
+                    if !closed { valid = false }
+                    pairValue = Substring(text)
+                } else {
+                    let start = scan
+                    while scan < value.endIndex, value[scan] != ";" && value[scan] != "," { scan = value.index(after: scan) }
+                    pairValue = value[start..<scan].trimmingOWS()
+                }
+            } else if !name.isEmpty {
+                valid = false
+            }
+            while scan < value.endIndex, value[scan] == " " || value[scan] == "\t" { scan = value.index(after: scan) }
+            if name.lowercased() == "for" {
+                if found != nil { valid = false }  // a parameter at most once per element (§4)
+                found = pairValue
+            }
+            if scan < value.endIndex {
+                let separator = value[scan]
+                scan = value.index(after: scan)
+                if separator == "," { finishElement() } else if separator != ";" { valid = false }
+            }
+            position = scan
+        }
+        finishElement()
+    }
+}
+
+extension Substring {
+    /// Without the spaces and tabs around it (HTTP's optional whitespace).
+    func trimmingOWS() -> Substring {
+        var result = self
+        while let first = result.first, first == " " || first == "\t" { result = result.dropFirst() }
+        while let last = result.last, last == " " || last == "\t" { result = result.dropLast() }
+        return result
+    }
+}
