@@ -142,6 +142,9 @@ public struct ClientAddressPolicy: Sendable, Equatable {
 
     public init() {}
 
+    /// The most hops of a header walked (each costs an address parse and the range checks).
+    public static let maximumHops = 64
+
     public func isTrusted(_ peer: PeerAddress) -> Bool { trusted.contains { $0.contains(peer) } }
 
     /// Whether a PROXY header from `peer` is believed: from anyone without --trust-proxy,
@@ -153,23 +156,35 @@ public struct ClientAddressPolicy: Sendable, Equatable {
     /// Else the hops are walked right to left (the nearest proxy wrote the right-most one),
     /// skipping trusted addresses: the first untrusted address is the client; a hop that is
     /// no address (`unknown`, `_obfuscated`, garbage) ends the walk at the proxy that wrote
-    /// it; all trusted, the left-most.
+    /// it; all trusted, the left-most. At most `maximumHops` are walked: a header naming
+    /// more trusted hops than that (no chain of proxies is that long; a client can write
+    /// addresses of trusted ranges too) gives the last one walked.
     public func client(of peer: PeerAddress, header values: [String]) -> PeerAddress {
         guard !values.isEmpty, isTrusted(peer) else { return peer }
-        var current = peer
-        let hops = header == .forwarded ? ForwardedHeader.forNodes(values) : ClientAddressPolicy.listElements(values)
-        for hop in hops.reversed() {
-            guard let address = hop.flatMap({ PeerAddress(node: $0) }) else { return current }
+        var current = peer, hops = 0
+        // One hop: false when the walk ends there.
+        func walked(_ hop: Substring?) -> Bool {
+            guard let address = hop.flatMap({ PeerAddress(node: $0) }) else { return false }
             current = address
-            if !isTrusted(address) { return address }
+            hops += 1
+            return hops < ClientAddressPolicy.maximumHops && isTrusted(address)
+        }
+        if header == .forwarded {
+            for hop in ForwardedHeader.forNodes(values).reversed() where !walked(hop) { break }
+        } else {
+            // From the right without splitting the rest: a long header of claims costs only the hops walked.
+            lines: for value in values.reversed() {
+                var rest = Substring(value)
+                while true {
+                    let comma = rest.utf8.lastIndex(of: UInt8(ascii: ","))
+                    let hop = (comma.map { rest[rest.index(after: $0)...] } ?? rest).trimmingOWS()
+                    if !hop.isEmpty, !walked(hop) { break lines }  // an empty element is no hop (RFC 9110 §5.6.1)
+                    guard let comma else { break }
+                    rest = rest[..<comma]
+                }
+            }
         }
         return current
-    }
-
-    /// X-Forwarded-For's comma-separated hops, lines joined in order (empty elements are
-    /// no hop: RFC 9110 §5.6.1).
-    static func listElements(_ values: [String]) -> [Substring?] {
-        values.flatMap { $0.split(separator: ",") }.map { $0.trimmingOWS() }.filter { !$0.isEmpty }
     }
 }
 

@@ -90,19 +90,31 @@ final class ClientAddressResolutionTests: XCTestCase {
         XCTAssertNil(ClientAddressHeader(name: "X-Real-IP"))
     }
 
+    /// A client's 16 KiB of claims left of the proxies' hops: only the hops up to the first
+    /// untrusted one are walked.
     func testA16KiBHeader() {
         let forwarded = policy(["10.0.0.0/8"], .forwarded)
         let policy = policy(["10.0.0.0/8"])
-        let hops = (0..<1400).map { "10.0.\($0 / 250).\($0 % 250)" }.joined(separator: ", ")
-        XCTAssertGreaterThan(hops.utf8.count, 16 * 1024 - 2048)
+        let claims = (0..<1400).map { "192.0.\($0 / 250).\($0 % 250)" }.joined(separator: ", ")
+        XCTAssertGreaterThan(claims.utf8.count, 16 * 1024 - 2048)
         let start = Instant.now()
-        XCTAssertEqual(policy.client(of: proxy, header: ["203.0.113.77, " + hops]).description, "203.0.113.77")
-        let elements = (0..<900).map { "for=10.0.\($0 / 250).\($0 % 250)" }.joined(separator: ", ")
-        XCTAssertEqual(forwarded.client(of: proxy, header: ["for=203.0.113.78, " + elements]).description, "203.0.113.78")
+        XCTAssertEqual(policy.client(of: proxy, header: [claims + ", 203.0.113.77, 10.0.0.1"]).description, "203.0.113.77")
+        let elements = (0..<900).map { "for=192.0.\($0 / 250).\($0 % 250)" }.joined(separator: ", ")
+        XCTAssertEqual(forwarded.client(of: proxy, header: [elements + ", for=203.0.113.78, for=10.0.0.1"]).description, "203.0.113.78")
         let garbage = String(repeating: "\"", count: 16 * 1024)
         XCTAssertEqual(forwarded.client(of: proxy, header: [garbage]), proxy)
         XCTAssertEqual(policy.client(of: proxy, header: [String(repeating: ",", count: 16 * 1024)]), proxy)
         XCTAssertLessThan(Instant.now().seconds(since: start), 1.0)
+    }
+
+    /// 16 KiB of trusted addresses: the walk stops after `maximumHops`.
+    func testAtMostMaximumHopsAreWalked() {
+        let policy = policy(["10.0.0.0/8"])
+        let hops = (0..<1400).map { "10.0.\($0 / 250).\($0 % 250)" }
+        let client = policy.client(of: proxy, header: ["203.0.113.1, " + hops.joined(separator: ", ")])
+        XCTAssertEqual(client.description, hops[hops.count - ClientAddressPolicy.maximumHops])
+        let short = Array(hops.suffix(ClientAddressPolicy.maximumHops - 1))
+        XCTAssertEqual(policy.client(of: proxy, header: ["203.0.113.1, " + short.joined(separator: ", ")]).description, "203.0.113.1")
     }
 
     func testPeerAddressForms() {
