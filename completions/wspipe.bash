@@ -16,6 +16,7 @@ _wspipe() {
         --reuseport
         --oneshot
         --metrics-public --devconsole
+        --proxy-protocol
         --print-ping-rtt --reconnect --reconnect-on-close
         --no-deflate --deflate-client-no-context-takeover --deflate-server-no-context-takeover"
     local valued="--chunk-size --close-code --close-reason --close-timeout --connect-timeout
@@ -30,6 +31,7 @@ _wspipe() {
         --forward --forward-tokens
         --metrics --static --staticdir --bus --bus-inbound --bus-password-file --bus-ping
         --forward-listen
+        --trust-proxy --client-address-header
         --deflate-client-window-bits --deflate-server-window-bits --decompress"
 
     # A value given as --OPTION=value: complete the part after "=" as the value.
@@ -54,6 +56,9 @@ _wspipe() {
         --bearer-file|--cert|--key|--key-pass-file|--unix-socket|--send-file|--forward-tokens)
             compopt -o filenames 2>/dev/null
             COMPREPLY=($(compgen -f -- "$cur"))
+            return ;;
+        --client-address-header)
+            COMPREPLY=($(compgen -W "X-Forwarded-For Forwarded" -- "$cur"))
             return ;;
         --static|--staticdir)
             compopt -o filenames 2>/dev/null

@@ -1,5 +1,7 @@
-import WebSocketCore
+// Also compiled into the fuzz target `clientaddress` (fuzz/run), one module without the transport.
+#if canImport(WebSocketTransport)
 import WebSocketTransport
+#endif
 
 /// Who a client is: the address -v, --jsonl events, the programs' REMOTE_ADDR/REMOTE_PORT
 /// and any per-address limit name. The socket's peer, or what a trusted proxy said of it

@@ -117,7 +117,7 @@ final class OptionDeclarationTests: XCTestCase {
             "--bus-password-file", "--bus-ping", "--path", "--allow-origin", "--sameorigin", "--require-protocol", "--require-bearer",
             "--health", "--metrics", "--metrics-public", "--static", "--staticdir", "--devconsole", "--response-header",
             "--max-clients", "--handshake-timeout", "--exec", "--sh", "--dir", "--close-grace", "--max-children", "--passenv",
-            "--client-ca", "--forward", "--forward-tokens", "--oneshot"]))
+            "--client-ca", "--forward", "--forward-tokens", "--oneshot", "--trust-proxy", "--proxy-protocol", "--client-address-header"]))
         XCTAssertEqual(names(Option.clientOnly), Set(["--proxy", "--socks5", "--noproxy", "--unix-socket", "--connect-to", "--resolve",
             "--ipv4", "--ipv6", "--location", "--max-redirs", "--insecure", "--cacert", "--sni", "--header", "--origin",
             "--user-agent", "--bearer", "--connect-timeout", "--reconnect", "--reconnect-on-close", "--retry-delay",
