@@ -5,13 +5,38 @@ import WebSocketTransport
 
 /// Who a client is: the address -v, --jsonl events, the programs' REMOTE_ADDR/REMOTE_PORT
 /// and any per-address limit name. The socket's peer, or what a trusted proxy said of it
-/// (a PROXY header, X-Forwarded-For, Forwarded).
-public enum PeerAddress: Sendable, Hashable, CustomStringConvertible {
-    /// An IP address (an IPv4-mapped IPv6 address is kept as its IPv4 address) and the
-    /// port when known (the socket's, a PROXY header's, Forwarded's; X-Forwarded-For has none).
-    case ip(IPAddress, port: UInt16?)
-    /// A Unix-socket client no proxy named: the listener's path.
-    case local(path: String)
+/// (a PROXY header, X-Forwarded-For, Forwarded). Held inline (every client keeps one): no
+/// allocation per client.
+public struct PeerAddress: Sendable, Hashable, CustomStringConvertible {
+    /// The address's bytes, network order: IPv6 in both, IPv4 in the low 32 bits of `low`.
+    private let high: UInt64
+    private let low: UInt64
+    /// 4 or 6; 0 for a Unix-socket client no proxy named.
+    fileprivate let family: UInt8
+    /// The port when known (the socket's, a PROXY header's, Forwarded's; X-Forwarded-For has none).
+    public let port: UInt16?
+    /// The listener's path, for a Unix-socket client no proxy named.
+    private let path: String?
+
+    private init(high: UInt64, low: UInt64, family: UInt8, port: UInt16?, path: String?) {
+        self.high = high
+        self.low = low
+        self.family = family
+        self.port = port
+        self.path = path
+    }
+
+    /// An IP address (an IPv4-mapped IPv6 address is kept as its IPv4 address) and its port.
+    public static func ip(_ given: IPAddress, port: UInt16?) -> PeerAddress {
+        let bytes = given.unmapped.bytes
+        func word(_ slice: ArraySlice<UInt8>) -> UInt64 { slice.reduce(0) { $0 << 8 | UInt64($1) } }
+        return bytes.count == 4
+            ? PeerAddress(high: 0, low: word(bytes[...]), family: 4, port: port, path: nil)
+            : PeerAddress(high: word(bytes[0..<8]), low: word(bytes[8..<16]), family: 6, port: port, path: nil)
+    }
+
+    /// A Unix-socket client: the listener's path.
+    public static func local(path: String) -> PeerAddress { PeerAddress(high: 0, low: 0, family: 0, port: nil, path: path) }
 
     /// The address of a socket's peer as `TCPStream.remoteAddress` words it ("127.0.0.1:9000",
     /// "[::1]:9000"); anything else is a Unix socket's path.
@@ -45,26 +70,33 @@ public enum PeerAddress: Sendable, Hashable, CustomStringConvertible {
                   let value = UInt16(portText) else { return nil }
             port = value
         }
-        self = .ip(address.unmapped, port: port)
+        self = .ip(address, port: port)
     }
 
+    /// The IP address; nil for a Unix-socket client no proxy named.
     public var ip: IPAddress? {
-        if case .ip(let address, _) = self { return address }
-        return nil
+        switch family {
+        case 4: return IPAddress(bytes: (0..<4).map { UInt8(truncatingIfNeeded: low >> (24 - 8 * $0)) })
+        case 6: return IPAddress(bytes: (0..<8).map { UInt8(truncatingIfNeeded: high >> (56 - 8 * $0)) }
+                                     + (0..<8).map { UInt8(truncatingIfNeeded: low >> (56 - 8 * $0)) })
+        default: return nil
+        }
     }
 
-    public var port: UInt16? {
-        if case .ip(_, let port) = self { return port }
-        return nil
+    /// Whether the first `prefix` bits equal `network`'s (same family only), on the inline
+    /// words: a header's hops are checked without an allocation.
+    func isIn(_ network: PeerAddress, prefix: Int) -> Bool {
+        guard family != 0, family == network.family else { return false }
+        func masked(_ word: UInt64, _ bits: Int) -> UInt64 { bits <= 0 ? 0 : bits >= 64 ? word : word >> (64 - bits) }
+        if family == 4 { return masked(low << 32, prefix) == masked(network.low << 32, prefix) }
+        return masked(high, prefix) == masked(network.high, prefix) && masked(low, prefix - 64) == masked(network.low, prefix - 64)
     }
 
     /// "192.0.2.1:4711", "[2001:db8::1]:4711", "192.0.2.1", "2001:db8::1", or the socket path.
     public var description: String {
-        switch self {
-        case .ip(let address, let port?): return "\(address.uriForm):\(port)"
-        case .ip(let address, nil): return address.description
-        case .local(let path): return path
-        }
+        guard let address = ip else { return path ?? "" }
+        guard let port else { return address.description }
+        return "\(address.uriForm):\(port)"
     }
 }
 
@@ -81,7 +113,7 @@ extension IPAddress {
 /// One --trust-proxy value: a CIDR range ("10.0.0.0/8", "2001:db8::/32", an address alone
 /// for itself), or `unix` for a Unix-socket listener's peers.
 public enum TrustedRange: Sendable, Hashable, CustomStringConvertible {
-    case network(IPAddress, prefix: Int)
+    case network(PeerAddress, prefix: Int)
     case unixSockets
 
     public init?(parsing text: String) {
@@ -100,14 +132,13 @@ public enum TrustedRange: Sendable, Hashable, CustomStringConvertible {
             prefix = address.bytes.count == 16 && address.unmapped.bytes.count == 4 ? value - 96 : value
             guard prefix >= 0, prefix <= bits else { return nil }
         }
-        self = .network(address.unmapped, prefix: prefix)
+        self = .network(.ip(address, port: nil), prefix: prefix)
     }
 
     public func contains(_ peer: PeerAddress) -> Bool {
-        switch (self, peer) {
-        case (.network(let network, let prefix), .ip(let address, _)): return address.unmapped.isIn(network: network, prefix: prefix)
-        case (.unixSockets, .local): return true
-        default: return false
+        switch self {
+        case .network(let network, let prefix): return peer.isIn(network, prefix: prefix)
+        case .unixSockets: return peer.family == 0
         }
     }
 

@@ -148,8 +148,43 @@ final class ClientAddressTests: IntegrationTestCase {
         XCTAssertTrue(text.contains("closed: no PROXY protocol header"), text)
     }
 
+    /// The PROXY header comes before TLS: the bytes after it are the TLS handshake's.
+    func testProxyHeaderBeforeTLS() throws {
+        let tls = try TLSMaterial.shared()
+        let program = path("address.sh")
+        try "#!/bin/sh\necho \"$REMOTE_ADDR $REMOTE_PORT $HTTPS\"\n".write(toFile: program, atomically: true, encoding: .utf8)
+        chmod(program, 0o755)
+        let (_, port) = try startListening(["--cert", tls.serverCert, "--key", tls.serverKey, "--proxy-protocol",
+                                            "--exec", program], scheme: "wss")
+        XCTAssertEqual(try client(port, ["ask", "--tls", tls.caCert, "--prefix-hex", hex("PROXY TCP6 2001:db8::5 ::1 4711 443\r\n")]),
+                       "MESSAGE 2001:db8::5 4711 on")
+    }
+
+    /// A Unix-socket listener: no address without a PROXY header, the header's with one;
+    /// `--trust-proxy unix` lets its peers send X-Forwarded-For.
+    func testUnixListenerGetsItsAddressFromTheProxy() throws {
+        let program = path("address.sh")
+        try "#!/bin/sh\necho \"[$REMOTE_ADDR] [$REMOTE_PORT]\"\n".write(toFile: program, atomically: true, encoding: .utf8)
+        chmod(program, 0o755)
+        let socket = path("ws.sock"), proxied = path("proxied.sock")
+        let plain = try spawnWspipe(["-l", "unix:" + socket, "--trust-proxy", "unix", "--exec", program], stdin: .null)
+        let withHeader = try spawnWspipe(["-l", "unix:" + proxied, "--proxy-protocol", "--trust-proxy", "unix", "--exec", program], stdin: .null)
+        for child in [plain, withHeader] {
+            XCTAssertNotNil(child.stderr.waitForLine(startingWith: "wspipe: listening on ws+unix://", timeout: 15), child.stderr.text)
+        }
+        XCTAssertEqual(try client(0, bind: nil, ["ask", "--unix", socket]), "MESSAGE [] []")
+        XCTAssertEqual(try client(0, bind: nil, ["ask", "--unix", socket, "--header", "X-Forwarded-For: 203.0.113.4"]),
+                       "MESSAGE [203.0.113.4] []")
+        XCTAssertEqual(try client(0, bind: nil, ["ask", "--unix", proxied, "--prefix-hex", hex("PROXY TCP4 203.0.113.7 10.0.0.1 5555 80\r\n")]),
+                       "MESSAGE [203.0.113.7] [5555]")
+        XCTAssertEqual(try client(0, bind: nil, ["ask", "--unix", proxied, "--prefix-hex", hex("PROXY UNKNOWN\r\n")]), "MESSAGE [] []")
+    }
+
     /// 1,000 bad connections (cut and malformed PROXY headers, an unknown v2 family, 16 KiB
-    /// of X-Forwarded-For): little memory and CPU for the server.
+    /// of X-Forwarded-For): little memory and CPU for the server. The issue's 0.5 s is for a
+    /// release binary (measured 0.09-0.10 s, RSS +148 KiB, WSPIPE_BIN=.build/release/wspipe);
+    /// the debug binary the tests run by default takes 0.46-0.55 s (its 16 KiB heads are
+    /// most of it), so it gets three times that.
     func testAThousandBadConnectionsCostLittle() throws {
         let (server, port) = try startListening(["--echo", "--proxy-protocol", "--trust-proxy", "127.0.0.0/8", "--trust-proxy", "10.0.0.0/8"])
         // A first round warms the allocator up; the second is measured.
@@ -159,7 +194,8 @@ final class ClientAddressTests: IntegrationTestCase {
         let rss = try residentKiB(of: server.pid) - rssBefore, cpu = try cpuSeconds(server.pid) - cpuBefore
         print("1000 bad connections: RSS +\(rss) KiB, CPU \(String(format: "%.3f", cpu)) s")
         XCTAssertLessThan(rss, 4 * 1024, "RSS grew \(mebibytes(rss))")
-        XCTAssertLessThan(cpu, 0.5, "CPU \(cpu) s")
+        let limit = Locations.wspipe.contains("/debug/") ? 1.5 : 0.5
+        XCTAssertLessThan(cpu, limit, "CPU \(cpu) s (\(Locations.wspipe))")
     }
 
     private func hex(_ text: String) -> String { text.utf8.map { String(format: "%02x", $0) }.joined() }

@@ -2,7 +2,9 @@
 bound to a chosen local address (127.0.0.2: a client that is not the proxy).
 
     client_address.py --port P [--bind A] ask [--header 'Name: value']... [--prefix-hex HEX]
-        One connection: the prefix (a PROXY header), then a WebSocket upgrade with the
+                      [--tls CAFILE] [--unix PATH]
+        One connection (to PATH with --unix): the prefix (a PROXY header), then (over TLS
+        with --tls, the server's certificate for localhost) a WebSocket upgrade with the
         headers. Prints `MESSAGE text` (the first text message after the 101), `STATUS n`
         (another answer), or `CLOSED n` (the server closed after n bytes and no status line).
     client_address.py --port P [--bind A] bad --count N
@@ -13,6 +15,7 @@ bound to a chosen local address (127.0.0.2: a client that is not the proxy).
 """
 import argparse
 import socket
+import ssl
 import struct
 import sys
 
@@ -69,9 +72,19 @@ def first_text(sock, rest):
 
 
 def ask(args):
-    sock = connect(args.port, args.bind)
+    if args.unix:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.settimeout(10)
+        sock.connect(args.unix)
+    else:
+        sock = connect(args.port, args.bind)
     headers = [h.encode() for h in args.header]
-    send(sock, bytes.fromhex(args.prefix_hex) + upgrade(headers))
+    if args.tls:
+        send(sock, bytes.fromhex(args.prefix_hex))
+        sock = ssl.create_default_context(cafile=args.tls).wrap_socket(sock, server_hostname="localhost")
+        send(sock, upgrade(headers))
+    else:
+        send(sock, bytes.fromhex(args.prefix_hex) + upgrade(headers))
     status, rest, total = read_answer(sock)
     if status is None:
         print(f"CLOSED {total}")
@@ -125,6 +138,8 @@ def main():
     one = sub.add_parser("ask")
     one.add_argument("--header", action="append", default=[])
     one.add_argument("--prefix-hex", default="")
+    one.add_argument("--tls")
+    one.add_argument("--unix")
     many = sub.add_parser("bad")
     many.add_argument("--count", type=int, default=1000)
     args = parser.parse_args()
