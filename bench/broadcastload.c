@@ -154,6 +154,8 @@ int main(int argc, char **argv) {
     struct sockaddr_in to = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
     to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     int stalled = 0;
+    char request[1024];
+    size_t request_length = format_request(request, sizeof request, "/");
 
     /* Connect and handshake in batches of 100, so the server's backlog never overflows. */
     for (int start = 0; start < count; start += 100) {
@@ -172,7 +174,7 @@ int main(int argc, char **argv) {
             from.sin_addr.s_addr = htonl(0x7F000002u + (uint32_t)(i % 200));
             if (bind(c->fd, (struct sockaddr *)&from, sizeof from) < 0) die("bind");
             if (connect(c->fd, (struct sockaddr *)&to, sizeof to) < 0) die("connect");
-            if (write(c->fd, request, sizeof request - 1) != (ssize_t)(sizeof request - 1)) die("write");
+            if (write(c->fd, request, request_length) != (ssize_t)request_length) die("write");
             fcntl(c->fd, F_SETFL, O_NONBLOCK);
             c->state = HANDSHAKE;
         }

@@ -4,11 +4,11 @@
  * loads; its own CPU is reported so that its limit is known.
  *
  *   echoload echo PORT CONNECTIONS SIZE WINDOW SECONDS
- *   echoload idle PORT CONNECTIONS
+ *   echoload idle PORT CONNECTIONS [PATH]
  *
  * Both open CONNECTIONS connections to 127.0.0.1:PORT from source addresses spread over
  * 127.0.0.2-201 (bind before connect: 200 x the ephemeral range, no port exhaustion), do the
- * opening handshakes by hand (no extension offered) in batches of 100 so the server's
+ * opening handshakes by hand (no extension offered; the path is /, or PATH) in batches of 100 so the server's
  * backlog never overflows.
  *
  * echo: prints "READY" once every handshake is done, then keeps WINDOW messages of SIZE
@@ -68,7 +68,9 @@ static unsigned char buf[1 << 18];
 
 /* Opens the connections and does their handshakes; bytes that followed a 101 are an error
  * (nothing was sent yet). */
-static void open_all(int port) {
+static void open_all(int port, const char *path) {
+    char request[1024];
+    size_t request_length = format_request(request, sizeof request, path);
     struct sockaddr_in to = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
     to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     for (int start = 0; start < count; start += 100) {
@@ -81,7 +83,7 @@ static void open_all(int port) {
             from.sin_addr.s_addr = htonl(0x7F000002u + (uint32_t)(i % 200));
             if (bind(c->fd, (struct sockaddr *)&from, sizeof from) < 0) die("bind");
             if (connect(c->fd, (struct sockaddr *)&to, sizeof to) < 0) die("connect");
-            if (write(c->fd, request, sizeof request - 1) != (ssize_t)(sizeof request - 1)) die("write");
+            if (write(c->fd, request, request_length) != (ssize_t)request_length) die("write");
         }
         for (int i = start; i < stop; i++) {
             char response[1024];
@@ -243,10 +245,10 @@ static int echo(double seconds) {
 
 int main(int argc, char **argv) {
     int is_echo = argc == 7 && strcmp(argv[1], "echo") == 0;
-    int is_idle = argc == 4 && strcmp(argv[1], "idle") == 0;
+    int is_idle = (argc == 4 || argc == 5) && strcmp(argv[1], "idle") == 0;
     if (!is_echo && !is_idle) {
         fprintf(stderr, "usage: echoload echo PORT CONNECTIONS SIZE WINDOW SECONDS\n"
-                        "       echoload idle PORT CONNECTIONS\n");
+                        "       echoload idle PORT CONNECTIONS [PATH]\n");
         return 2;
     }
     int port = atoi(argv[2]);
@@ -267,10 +269,10 @@ int main(int argc, char **argv) {
         size = strtoull(argv[4], NULL, 10);
         window = atoi(argv[5]);
         if (window < 1 || count < 1) { fprintf(stderr, "echoload: CONNECTIONS and WINDOW must be at least 1\n"); return 2; }
-        open_all(port);
+        open_all(port, "/");
         return echo(atof(argv[6]));
     }
-    open_all(port);
+    open_all(port, argc == 5 ? argv[4] : "/");
     printf("open %d\n", count);
     fflush(stdout);
     while (fgets((char *)buf, sizeof buf, stdin) == NULL && ferror(stdin) && errno == EINTR) {}

@@ -1,5 +1,5 @@
-/* What the load generators (broadcastload.c, echoload.c) share: errors, clocks, and the
- * opening handshake's request (a fixed key: the servers check its form, not its value).
+/* What the load generators (broadcastload.c, echoload.c) share: errors, clocks, the opening
+ * handshake's request (a fixed key: the servers check its form, not its value).
  * Each defines LOADGEN_NAME, the program name its errors start with, before including. */
 #include <errno.h>
 #include <stdint.h>
@@ -26,9 +26,14 @@ static double cpu_seconds(void) {
     return u.ru_utime.tv_sec + u.ru_stime.tv_sec + (u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
 }
 
-static const char request[] =
-    "GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-    "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n";
+/* The request for `path` into out (1 KiB is room enough); returns its length. */
+static size_t format_request(char *out, size_t size, const char *path) {
+    int n = snprintf(out, size,
+                     "GET %s HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                     "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n", path);
+    if (n < 0 || (size_t)n >= size) { fprintf(stderr, LOADGEN_NAME ": the path is too long\n"); exit(2); }
+    return (size_t)n;
+}
 
 /* A received frame's header, read a byte at a time (reads split headers anywhere). */
 struct frame_head {
