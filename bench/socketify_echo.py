@@ -16,5 +16,7 @@ app.ws("/*", {
     "idle_timeout": 0,
     "message": lambda ws, message, opcode: ws.send(message, opcode),
 })
-app.listen(int(sys.argv[1]), lambda config: None)
+# 127.0.0.1, not uWS's 0.0.0.0: a wildcard bind fails while a load generator's source
+# address (127.0.0.x) holds the same port number, even in TIME_WAIT.
+app.listen({"port": int(sys.argv[1]), "host": "127.0.0.1"}, lambda config: None)
 app.run()
