@@ -100,8 +100,13 @@ static void open_all(int port, const char *path) {
                 fprintf(stderr, "echoload: handshake refused: %.80s\n", response);
                 exit(1);
             }
-            if ((char *)memmem(response, got, "\r\n\r\n", 4) + 4 != response + got) {
-                fprintf(stderr, "echoload: bytes after the 101 of connection %d\n", i);
+            char *after = (char *)memmem(response, got, "\r\n\r\n", 4) + 4;
+            if (after != response + got) {
+                /* a Close (a program that could not start...) says why in its reason */
+                fprintf(stderr, "echoload: %d bytes after the 101 of connection %d:", (int)(response + got - after), i);
+                for (char *b = after; b < response + got && b < after + 64; b++)
+                    fprintf(stderr, *b >= 32 && *b < 127 ? " %c" : " %02x", (unsigned char)*b);
+                fprintf(stderr, "\n");
                 exit(1);
             }
         }
