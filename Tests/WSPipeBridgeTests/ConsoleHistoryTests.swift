@@ -136,6 +136,29 @@ final class ConsoleHistoryTests: XCTestCase {
         }
     }
 
+    func testAppendWaitsForAnotherConsolesLock() throws {
+        let path = root + "/history"
+        var loaded = ConsoleHistory(path: path)
+        XCTAssertEqual(loaded.load().warnings, [])
+        let history = loaded
+        // Another console in the middle of trimming the file holds the lock.
+        let other = open(path, O_RDWR | O_CLOEXEC)
+        XCTAssertGreaterThanOrEqual(other, 0)
+        defer { close(other) }
+        XCTAssertEqual(flock(other, LOCK_EX), 0)
+        let appended = DispatchSemaphore(value: 0)
+        DispatchQueue.global().async {
+            var mine = history
+            XCTAssertEqual(mine.append("waited"), [])
+            appended.signal()
+        }
+        XCTAssertEqual(appended.wait(timeout: .now() + 0.3), .timedOut, "the append waits for the lock")
+        XCTAssertEqual(contents(path), "")
+        XCTAssertEqual(flock(other, LOCK_UN), 0)
+        XCTAssertEqual(appended.wait(timeout: .now() + 10), .success)
+        XCTAssertEqual(contents(path), "waited\n")
+    }
+
     func testGarbageFileLoads() throws {
         let path = root + "/history"
         var bytes: [UInt8] = []

@@ -107,7 +107,10 @@ final class LineEditorTests: XCTestCase {
         XCTAssertEqual(e.apply(.enter), .submit([" secret"]))
         _ = e.apply(.text("hello"))
         _ = e.apply(.enter)
-        XCTAssertEqual(e.historyEntries, ["hello"], "no empty, space-led or repeated entry")
+        let long = String(repeating: "x", count: LineEditor.historyLineLimit + 1)
+        _ = e.apply(.text(long))
+        XCTAssertEqual(e.apply(.enter), .submit([long]))
+        XCTAssertEqual(e.historyEntries, ["hello"], "no empty, space-led, repeated or overlong entry")
     }
 
     func testHistoryKeepsTheTypedLine() {

@@ -24,6 +24,9 @@ package enum LineEditorAction: Equatable, Sendable {
 package struct LineEditor: Sendable {
     /// In-memory history entries kept (the oldest go first).
     package static let historyLimit = 1000
+    /// Longest line the in-memory history keeps (a pasted megabyte is sent, not recalled:
+    /// 1,000 of them would hold a gigabyte). The file keeps less (`ConsoleHistory`).
+    package static let historyLineLimit = 64 * 1024
 
     /// The line, one element per grapheme cluster; always `Array(String(characters))`, so a
     /// combining mark typed after its base joins it.
@@ -215,9 +218,9 @@ package struct LineEditor: Sendable {
     }
 
     /// Adds a sent line to the history as shells do: not an empty one, not one beginning
-    /// with a space, not the same as the newest entry.
+    /// with a space, not the same as the newest entry (nor one over `historyLineLimit`).
     private mutating func remember(_ text: String) {
-        guard !text.isEmpty, text.first != " ", text != history.last else { return }
+        guard !text.isEmpty, text.first != " ", text.utf8.count <= Self.historyLineLimit, text != history.last else { return }
         history.append(text)
         if history.count > Self.historyLimit { history.removeFirst(history.count - Self.historyLimit) }
     }
