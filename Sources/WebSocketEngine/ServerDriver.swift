@@ -252,7 +252,17 @@ public final class ServerDriver {
     public var handshakeCount: Int { exchanges.count }
     /// Times accepting paused because descriptors ran out (EMFILE/ENFILE).
     public var exhaustedCount: Int { listeners.reduce(0) { $0 + $1.exhaustedCount } }
-    var isFull: Bool { connections.count >= configuration.maximumClients }
+    /// The totals the route weighs a new client against.
+    var load: HandshakeRoute.Load { HandshakeRoute.Load(clients: connections.count, maximumClients: configuration.maximumClients) }
+
+    /// The route a request head takes: the policy, the site and the mode's word on it.
+    var route: HandshakeRoute {
+        HandshakeRoute(policy: configuration.policy, hasSite: site != nil,
+                       modeRefusal: { [weak mode] in mode?.refusal(for: $0) }, decidesLater: mode?.decidesLater ?? false)
+    }
+
+    /// What `clientAddress` holds against the per-address limits.
+    func standing(of clientAddress: String) -> HandshakeRoute.Standing { .unlimited }
 
     private func accepted(_ connection: TCPStream, tls: TLSServerContext?) {
         guard !isShuttingDown else { return connection.close() }
