@@ -212,7 +212,7 @@ final class HandshakeExchange {
     private func decide(_ head: HTTPRequestHead, parsed: Int) {
         guard let server else { return end() }
         origin = head.values("Origin").first
-        switch server.route.route(head, peer: server.standing(of: clientAddress), load: server.load) {
+        switch server.route.route(head, peer: server.standing(of: clientAddress, request: true), load: server.load) {
         case .metrics:
             refuse(server.configuration.policy.metricsAnswer(head, text: { server.exposition.text }) ?? [])
         case .answer(let bytes):
@@ -226,11 +226,14 @@ final class HandshakeExchange {
             handToSite(answer, parsed: parsed)
         case .refuse(let bytes):
             refuse(bytes)
+        case .limited(let reason, let bytes):
+            server.noteLimited(reason)
+            refuse(bytes)
         case .review(let request, let subprotocol):
             guard let mode = server.mode else { return upgrade(request, subprotocol: subprotocol, parsed: parsed) }
             let local = connection.localAddress ?? connection.remoteAddress
             let waiting = PendingHandshake(exchange: self, request: request, subprotocol: subprotocol,
-                                           remoteAddress: connection.remoteAddress, localAddress: local,
+                                           remoteAddress: clientAddress, localAddress: local,
                                            isSecure: stream is TLSStream, clientCertificateSubject: (stream as? TLSStream)?.peerSubject,
                                            parsed: parsed)
             phase = .awaitingVerdict(waiting)
@@ -313,8 +316,12 @@ final class HandshakeExchange {
     func accept(_ pending: PendingHandshake, subprotocol: String?, headers: [HTTPHeader],
                 delegate: ConnectionDelegate) throws(ResponseBuildError) {
         guard case .awaitingVerdict(let waiting) = phase, waiting === pending, let server else { return }
-        if let refusal = HandshakeRoute.capacityRefusal(peer: server.standing(of: clientAddress), load: server.load) {
-            return refuse(pending, response: refusal)
+        switch HandshakeRoute.capacityRefusal(peer: server.standing(of: clientAddress, request: false), load: server.load) {
+        case .refuse(let bytes)?: return refuse(pending, response: bytes)
+        case .limited(let reason, let bytes)?:
+            server.noteLimited(reason)
+            return refuse(pending, response: bytes)
+        default: break
         }
         try respond(pending.request, subprotocol: subprotocol, headers: server.configuration.policy.responseHeaders + headers,
                     parsed: pending.parsed, handing: (pending, delegate))
@@ -331,7 +338,7 @@ final class HandshakeExchange {
 
     private func refuse(_ bytes: [UInt8]) {
         let status = HandshakeExchange.status(of: bytes)
-        server?.noteRefusal(status: status, remoteAddress: connection.remoteAddress,
+        server?.noteRefusal(status: status, remoteAddress: clientAddress,
                             reason: status >= 400 ? HandshakeExchange.body(of: bytes) : nil, origin: origin)
         response = bytes
         phase = .writingRefusal
@@ -364,7 +371,8 @@ final class HandshakeExchange {
             server.exchangeEnded(self)
             let handing = accepted.handing
             phase = .ended
-            let handed = server.handOver(stream, connection: connection, request: accepted.request, subprotocol: accepted.subprotocol,
+            let handed = server.handOver(stream, connection: connection, clientAddress: clientAddress,
+                                         request: accepted.request, subprotocol: accepted.subprotocol,
                                          deflate: accepted.deflate, received: buffer, parsed: parsed, delegate: handing?.delegate)
             handing?.pending.finish(handed)
         } else {

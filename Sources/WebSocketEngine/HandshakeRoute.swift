@@ -25,6 +25,13 @@ struct HandshakeRoute {
 
     /// What this client's address holds (`AddressLimits`); `.unlimited` without a per-address
     /// limit or without an address.
+    enum AddressLimitReason: Equatable {
+        /// `--max-handshakes-per-ip`: the address made requests too fast.
+        case requests
+        /// `--max-clients-per-ip`: the address holds its share of clients.
+        case clients
+    }
+
     struct Standing: Equatable {
         /// Seconds until the address's handshake rate admits another request (nil: admitted now).
         var handshakeRetryAfter: Int?
@@ -45,6 +52,8 @@ struct HandshakeRoute {
         case site(otherwise: [UInt8])
         /// This refusal goes out, then the connection closes.
         case refuse([UInt8])
+        /// A per-address limit's 429 (with Retry-After) goes out, then the connection closes.
+        case limited(AddressLimitReason, [UInt8])
         /// The upgrade is accepted with this subprotocol: the 101 goes out.
         case upgrade(HandshakeRequest, subprotocol: String?)
         /// The mode reviews the accepted request (`PendingHandshake`).
@@ -57,7 +66,7 @@ struct HandshakeRoute {
     /// the mode's refusal.
     func route(_ head: HTTPRequestHead, peer: Standing, load: Load) -> Decision {
         if let seconds = peer.handshakeRetryAfter {
-            return .refuse(HandshakeRoute.tooMany(retryAfter: seconds, body: "too many requests from this address; retry later"))
+            return .limited(.requests, HandshakeRoute.tooMany(retryAfter: seconds, body: "too many requests from this address; retry later"))
         }
         let request: HandshakeRequest
         do throws(HandshakeRefusal) {
@@ -68,7 +77,7 @@ struct HandshakeRoute {
             if let health = policy.answerPlainGet(method: head.method, target: head.target) { return .answer(health) }
             return hasSite ? .site(otherwise: error.response) : .refuse(error.response)
         }
-        if let refusal = HandshakeRoute.capacityRefusal(peer: peer, load: load) { return .refuse(refusal) }
+        if let refusal = HandshakeRoute.capacityRefusal(peer: peer, load: load) { return refusal }
         switch policy.decide(request) {
         case .refuse(let status, let headers, let body):
             return .refuse(HTTPResponse.refusalBytesOrPlain(status: status, headers: headers, body: body))
@@ -82,13 +91,13 @@ struct HandshakeRoute {
 
     /// The refusal of one more client: 503 when the server is full, 429 when its address is
     /// (nil: there is room). Also asked again when a reviewed handshake is accepted.
-    static func capacityRefusal(peer: Standing, load: Load) -> [UInt8]? {
+    static func capacityRefusal(peer: Standing, load: Load) -> Decision? {
         if load.isFull {
-            return HTTPResponse.refusalBytesOrPlain(status: 503, headers: [HTTPHeader(name: "Retry-After", value: "1")],
-                                                    body: "too many clients (the limit is \(load.maximumClients))")
+            return .refuse(HTTPResponse.refusalBytesOrPlain(status: 503, headers: [HTTPHeader(name: "Retry-After", value: "1")],
+                                                            body: "too many clients (the limit is \(load.maximumClients))"))
         }
         if let limit = peer.maximumClients, peer.clients >= limit {
-            return tooMany(retryAfter: 1, body: "too many clients from this address (the limit is \(limit))")
+            return .limited(.clients, tooMany(retryAfter: 1, body: "too many clients from this address (the limit is \(limit))"))
         }
         return nil
     }

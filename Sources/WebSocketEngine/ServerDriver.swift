@@ -28,6 +28,10 @@ public struct ServerConfiguration: Sendable {
     public var deflate: PerMessageDeflate?
     /// Plain GETs answered with files and the console page (after the health and metrics paths).
     public var site = StaticSiteConfiguration()
+    /// Limits per client address (nil: none; no table is kept).
+    public var perAddress: AddressLimitSettings?
+    /// Each client's message and byte rates (nil: none; no bucket is kept).
+    public var rates: MessageRateSettings?
 
     public init() {}
 }
@@ -227,6 +231,12 @@ public final class ServerDriver {
     public private(set) var endedTotals = ServerTotals()
     /// The wall clock at `init`, in seconds since the Unix epoch.
     public let startTime = MetricsExposition.wallClock()
+    /// The per-address counts (nil without `perAddress`), and the key each client's
+    /// connection counts under.
+    private var addressTable: AddressTable?
+    private var clientKeys: [Int: AddressKey] = [:]
+    /// Refusals and pauses of the limits, for the metrics.
+    public private(set) var limitCounts = LimitCounts()
     /// libz is mapped on the first offer we would accept (a server whose clients offer
     /// nothing never maps it); nil until then, false if it cannot be loaded (offers declined).
     private var zlibLoaded: Bool?
@@ -236,6 +246,7 @@ public final class ServerDriver {
         self.configuration = configuration
         self.mode = mode
         site = configuration.site.isEmpty ? nil : StaticSite(configuration.site)
+        addressTable = configuration.perAddress.map(AddressTable.init)
     }
 
     /// Accepts on `socket` from now on; with `tls`, each connection's TLS handshake runs on
@@ -261,8 +272,31 @@ public final class ServerDriver {
                        modeRefusal: { [weak mode] in mode?.refusal(for: $0) }, decidesLater: mode?.decidesLater ?? false)
     }
 
-    /// What `clientAddress` holds against the per-address limits.
-    func standing(of clientAddress: String) -> HandshakeRoute.Standing { .unlimited }
+    /// What `clientAddress` holds against the per-address limits; `request`: a request head
+    /// came from it, which takes a token of its request rate. Unlimited without an IP
+    /// address (a Unix socket's client).
+    func standing(of clientAddress: String, request: Bool) -> HandshakeRoute.Standing {
+        guard let settings = configuration.perAddress,
+              let key = AddressKey(clientAddress, ipv6PrefixBits: settings.ipv6PrefixBits) else { return .unlimited }
+        let now = RateKeeper.seconds(.now())
+        let wait = request ? addressTable?.request(key, now: now) : nil
+        return HandshakeRoute.Standing(handshakeRetryAfter: wait.map { Int($0.rounded(.up)) }, clients: addressTable?.clients(key) ?? 0,
+                                       maximumClients: settings.maximumClients)
+    }
+
+    func noteLimited(_ reason: HandshakeRoute.AddressLimitReason) {
+        switch reason {
+        case .requests: limitCounts.requestsPerAddress += 1
+        case .clients: limitCounts.clientsPerAddress += 1
+        }
+    }
+
+    func noteRate(_ event: RateEvent) {
+        switch event {
+        case .paused: limitCounts.ratePaused += 1
+        case .closed: limitCounts.rateClosed += 1
+        }
+    }
 
     private func accepted(_ connection: TCPStream, tls: TLSServerContext?) {
         guard !isShuttingDown else { return connection.close() }
@@ -356,7 +390,7 @@ public final class ServerDriver {
     /// mode's handler). `stream` is `connection` or the TLS stream over it. Nil when the
     /// server is shutting down (the stream is closed).
     @discardableResult
-    func handOver(_ stream: ByteStream, connection: TCPStream, request: HandshakeRequest, subprotocol: String?,
+    func handOver(_ stream: ByteStream, connection: TCPStream, clientAddress: String, request: HandshakeRequest, subprotocol: String?,
                   deflate: (response: ExtensionOffer, agreed: PerMessageDeflate)?,
                   received: ByteBuffer?, parsed: Int, delegate: ConnectionDelegate? = nil) -> ServerConnection? {
         guard let mode, !isShuttingDown else { stream.close(); return nil }
@@ -365,11 +399,15 @@ public final class ServerDriver {
         acceptedCount += 1
         let local = connection.localAddress ?? connection.remoteAddress
         let tls = stream as? TLSStream
-        let info = ClientInfo(id: id, request: request, remoteAddress: connection.remoteAddress, localAddress: local,
+        let info = ClientInfo(id: id, request: request, remoteAddress: clientAddress, localAddress: local,
                               isSecure: tls != nil, clientCertificateSubject: tls?.peerSubject, subprotocol: subprotocol,
                               deflate: deflate.map { ($0.response, $0.agreed.configuration) }, tlsSummary: tls?.summary)
         let connection = ServerConnection(info: info, server: self)
         connections[id] = connection
+        if let settings = configuration.perAddress, let key = AddressKey(clientAddress, ipv6PrefixBits: settings.ipv6PrefixBits) {
+            addressTable?.connected(key, now: RateKeeper.seconds(.now()))
+            clientKeys[id] = key
+        }
         connection.handler = delegate ?? mode.handler(for: connection)
         let agreement = ServerHandshake.agreement(subprotocol: subprotocol, deflate: deflate?.agreed)
         let driver = ConnectionDriver(loop: loop, stream: stream, agreement: agreement,
@@ -377,7 +415,7 @@ public final class ServerDriver {
                                       received: received, parsed: parsed, delegate: connection)
         onEvent?(.connected(connection))
         mode.connectionWillStart(connection, driver: driver)
-        connection.start(driver, limits: configuration.perClient)
+        connection.start(driver, limits: configuration.perClient, rates: configuration.rates)
         mode.connectionDidStart(connection)
         if !mode.keepsRequests { connection.forgetRequest() }
         return connection
@@ -385,6 +423,7 @@ public final class ServerDriver {
 
     func connectionEnded(_ connection: ServerConnection, _ driver: ConnectionDriver, _ ending: ConnectionEnding) {
         connections[connection.info.id] = nil
+        if let key = clientKeys.removeValue(forKey: connection.info.id) { addressTable?.disconnected(key, now: RateKeeper.seconds(.now())) }
         endedTotals.add(connection, driver)
         if let received = driver.closeReceived { endedTotals.closes[received.code?.rawValue ?? 1005, default: 0] += 1 }
         if connection.info.deflate != nil { noteDeflateEnded() }
@@ -417,6 +456,7 @@ public final class ServerDriver {
         metrics.childrenRunning = mode?.childrenRunning
         metrics.busLosses = mode?.busLosses
         metrics.startTime = startTime
+        if configuration.perAddress != nil || configuration.rates != nil { metrics.limited = limitCounts }
         return metrics
     }
 

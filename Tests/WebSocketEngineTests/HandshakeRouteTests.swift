@@ -24,13 +24,18 @@ final class HandshakeRouteTests: XCTestCase {
         case .answer(let bytes): return "answer \(HandshakeExchange.status(of: bytes))"
         case .site(let otherwise): return "site else \(HandshakeExchange.status(of: otherwise))"
         case .refuse(let bytes): return "refuse \(HandshakeExchange.status(of: bytes))"
+        case .limited(let reason, let bytes): return "limited \(reason) \(HandshakeExchange.status(of: bytes))"
         case .upgrade(_, let subprotocol): return "upgrade \(subprotocol ?? "-")"
         case .review(_, let subprotocol): return "review \(subprotocol ?? "-")"
         }
     }
 
     private func headerValue(_ name: String, _ decision: HandshakeRoute.Decision) -> String? {
-        guard case .refuse(let bytes) = decision else { return nil }
+        let bytes: [UInt8]
+        switch decision {
+        case .refuse(let refusal), .limited(_, let refusal): bytes = refusal
+        default: return nil
+        }
         let text = String(decoding: bytes, as: UTF8.self)
         return text.split(separator: "\r\n").first { $0.lowercased().hasPrefix(name.lowercased() + ":") }
             .map { String($0.dropFirst(name.count + 1).drop { $0 == " " }) }
@@ -68,7 +73,7 @@ final class HandshakeRouteTests: XCTestCase {
         XCTAssertEqual(headerValue("Retry-After", decision), "1")
         let crowded = HandshakeRoute.Standing(clients: 3, maximumClients: 3)
         let perAddress = route.route(upgradeHead(), peer: crowded, load: room)
-        XCTAssertEqual(shown(perAddress), "refuse 429")
+        XCTAssertEqual(shown(perAddress), "limited clients 429")
         XCTAssertEqual(headerValue("Retry-After", perAddress), "1")
         XCTAssertEqual(shown(route.route(upgradeHead(), peer: HandshakeRoute.Standing(clients: 2, maximumClients: 3), load: room)), "upgrade -")
         XCTAssertEqual(shown(route.route(upgradeHead(), peer: crowded, load: full)), "refuse 503", "the totals come first")
@@ -81,7 +86,7 @@ final class HandshakeRouteTests: XCTestCase {
         let limited = HandshakeRoute.Standing(handshakeRetryAfter: 3)
         for head in [upgradeHead(), plainGet("/health"), plainGet("/index.html")] {
             let decision = route.route(head, peer: limited, load: room)
-            XCTAssertEqual(shown(decision), "refuse 429", head.target)
+            XCTAssertEqual(shown(decision), "limited requests 429", head.target)
             XCTAssertEqual(headerValue("Retry-After", decision), "3")
         }
     }
