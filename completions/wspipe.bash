@@ -31,6 +31,7 @@ _wspipe() {
         --forward --forward-tokens
         --metrics --static --staticdir --bus --bus-inbound --bus-password-file --bus-ping
         --forward-listen
+        --max-clients-per-ip --max-handshakes-per-ip --ipv6-prefix --rate-limit --byte-rate --rate-limit-action
         --trust-proxy --client-address-header
         --deflate-client-window-bits --deflate-server-window-bits --decompress"
 
@@ -105,6 +106,15 @@ _wspipe() {
             return ;;
         --queue-policy)
             COMPREPLY=($(compgen -W "block drop-oldest drop-newest fail" -- "$cur"))
+            return ;;
+        --rate-limit-action)
+            COMPREPLY=($(compgen -W "pause close" -- "$cur"))
+            return ;;
+        --rate-limit|--max-handshakes-per-ip)
+            COMPREPLY=($(compgen -W "10/s 100/s 1000/s:2000" -- "$cur"))
+            return ;;
+        --byte-rate)
+            COMPREPLY=($(compgen -W "64K/s 1M/s 1M/s:4M" -- "$cur"))
             return ;;
         --max-retries|--queue-size)
             COMPREPLY=($(compgen -W "0 1 3 10 100 1000 10000" -- "$cur"))

@@ -119,6 +119,7 @@ extension Settings {
         serve.server.policy.servesTLS = serve.tls != nil
         serve.server.policy.subprotocols = config.subprotocols
         if let maxClients { serve.server.maximumClients = maxClients }
+        try applyLimits(&serve.server)
         if let handshakeTimeout { serve.server.handshakeTimeout = handshakeTimeout }
         serve.server.maximumMessageSize = config.maxMessageSize
         serve.server.connection.closeTimeout = config.closeTimeout
@@ -290,5 +291,25 @@ extension Settings {
         serving.caFile = config.client.caFile
         serving.insecure = config.client.insecure
         return serving
+    }
+}
+
+extension Settings {
+    /// The per-address and rate limits: set only when asked for (a server without them
+    /// keeps no table and no bucket).
+    func applyLimits(_ server: inout ServerConfiguration) throws(UsageError) {
+        var perAddress = addressLimits
+        if let ipv6PrefixBits {
+            guard perAddress != AddressLimitSettings() else {
+                throw UsageError("--ipv6-prefix is for --max-clients-per-ip or --max-handshakes-per-ip")
+            }
+            perAddress.ipv6PrefixBits = ipv6PrefixBits
+        }
+        if perAddress != AddressLimitSettings() { server.perAddress = perAddress }
+        if rates.messages != nil || rates.bytes != nil {
+            server.rates = rates
+        } else if rates.action != .pause {
+            throw UsageError("--rate-limit-action is for --rate-limit or --byte-rate")
+        }
     }
 }

@@ -22,6 +22,11 @@ struct Settings {
     var policy = HandshakePolicy()
     var requireBearer = false
     var maxClients: Int?
+    /// --max-clients-per-ip, --max-handshakes-per-ip, --ipv6-prefix (applied when one of the first two is set).
+    var addressLimits = AddressLimitSettings()
+    var ipv6PrefixBits: Int?
+    /// --rate-limit, --byte-rate, --rate-limit-action.
+    var rates = MessageRateSettings()
     var handshakeTimeout: Double?
     var oneshot = false
     var reusePort = false

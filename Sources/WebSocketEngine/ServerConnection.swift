@@ -79,13 +79,14 @@ public final class ServerConnection: ConnectionDelegate {
     public private(set) var bytesReceived: UInt64 = 0
     private var countsMessages = false
 
-    func start(_ driver: ConnectionDriver, limits settings: ConnectionLimits) {
+    func start(_ driver: ConnectionDriver, limits settings: ConnectionLimits, rates: MessageRateSettings? = nil) {
         self.driver = driver
         countsMessages = settings.countsMessages
-        if settings != ConnectionLimits(), let loop = server?.loop {
-            let keeper = LimitKeeper(settings, loop: loop) { [weak self] _ in
+        if settings != ConnectionLimits() || rates != nil, let loop = server?.loop {
+            let keeper = LimitKeeper(settings, loop: loop, rates: rates) { [weak self] _ in
                 self?.driver?.close(ClosePayload(code: .normalClosure))
             }
+            keeper.rates?.onEvent = { [weak self] in self?.server?.noteRate($0) }
             keeper.attach(driver)
             limits = keeper
         }
@@ -95,21 +96,24 @@ public final class ServerConnection: ConnectionDelegate {
     /// The connection has started and its mode does not keep requests.
     func forgetRequest() { info.forgetRequest() }
 
-    /// -n reached: messages that came in the same read as the last one counted are not
+    /// -n reached, or closed for going over the rate: messages that came in the same read as the last one counted are not
     /// the handler's (a broadcast would write them to stdout).
     private var pastLimit: Bool { limits?.limitReached ?? false }
 
     public func connection(_ c: ConnectionDriver, didStartMessage kind: MessageKind) {
+        if let rates = limits?.rates, !rates.messageStarted() { return }
         if !pastLimit { handler?.connection(c, didStartMessage: kind) }
     }
     public func connection(_ c: ConnectionDriver, didReceive bytes: UnsafeMutableRawPointer, count: Int, in buffer: ByteBuffer) {
         bytesReceived &+= UInt64(count)
+        if let rates = limits?.rates, !rates.received(count) { return }
         if !pastLimit { handler?.connection(c, didReceive: bytes, count: count, in: buffer) }
     }
     public func connectionDidEndMessage(_ c: ConnectionDriver) {
         messagesReceived &+= 1
         guard !pastLimit else { return }
         handler?.connectionDidEndMessage(c)
+        limits?.rates?.messageEnded()
         // After the handler saw the message: the idle clock and -n.
         if countsMessages, limits?.received() == true { c.close(ClosePayload(code: .normalClosure)) }
     }

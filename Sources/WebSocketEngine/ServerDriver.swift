@@ -30,6 +30,10 @@ public struct ServerConfiguration: Sendable {
     public var site = StaticSiteConfiguration()
     /// Who the client is behind a proxy: --trust-proxy, --proxy-protocol, --client-address-header.
     public var clientAddress = ClientAddressPolicy()
+    /// Limits per client address (nil: none; no table is kept).
+    public var perAddress: AddressLimitSettings?
+    /// Each client's message and byte rates (nil: none; no bucket is kept).
+    public var rates: MessageRateSettings?
 
     public init() {}
 }
@@ -234,6 +238,12 @@ public final class ServerDriver {
     public private(set) var endedTotals = ServerTotals()
     /// The wall clock at `init`, in seconds since the Unix epoch.
     public let startTime = MetricsExposition.wallClock()
+    /// The per-address counts (nil without `perAddress`), and the key each client's
+    /// connection counts under.
+    private var addressTable: AddressTable?
+    private var clientKeys: [Int: AddressKey] = [:]
+    /// Refusals and pauses of the limits, for the metrics.
+    public private(set) var limitCounts = LimitCounts()
     /// libz is mapped on the first offer we would accept (a server whose clients offer
     /// nothing never maps it); nil until then, false if it cannot be loaded (offers declined).
     private var zlibLoaded: Bool?
@@ -243,6 +253,7 @@ public final class ServerDriver {
         self.configuration = configuration
         self.mode = mode
         site = configuration.site.isEmpty ? nil : StaticSite(configuration.site)
+        addressTable = configuration.perAddress.map(AddressTable.init)
     }
 
     /// Accepts on `socket` from now on; with `tls`, each connection's TLS handshake runs on
@@ -259,7 +270,40 @@ public final class ServerDriver {
     public var handshakeCount: Int { exchanges.count + proxyReaders.count }
     /// Times accepting paused because descriptors ran out (EMFILE/ENFILE).
     public var exhaustedCount: Int { listeners.reduce(0) { $0 + $1.exhaustedCount } }
-    var isFull: Bool { connections.count >= configuration.maximumClients }
+    /// The totals the route weighs a new client against.
+    var load: HandshakeRoute.Load { HandshakeRoute.Load(clients: connections.count, maximumClients: configuration.maximumClients) }
+
+    /// The route a request head takes: the policy, the site and the mode's word on it.
+    var route: HandshakeRoute {
+        HandshakeRoute(policy: configuration.policy, hasSite: site != nil,
+                       modeRefusal: { [weak mode] in mode?.refusal(for: $0) }, decidesLater: mode?.decidesLater ?? false)
+    }
+
+    /// What `clientAddress` holds against the per-address limits; `request`: a request head
+    /// came from it, which takes a token of its request rate. Unlimited without an IP
+    /// address (a Unix socket's client).
+    func standing(of clientAddress: PeerAddress, request: Bool) -> HandshakeRoute.Standing {
+        guard let settings = configuration.perAddress,
+              let key = AddressKey(clientAddress.description, ipv6PrefixBits: settings.ipv6PrefixBits) else { return .unlimited }
+        let now = RateKeeper.seconds(.now())
+        let wait = request ? addressTable?.request(key, now: now) : nil
+        return HandshakeRoute.Standing(handshakeRetryAfter: wait.map { Int($0.rounded(.up)) }, clients: addressTable?.clients(key) ?? 0,
+                                       maximumClients: settings.maximumClients)
+    }
+
+    func noteLimited(_ reason: HandshakeRoute.AddressLimitReason) {
+        switch reason {
+        case .requests: limitCounts.requestsPerAddress += 1
+        case .clients: limitCounts.clientsPerAddress += 1
+        }
+    }
+
+    func noteRate(_ event: RateEvent) {
+        switch event {
+        case .paused: limitCounts.ratePaused += 1
+        case .closed: limitCounts.rateClosed += 1
+        }
+    }
 
     private func accepted(_ connection: TCPStream, tls: TLSServerContext?) {
         guard !isShuttingDown else { return connection.close() }
@@ -399,6 +443,10 @@ public final class ServerDriver {
                               deflate: deflate.map { ($0.response, $0.agreed.configuration) }, tlsSummary: tls?.summary)
         let connection = ServerConnection(info: info, server: self)
         connections[id] = connection
+        if let settings = configuration.perAddress, let key = AddressKey(clientAddress.description, ipv6PrefixBits: settings.ipv6PrefixBits) {
+            addressTable?.connected(key, now: RateKeeper.seconds(.now()))
+            clientKeys[id] = key
+        }
         connection.handler = delegate ?? mode.handler(for: connection)
         let agreement = ServerHandshake.agreement(subprotocol: subprotocol, deflate: deflate?.agreed)
         let driver = ConnectionDriver(loop: loop, stream: stream, agreement: agreement,
@@ -406,7 +454,7 @@ public final class ServerDriver {
                                       received: received, parsed: parsed, delegate: connection)
         onEvent?(.connected(connection))
         mode.connectionWillStart(connection, driver: driver)
-        connection.start(driver, limits: configuration.perClient)
+        connection.start(driver, limits: configuration.perClient, rates: configuration.rates)
         mode.connectionDidStart(connection)
         if !mode.keepsRequests { connection.forgetRequest() }
         return connection
@@ -414,6 +462,7 @@ public final class ServerDriver {
 
     func connectionEnded(_ connection: ServerConnection, _ driver: ConnectionDriver, _ ending: ConnectionEnding) {
         connections[connection.info.id] = nil
+        if let key = clientKeys.removeValue(forKey: connection.info.id) { addressTable?.disconnected(key, now: RateKeeper.seconds(.now())) }
         endedTotals.add(connection, driver)
         if let received = driver.closeReceived { endedTotals.closes[received.code?.rawValue ?? 1005, default: 0] += 1 }
         if connection.info.deflate != nil { noteDeflateEnded() }
@@ -446,6 +495,7 @@ public final class ServerDriver {
         metrics.childrenRunning = mode?.childrenRunning
         metrics.busLosses = mode?.busLosses
         metrics.startTime = startTime
+        if configuration.perAddress != nil || configuration.rates != nil { metrics.limited = limitCounts }
         return metrics
     }
 

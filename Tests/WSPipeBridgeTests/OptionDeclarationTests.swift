@@ -116,7 +116,8 @@ final class OptionDeclarationTests: XCTestCase {
         XCTAssertEqual(names(Option.serverOnly), Set(["--listen", "--reuseport", "--echo", "--broadcast", "--bus", "--bus-inbound",
             "--bus-password-file", "--bus-ping", "--path", "--allow-origin", "--sameorigin", "--require-protocol", "--require-bearer",
             "--health", "--metrics", "--metrics-public", "--static", "--staticdir", "--devconsole", "--response-header",
-            "--max-clients", "--handshake-timeout", "--exec", "--sh", "--dir", "--close-grace", "--max-children", "--passenv",
+            "--max-clients", "--max-clients-per-ip", "--max-handshakes-per-ip", "--ipv6-prefix", "--rate-limit", "--byte-rate",
+            "--rate-limit-action", "--handshake-timeout", "--exec", "--sh", "--dir", "--close-grace", "--max-children", "--passenv",
             "--client-ca", "--forward", "--forward-tokens", "--oneshot", "--trust-proxy", "--proxy-protocol", "--client-address-header"]))
         XCTAssertEqual(names(Option.clientOnly), Set(["--proxy", "--socks5", "--noproxy", "--unix-socket", "--connect-to", "--resolve",
             "--ipv4", "--ipv6", "--location", "--max-redirs", "--insecure", "--cacert", "--sni", "--header", "--origin",
