@@ -43,9 +43,9 @@ final class ClientAddressTests: IntegrationTestCase {
         return child
     }
 
-    func testHAProxySendProxyV2GivesTheProgramTheClientsAddress() throws {
+    /// HAProxy in TCP mode in front of `port`, sending PROXY v2; its port.
+    private func startHAProxy(to port: Int) throws -> Int {
         let haproxy = try Tool.haproxy.path()
-        let (server, port) = try serveAddressProgram(["--proxy-protocol", "--trust-proxy", "127.0.0.1/32"])
         let front = try freePort()
         let config = path("haproxy.cfg")
         try """
@@ -64,6 +64,12 @@ final class ClientAddressTests: IntegrationTestCase {
 
         """.write(toFile: config, atomically: true, encoding: .utf8)
         _ = try startProxy(haproxy, ["-db", "-f", config], port: front)
+        return front
+    }
+
+    func testHAProxySendProxyV2GivesTheProgramTheClientsAddress() throws {
+        let (server, port) = try serveAddressProgram(["--proxy-protocol", "--trust-proxy", "127.0.0.1/32"])
+        let front = try startHAProxy(to: port)
         let answer = try client(front, ["ask"])
         XCTAssertTrue(answer.hasPrefix("MESSAGE 127.0.0.2 "), "\(answer); server: \(server.stderr.text)")
         XCTAssertNotNil(Int(answer.split(separator: " ").last ?? ""), "REMOTE_PORT is the client's: \(answer)")
@@ -74,9 +80,9 @@ final class ClientAddressTests: IntegrationTestCase {
         XCTAssertTrue(server.stderr.text.contains("closed: not in --trust-proxy"), server.stderr.text)
     }
 
-    func testNginxXForwardedForGivesTheProgramTheClientsAddress() throws {
+    /// nginx in front of `port` (proxy_pass with the Upgrade headers, X-Forwarded-For added); its port.
+    private func startNginx(to port: Int) throws -> Int {
         let nginx = try Tool.nginx.path()
-        let (server, port) = try serveAddressProgram(["--trust-proxy", "127.0.0.1/32"])
         let front = try freePort()
         let prefix = path("nginx")
         try FileManager.default.createDirectory(atPath: prefix, withIntermediateDirectories: true)
@@ -107,10 +113,33 @@ final class ClientAddressTests: IntegrationTestCase {
 
         """.write(toFile: prefix + "/nginx.conf", atomically: true, encoding: .utf8)
         _ = try startProxy(nginx, ["-p", prefix, "-c", prefix + "/nginx.conf", "-e", prefix + "/error.log"], port: front)
+        return front
+    }
+
+    func testNginxXForwardedForGivesTheProgramTheClientsAddress() throws {
+        let (server, port) = try serveAddressProgram(["--trust-proxy", "127.0.0.1/32"])
+        let front = try startNginx(to: port)
         XCTAssertEqual(try client(front, ["ask"]), "MESSAGE 127.0.0.2 ", "X-Forwarded-For has no port: REMOTE_PORT is empty")
         // The client's own claim is left of what nginx adds: walked right to left, it is not believed.
         XCTAssertEqual(try client(front, ["ask", "--header", "X-Forwarded-For: 203.0.113.9"]), "MESSAGE 127.0.0.2 ")
         XCTAssertTrue(server.stderr.text.contains("connected from 127.0.0.2 to /"), server.stderr.text)
+    }
+
+    /// --max-clients-per-ip counts the PROXY header's address, not HAProxy's.
+    func testPerAddressLimitAppliesToTheClientBehindHAProxy() throws {
+        let (_, port) = try startListening(["--echo", "--proxy-protocol", "--trust-proxy", "127.0.0.1", "--max-clients-per-ip", "1"])
+        let front = try startHAProxy(to: port)
+        XCTAssertEqual(try client(front, bind: nil, ["hold", "--from", "127.0.0.2", "--from", "127.0.0.2", "--from", "127.0.0.3"]),
+                       "STATUSES 101 429 101")
+    }
+
+    /// --max-clients-per-ip counts the address nginx names, not nginx's own: a second client
+    /// from 127.0.0.2 gets 429, one from 127.0.0.3 is admitted.
+    func testPerAddressLimitAppliesToTheClientBehindNginx() throws {
+        let (_, port) = try startListening(["--echo", "--trust-proxy", "127.0.0.1", "--max-clients-per-ip", "1"])
+        let front = try startNginx(to: port)
+        XCTAssertEqual(try client(front, bind: nil, ["hold", "--from", "127.0.0.2", "--from", "127.0.0.2", "--from", "127.0.0.3"]),
+                       "STATUSES 101 429 101")
     }
 
     func testHeadersFromAnUntrustedPeerAreNotRead() throws {

@@ -12,6 +12,9 @@ bound to a chosen local address (127.0.0.2: a client that is not the proxy).
         our side ends), a malformed v1 line, a v2 header with an unknown family, a v2 header
         cut short, and a valid v1 header from 10.9.9.9 followed by an upgrade whose X-Forwarded-For
         fills the 16 KiB head with 10/8 hops (trust 10.0.0.0/8: every hop is walked). Prints `DONE closed=C upgraded=U other=O` (closed: no byte came back).
+    client_address.py --port P hold --from A [--from A]...
+        One upgrade from each address in turn, each kept open while the next is made.
+        Prints `STATUSES s1 s2 ...` (0: closed without a status).
 """
 import argparse
 import socket
@@ -130,6 +133,19 @@ def bad(args):
     print(f"DONE closed={closed} upgraded={upgraded} other={other}")
 
 
+def hold(args):
+    held, statuses = [], []
+    for address in args.sources:
+        sock = connect(args.port, address)
+        send(sock, upgrade([]))
+        status, _, _ = read_answer(sock)
+        statuses.append(str(status or 0))
+        held.append(sock)
+    print("STATUSES " + " ".join(statuses))
+    for sock in held:
+        sock.close()
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--port", type=int, required=True)
@@ -142,8 +158,10 @@ def main():
     one.add_argument("--unix")
     many = sub.add_parser("bad")
     many.add_argument("--count", type=int, default=1000)
+    keep = sub.add_parser("hold")
+    keep.add_argument("--from", dest="sources", action="append", required=True)
     args = parser.parse_args()
-    ask(args) if args.command == "ask" else bad(args)
+    {"ask": ask, "bad": bad, "hold": hold}[args.command](args)
 
 
 if __name__ == "__main__":
