@@ -281,7 +281,8 @@ final class HandshakeExchange {
         if let buffer, parsed < buffer.count {
             pipelined = Array(UnsafeRawBufferPointer(start: buffer.base + parsed, count: buffer.count - parsed))
         }
-        let site = SiteExchange(loop: loop, connection: connection, connectionAddress: connectionAddress, stream: stream, server: server, answer: answer, pipelined: pipelined)
+        let site = SiteExchange(loop: loop, connection: connection, connectionAddress: connectionAddress, stream: stream, server: server,
+                                answer: answer, pipelined: pipelined)
         switch site.sendNow() {
         case .done:
             guard answer.keepAlive else {

@@ -40,10 +40,13 @@ public enum ProxyProtocol {
         guard end + 1 < bytes.count else { return end + 1 >= v1MaximumLength ? .invalid(.v1TooLong) : .needMore }
         guard bytes[end + 1] == 0x0A else { return .invalid(.v1Malformed("CR without LF")) }
         let length = end + 2
-        let fields = bytes[v1Prefix.count..<end].split(separator: 0x20, omittingEmptySubsequences: false).map { String(decoding: $0, as: UTF8.self) }
+        let fields = bytes[v1Prefix.count..<end].split(separator: 0x20, omittingEmptySubsequences: false)
+            .map { String(decoding: $0, as: UTF8.self) }
         guard let family = fields.first else { return .invalid(.v1Malformed("no protocol")) }
         if family == "UNKNOWN" { return .header(ProxyHeader(version: 1, addresses: nil, length: length)) }
-        guard family == "TCP4" || family == "TCP6" else { return .invalid(.v1Malformed("protocol '\(family.prefix(8))' is not TCP4, TCP6 or UNKNOWN")) }
+        guard family == "TCP4" || family == "TCP6" else {
+            return .invalid(.v1Malformed("protocol '\(family.prefix(8))' is not TCP4, TCP6 or UNKNOWN"))
+        }
         guard fields.count == 5 else { return .invalid(.v1Malformed("\(fields.count - 1) fields after \(family), not 4")) }
         guard let source = IPAddress(fields[1]), let destination = IPAddress(fields[2]),
               !fields[1].contains("["), !fields[2].contains("["), !fields[1].contains("%"), !fields[2].contains("%"),
@@ -91,7 +94,9 @@ public enum ProxyProtocol {
         guard length >= 2 * size + 4 else { return .invalid(.v2ShortAddresses(length)) }
         let base = v2FixedLength
         guard let source = IPAddress(bytes: Array(bytes[base..<base + size])),
-              let destination = IPAddress(bytes: Array(bytes[base + size..<base + 2 * size])) else { return .invalid(.v2ShortAddresses(length)) }
+              let destination = IPAddress(bytes: Array(bytes[base + size..<base + 2 * size])) else {
+            return .invalid(.v2ShortAddresses(length))
+        }
         let ports = base + 2 * size
         let sourcePort = UInt16(bytes[ports]) << 8 | UInt16(bytes[ports + 1])
         let destinationPort = UInt16(bytes[ports + 2]) << 8 | UInt16(bytes[ports + 3])
@@ -163,7 +168,8 @@ public enum ProxyHeaderError: Error, Sendable, Equatable, CustomStringConvertibl
         case .v2Version(let version): return "PROXY v2 signature with version \(version), not 2"
         case .v2Command(let command): return "PROXY v2 command \(command) (only LOCAL 0 and PROXY 1 exist)"
         case .v2UnknownFamily(let byte): return "PROXY v2 family/protocol 0x\(String(byte, radix: 16)) is not one we know"
-        case .v2TooLong(let length): return "PROXY v2 header of \(length) bytes after its fixed part (at most \(ProxyProtocol.v2MaximumAddressLength))"
+        case .v2TooLong(let length):
+            return "PROXY v2 header of \(length) bytes after its fixed part (at most \(ProxyProtocol.v2MaximumAddressLength))"
         case .v2ShortAddresses(let length): return "PROXY v2 address block of \(length) bytes is too short for its family"
         }
     }
