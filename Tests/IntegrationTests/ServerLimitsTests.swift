@@ -144,6 +144,42 @@ final class ServerLimitsTests: IntegrationTestCase {
         XCTAssertTrue(metrics.contains("wspipe_limited_total{reason=\"rate_closed\"} 1\n"), metrics)
     }
 
+    /// Every server mode reads through the same driver: over the rate, each closes with 1008.
+    func testEveryModeClosesAClientOverTheRate() throws {
+        let target = try LoopbackSocket(listening: true)
+        let modes: [[String]] = [["--exec", "cat"], ["--broadcast"], [], ["--forward", "127.0.0.1:\(target.port)"], ["--echo"]]
+        for mode in modes {
+            let child = try spawnWspipe(["-l", "0", "--rate-limit", "3/s", "--rate-limit-action", "close"] + mode, stdin: .pipe)
+            defer { child.kill() }
+            guard let line = child.stderr.waitForLine(startingWith: "wspipe: listening on ws://127.0.0.1:", timeout: 15),
+                  let port = Int(line.split(separator: ":").last?.split(separator: "/").first ?? "") else {
+                XCTFail("\(mode): no listening line: \(child.stderr.text)")
+                continue
+            }
+            let client = try LimitsClient(port: port, source: "127.0.0.2")
+            XCTAssertEqual(try client.upgrade().status, 101, mode.joined(separator: " "))
+            for index in 0..<10 { try client.sendText(Array("m\(index)".utf8)) }
+            var closeCode: Int?
+            while let frame = try? client.readFrame() {
+                guard frame.opcode == 8 else { continue }
+                closeCode = frame.payload.count >= 2 ? Int(frame.payload[0]) << 8 | Int(frame.payload[1]) : nil
+                break
+            }
+            XCTAssertEqual(closeCode, 1008, "mode \(mode.joined(separator: " ")): \(child.stderr.text)")
+        }
+    }
+
+    /// A Unix socket's clients have no address: the per-address limits leave them alone.
+    func testAUnixListenerAppliesNoPerAddressLimit() throws {
+        let socketPath = path("limits.sock")
+        let child = try spawnWspipe(["-l", "unix:\(socketPath)", "--echo", "--max-clients-per-ip", "1",
+                                     "--max-handshakes-per-ip", "1/s:1"], stdin: .null)
+        defer { child.kill() }
+        XCTAssertNotNil(child.stderr.waitForLine(startingWith: "wspipe: listening on", timeout: 15), child.stderr.text)
+        let clients = try (0..<3).map { _ in try LimitsClient(unixPath: socketPath) }
+        for client in clients { XCTAssertEqual(try client.upgrade().status, 101) }
+    }
+
     func testByteRatePacesLargeMessages() throws {
         let (_, port) = try startListening(["--echo", "--byte-rate", "10K/s"])
         let client = try LimitsClient(port: port, source: "127.0.0.2")
@@ -221,6 +257,25 @@ final class LimitsClient: @unchecked Sendable {
             let why = String(cString: strerror(errno))
             Glibc.close(fd)
             throw HarnessError("bind \(source) / connect: \(why)")
+        }
+    }
+
+    init(unixPath: String) throws {
+        fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        var timeout = timeval(tv_sec: 10, tv_usec: 0)
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        withUnsafeMutableBytes(of: &address.sun_path) { raw in
+            for (index, byte) in unixPath.utf8.prefix(raw.count - 1).enumerated() { raw[index] = byte }
+        }
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        }
+        guard connected == 0 else {
+            let why = String(cString: strerror(errno))
+            Glibc.close(fd)
+            throw HarnessError("connect \(unixPath): \(why)")
         }
     }
 
