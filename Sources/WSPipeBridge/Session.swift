@@ -34,6 +34,9 @@ final class Session: ConnectionDelegate, StdinReaderOwner {
     let stdout: StdoutWriter
     /// stdin (the same reader as --broadcast's); never read with --receive-only.
     let stdin: StdinReader
+    /// wspipe as a console (a person at a terminal): typed keys and the screen; nil in a
+    /// pipeline, which then costs one check per read and per message.
+    private(set) var console: Console?
 
     /// How the last connection ended.
     var connectionEnding: ConnectionEnding?
@@ -117,7 +120,7 @@ final class Session: ConnectionDelegate, StdinReaderOwner {
         stdin.open = !config.stdio.receiveOnly
         stdout = StdoutWriter(loop: loop,
                               assembler: OutputAssembler(format: config.stdio.outputFormat, limit: config.stdio.maxMessages.map { UInt64($0) },
-                                                         discard: config.stdio.sendOnly),
+                                                         discard: config.stdio.sendOnly || config.stdio.console != nil),
                               decompress: config.stdio.decompress, maximumMessageSize: config.maxMessageSize)
         limits = LimitKeeper(config.stdio.limits(span: span, idleClock: .bothWaysReported), loop: loop, runStart: started) { _ in }
         stdin.owner = self
@@ -125,6 +128,11 @@ final class Session: ConnectionDelegate, StdinReaderOwner {
         stdout.watchesReader = { [unowned self] in ending.localEnd == nil && (driver?.state == .open || waitsForConnection) }
         stdout.onDecompressFailure = { [unowned self] error in decompressFailed(error) }
         limits.onLimit = { [unowned self] reason in limitUp(reason) }
+        if let settings = config.stdio.console {
+            let console = Console(session: self, colours: settings.colours)
+            log.screen = console.screen
+            self.console = console
+        }
     }
 
     /// --timeout (also between connections or before the first) and --idle-timeout.
@@ -138,6 +146,8 @@ final class Session: ConnectionDelegate, StdinReaderOwner {
         let driver = ConnectionDriver(loop: loop, stream: opened.stream, agreement: opened.agreement,
                                       maximumMessageSize: config.maxMessageSize, options: connectionOptions,
                                       received: received, parsed: opened.headLength, delegate: self)
+        console?.connected("connected to " + Diagnostics.redactedTarget(opened.url.description), subprotocol: opened.agreement.subprotocol,
+                           compressed: driver.compression != nil)
         begin(driver)
         driver.start()
         refreshStdin()
@@ -179,6 +189,7 @@ final class Session: ConnectionDelegate, StdinReaderOwner {
 
     public func connection(_ connection: ConnectionDriver, didStartMessage kind: MessageKind) {
         stdout.start(kind)
+        if let console { return console.messageStarted(kind) }
         if kind == .binary && warnsOnBinary && !mismatchWarned {
             mismatchWarned = true
             log.warning("received a binary message in text mode; writing it raw, followed by a newline (see --binary)")
@@ -187,10 +198,12 @@ final class Session: ConnectionDelegate, StdinReaderOwner {
 
     public func connection(_ connection: ConnectionDriver, didReceive bytes: UnsafeMutableRawPointer, count: Int, in buffer: ByteBuffer) {
         stdout.data(buffer, bytes, count)
+        if let console { console.messageData(bytes, count: count) }
     }
 
     public func connectionDidEndMessage(_ connection: ConnectionDriver) {
         stdout.end()
+        if let console { console.messageEnded() }
     }
 
     // MARK: - --decompress
@@ -215,6 +228,7 @@ final class Session: ConnectionDelegate, StdinReaderOwner {
     }
 
     public func connection(_ connection: ConnectionDriver, didReceivePong payload: [UInt8], roundTrip: Double?) {
+        console?.pong(payload)
         if let rtt = roundTrip {
             hooks.roundTrip?(rtt)
             if config.client.printPingRTT { log.always("wspipe: ping round trip \(formatMilliseconds(rtt)) ms") }
@@ -294,6 +308,7 @@ final class Session: ConnectionDelegate, StdinReaderOwner {
 
     public func connection(_ connection: ConnectionDriver, didEnd ending: ConnectionEnding) {
         connectionEnding = ending
+        console?.ended(ending, peer: face.role == .client ? "server" : "client")
         switch ending {
         case .closed, .failed: break
         case .lost, .timedOut: stdout.assembler.discardPending()  // a partial message is dropped
