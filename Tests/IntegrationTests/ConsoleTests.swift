@@ -50,7 +50,15 @@ final class ConsoleTests: IntegrationTestCase {
 
     func testServerCloseRestoresTheTerminal() throws { try scenario("server-close") }
 
+    func testTimeoutRestoresTheTerminal() throws { try scenario("timeout") }
+
+    func testCtrlZStopsWithTheTerminalRestoredAndFgResumes() throws { try scenario("suspend") }
+
     func testOneCtrlCEndsAShellLoopOfConsoles() throws { try scenario("loop") }
+
+    func testReconnectSendAndTypedLinesAcrossConnections() throws { try scenario("reconnect") }
+
+    func testTheConsoleKeepsDrawingWhileARetryDials() throws { try scenario("dialing") }
 
     func testTheStdioServerIsAConsoleToo() throws { try scenario("server") }
 

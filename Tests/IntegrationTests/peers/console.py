@@ -309,6 +309,41 @@ def scenario_wide(args):
     term.wait_exit()
 
 
+def scenario_reconnect(args):
+    server = Server(echo=True)
+    term = wspipe_console(args, ["--reconnect", "--retry-delay", "0.3", "--send", "hi", server.url])
+    term.wait_for("< hi")
+    term.type("one\r")
+    term.wait_for("< one")
+    server.run(server.connections[0].close(1012, "restart"))
+    term.wait_for("closed by the server: 1012 restart")
+    term.wait_for("reconnecting (--reconnect)")
+    term.wait_for(lambda t: t.text().count("connected to ws://") == 2)
+    term.type("two\r")
+    term.wait_for("< two")
+    check(server.messages == ["hi", "one", "hi", "two"], "--send on each connection, then the typed lines: %r" % server.messages)
+    term.type("\x04")
+    status, _ = term.wait_exit()
+    check(status == 0, "exit status %r" % status)
+
+
+def scenario_dialing(args):
+    """While --reconnect dials a server that is not there, the console keeps drawing."""
+    listener = __import__("socket").socket()
+    listener.bind(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    listener.close()  # nothing listens there now: each attempt is refused
+    term = wspipe_console(args, ["--reconnect", "--retry-delay", "0.5", "ws://127.0.0.1:%d/" % port])
+    term.wait_for("retrying (--reconnect)")
+    term.type("typed while dialing")
+    term.wait_for(lambda t: t.cursor_line() == "> typed while dialing")
+    term.type("\x03")
+    term.wait_for(lambda t: t.cursor_line() == ">")
+    term.type("\x03")
+    status, signal_status = term.wait_exit()
+    check(signal_status == signal.SIGINT, "Ctrl-C while dialing: died of %r (status %r)" % (signal_status, status))
+
+
 # MARK: - Endings, in a shell
 
 class Shell(Terminal):
@@ -337,7 +372,10 @@ def ending(args, how):
     server = Server(echo=True)
     shell = Shell()
     before = shell.stty()
-    shell.type("%s %s; echo RC=$?\r" % (args.wspipe, server.url))
+    options = "--timeout 1 " if how == "timeout" else ""
+    # After Ctrl-Z bash would go on with the rest of the line: $? is asked for afterwards.
+    then = "" if how == "suspend" else "; echo RC=$?"
+    shell.type("%s %s%s%s\r" % (args.wspipe, options, server.url, then))
     shell.wait_for("connected to")
     shell.type("half typed")
     shell.settle(0.2)
@@ -355,10 +393,25 @@ def ending(args, how):
         pid = int(open("/proc/%d/task/%d/children" % (shell.child.pid, shell.child.pid)).read().split()[0])
         os.kill(pid, signal.SIGTERM)
         expected = 143
+    elif how == "timeout":
+        expected = 124
+    elif how == "suspend":
+        shell.type("\x1a")
+        shell.wait_for("Stopped")
+        check(shell.stty() == before, "Ctrl-Z: the shell's terminal modes while wspipe is stopped")
+        shell.type("fg\r")
+        shell.wait_for(lambda t: t.cursor_line() == "> half typed")
+        shell.type(" after fg\r")
+        server.wait(lambda: server.messages == ["half typed after fg"], "typing goes on after fg")
+        shell.type("\x04")
+        expected = 0
     elif how == "server-close":
         server.wait(lambda: server.connections, "a connection")
         server.run(server.connections[0].close(4001, "bye now"))
         expected = 8  # a close code other than 1000: the exit status as in a pipeline
+    if how == "suspend":
+        shell.wait_for(lambda t: t.cursor_line() == "$")
+        shell.type("echo RC=$?\r")
     if how == "ctrl-c":
         # wspipe died of SIGINT: bash abandons the rest of the line, as after any Ctrl-C.
         shell.wait_for(lambda t: t.cursor_line() == "$")
@@ -374,7 +427,7 @@ def ending(args, how):
     # wspipe's output, from its first line to the shell's next: bash toggles bracketed
     # paste around each line it reads, so only this stretch is wspipe's.
     raw = bytes(shell.raw)
-    start = raw.rfind(b"RC=$?", 0, raw.index(b"connected to"))
+    start = raw.rfind(args.wspipe.encode(), 0, raw.rindex(b"connected to"))
     ours = raw[start:raw.find(b"$ echo", start) + 1]
     restore = b"\x1b[?2004l\x1b[?25h\x1b[0m"
     check(restore in ours, "bracketed paste off, cursor shown, colours reset: %r" % ours[-200:])
@@ -399,6 +452,14 @@ def scenario_ctrl_d(args):
 
 def scenario_sigterm(args):
     ending(args, "sigterm")
+
+
+def scenario_timeout(args):
+    ending(args, "timeout")
+
+
+def scenario_suspend(args):
+    ending(args, "suspend")
 
 
 def scenario_server_close(args):
