@@ -129,7 +129,7 @@ final class Session: ConnectionDelegate, StdinReaderOwner {
         stdout.onDecompressFailure = { [unowned self] error in decompressFailed(error) }
         limits.onLimit = { [unowned self] reason in limitUp(reason) }
         if let settings = config.stdio.console {
-            let console = Console(session: self, colours: settings.colours)
+            let console = Console(session: self, settings: settings)
             log.screen = console.screen
             self.console = console
         }

@@ -13,7 +13,7 @@ extension Option {
     /// registry the parser, --help and the tests read; a declaration missing from it is
     /// found by CommandLineTests.testEveryDeclarationIsRegistered.
     public static let allCases: [Option] = [
-        text, binary, null, chunkSize, interactive, noInteractive, jsonl, timestamps, base64, wholeInput, maxMessages, oneMessage,
+        text, binary, null, chunkSize, interactive, noInteractive, noHistory, jsonl, timestamps, base64, wholeInput, maxMessages, oneMessage,
         requireCount, send, timeout, idleTimeout, receiveOnly, sendOnly, noClose, linger, closeCode,
         closeReason, closeTimeout, connectTimeout, maxMessageSize, pingInterval, pingTimeout, staleTimeout,
         printPingRTT, noDeflate, deflateClientWindowBits, deflateServerWindowBits,
@@ -61,6 +61,11 @@ extension Option {
     static let noInteractive = Option("--no-interactive", in: .modes, applies: [.client, .stdioServer],
                                       help: "never a console: stdin and stdout stay a byte pipe at a terminal too") {
         $0.interactive = false
+    }
+
+    static let noHistory = Option("--no-history", in: .modes, applies: [.client, .stdioServer],
+                                  help: "the console keeps no history (default: $XDG_STATE_HOME/wspipe/history)") {
+        $0.keepsHistory = false
     }
 
     // MARK: Formats

@@ -55,6 +55,8 @@ struct Settings {
     var forwardListen: ListenAddress?
     /// --interactive (true), --no-interactive (false), neither (nil: `ConsoleRule` decides).
     var interactive: Bool?
+    /// --no-history: the console saves and loads no history.
+    var keepsHistory = true
 
     /// Adds a subprotocol (already checked) unless it is offered already.
     mutating func addSubprotocol(_ name: String) {
@@ -121,7 +123,7 @@ struct Settings {
         } else if excluded != nil || !ConsoleRule.holds(term: environment("TERM")) {
             return nil
         }
-        return ConsoleRule.settings(noColor: environment("NO_COLOR"))
+        return ConsoleRule.settings(history: keepsHistory, environment: environment)
     }
 
     /// Options that contradict each other are refused rather than one silently ignored.

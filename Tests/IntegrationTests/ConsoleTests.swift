@@ -42,6 +42,12 @@ final class ConsoleTests: IntegrationTestCase {
 
     func testEscapesFromTheServerAreShownNotObeyed() throws { try scenario("escapes") }
 
+    func testACJKLineAndA300ColumnLineWrapIn80Columns() throws { try scenario("wide") }
+
+    func testAWindowResizeRedrawsTheLine() throws { try scenario("resize") }
+
+    func testHistoryAcrossRunsIsPrivateAndRefusesALink() throws { try scenario("history") }
+
     func testCtrlCRestoresTheTerminalAndDiesOfSIGINT() throws { try scenario("ctrl-c") }
 
     func testCtrlDRestoresTheTerminal() throws { try scenario("ctrl-d") }

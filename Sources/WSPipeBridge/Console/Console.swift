@@ -16,7 +16,12 @@ import WebSocketTransport
 final class Console {
     let screen: ConsoleScreen
     unowned let session: Session
-    private var line = ScratchLine()
+    private var keys = ConsoleKeyDecoder()
+    private var editor = LineEditor(completions: ConsoleCommand.names)
+    /// The saved history (nil: --no-history, or the file refused).
+    private var history: ConsoleHistory?
+    /// A lone ESC waits this long for the rest of a sequence before it is the Esc key.
+    private var escapeTimer: EventLoop.Timer?
     private var columns = 80
     private let prompt = "> "
     /// The message being received.
@@ -29,9 +34,10 @@ final class Console {
     private var pingCount = 0
     private var started = false
 
-    init(session: Session, colours: Bool) {
+    init(session: Session, settings: ConsoleSettings) {
         self.session = session
-        screen = ConsoleScreen(colours: colours, timestamps: session.config.stdio.timestamps)
+        screen = ConsoleScreen(colours: settings.colours, timestamps: session.config.stdio.timestamps)
+        if let environment = settings.historyEnvironment { history = ConsoleHistory(environment: environment) }
     }
 
     // MARK: - The terminal
@@ -42,6 +48,12 @@ final class Console {
         started = true
         _ = wsp_terminal_raw(0)
         Signals.watchResize()
+        if var history {
+            let (entries, warnings) = history.load()
+            self.history = history
+            editor.replaceHistory(entries)
+            warn(warnings)
+        }
         readColumns()
         redraw()
         session.refreshStdin()  // keys are read from the start (the stdio server reads stdin only with a client)
@@ -69,7 +81,7 @@ final class Console {
     }
 
     private func redraw() {
-        let rendering = line.render(prompt: prompt, columns: columns)
+        let rendering = editor.render(prompt: prompt, columns: columns)
         screen.draw(rows: rendering.rows, row: rendering.cursorRow, column: rendering.cursorColumn)
     }
 
@@ -87,24 +99,50 @@ final class Console {
 
     /// One read of the terminal.
     func input(_ bytes: UnsafeRawBufferPointer) {
-        for action in line.feed(Array(bytes)) {
-            switch action {
-            case .redraw: redraw()
+        apply(ConsoleKey.joiningText(keys.feed(bytes)))
+        if keys.hasPendingEscape { awaitRestOfEscape() }
+    }
+
+    private func apply(_ typed: [ConsoleKey]) {
+        var redraws = false
+        for key in typed {
+            switch editor.apply(key) {
+            case .none: break
+            case .redraw: redraws = true
             case .submit(let lines):
                 for text in lines { submit(text) }
-                redraw()
+                redraws = true
             case .interrupt:
                 // Exactly SIGINT's path: Close 1001, then the process dies of SIGINT.
                 raise(SIGINT)
             case .endOfInput: session.consoleEndOfInput()
-            case .suspend: suspend()
+            case .suspend:
+                suspend()
+                redraws = false
+            case .bell: writeAll(1, [0x07])
             }
         }
+        if redraws { redraw() }
     }
 
-    /// A line entered: it is echoed above the prompt, then sent or carried out.
+    /// ESC and nothing after it yet: the Esc key, unless the rest of a sequence follows soon.
+    private func awaitRestOfEscape() {
+        let timer = escapeTimer ?? session.loop.timer { [unowned self] in
+            guard keys.hasPendingEscape else { return }
+            apply(keys.flushPendingEscape())
+        }
+        escapeTimer = timer
+        session.loop.arm(timer, at: Instant.now().adding(seconds: 0.05))
+    }
+
+    /// A line entered: it is echoed above the prompt, saved, then sent or carried out (a
+    /// command is saved as typed: /send @FILE saves the command, never the file).
     private func submit(_ text: String) {
         screen.printAbove([prompt + Diagnostics.terminalSafe(text)], style: .received)
+        if var saved = history {
+            warn(saved.append(text))
+            history = saved
+        }
         do throws(ConsoleCommandError) {
             try run(ConsoleCommand.parse(text))
         } catch {
@@ -155,6 +193,11 @@ final class Console {
             throw ConsoleCommandError("\(command): cannot read '\(Diagnostics.terminalSafe(path))': \(SmallFile.whyUnreadable(path))")
         }
         return bytes
+    }
+
+    /// The history's warnings, as stderr's (once: the history is then off).
+    private func warn(_ warnings: [String]) {
+        for warning in warnings { session.log.warning(warning) }
     }
 
     /// One of wspipe's own lines.

@@ -82,7 +82,10 @@ enum ConsoleCommand: Equatable {
         return bytes
     }
 
-    /// The command names, for /help and completion.
+    /// The command names Tab completes.
+    static let names = ["/ping", "/close", "/binary", "/send", "/json", "/quiet", "/help", "/quit"]
+
+    /// The commands, for /help.
     static let summaries: [(String, String)] = [
         ("/ping [TEXT]", "send a ping; prints the round trip"),
         ("/close [CODE [REASON]]", "close the connection (default 1000)"),

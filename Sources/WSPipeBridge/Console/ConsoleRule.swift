@@ -1,10 +1,17 @@
 import CWSPipeShims
 import Glibc
 
-/// What a console is given: colours or not (a terminal without NO_COLOR).
+/// What a console is given: colours or not (a terminal without NO_COLOR), and where its
+/// history is.
 public struct ConsoleSettings: Sendable, Equatable {
     public var colours: Bool
-    public init(colours: Bool) { self.colours = colours }
+    /// XDG_STATE_HOME and HOME, as set, for the history file (`ConsoleHistory`); nil: no
+    /// history (--no-history).
+    public var historyEnvironment: [String: String]?
+    public init(colours: Bool, historyEnvironment: [String: String]?) {
+        self.colours = colours
+        self.historyEnvironment = historyEnvironment
+    }
 }
 
 /// When wspipe is a console (issue 36): the text-mode client or the stdio server, with stdin
@@ -21,8 +28,11 @@ public enum ConsoleRule {
         return terminals && wsp_terminal_in_foreground(0) == 1
     }
 
-    /// The console's settings: colours unless NO_COLOR is set (to anything but empty).
-    public static func settings(noColor: String?) -> ConsoleSettings {
-        ConsoleSettings(colours: (noColor ?? "").isEmpty)
+    /// The console's settings: colours unless NO_COLOR is set (to anything but empty); the
+    /// history unless `history` is false (--no-history).
+    public static func settings(history: Bool, environment: (String) -> String?) -> ConsoleSettings {
+        var variables: [String: String] = [:]
+        for name in ["XDG_STATE_HOME", "HOME"] { variables[name] = environment(name) }
+        return ConsoleSettings(colours: (environment("NO_COLOR") ?? "").isEmpty, historyEnvironment: history ? variables : nil)
     }
 }

@@ -344,6 +344,81 @@ def scenario_dialing(args):
     check(signal_status == signal.SIGINT, "Ctrl-C while dialing: died of %r (status %r)" % (signal_status, status))
 
 
+def scenario_history(args):
+    """History across runs: 0600 in a 0700 directory, a leading space keeps a line out, Up and
+    Ctrl-R recall, a symbolic link is refused with one warning and the console goes on."""
+    server = Server()
+    state = tempfile.mkdtemp()
+    env = {"XDG_STATE_HOME": state}
+    term = wspipe_console(args, [server.url], env=env)
+    term.wait_for("connected to")
+    term.type("first\rsecond\r secret\r")
+    server.wait(lambda: len(server.messages) == 3, "three lines")
+    term.type("\x04")
+    term.wait_exit()
+    path = os.path.join(state, "wspipe", "history")
+    check(os.stat(path).st_mode & 0o777 == 0o600, "the history file's mode: %o" % os.stat(path).st_mode)
+    check(os.stat(os.path.dirname(path)).st_mode & 0o777 == 0o700, "the directory's mode")
+    with open(path) as handle:
+        check(handle.read() == "first\nsecond\n", "what was saved (no line beginning with a space)")
+
+    term = wspipe_console(args, [server.url], env=env)
+    term.wait_for("connected to")
+    term.type("\x1b[A")
+    term.wait_for(lambda t: t.cursor_line() == "> second")
+    term.type("\x1b[A")
+    term.wait_for(lambda t: t.cursor_line() == "> first")
+    term.type("\r")
+    server.wait(lambda: server.messages[3:] == ["first"], "Up recalls the last run's lines")
+    term.type("\x12sec")
+    term.wait_for(lambda t: "second" in t.cursor_line())
+    term.type("\r")
+    server.wait(lambda: server.messages[3:] == ["first", "second"], "Ctrl-R finds a line")
+    term.type("\x04")
+    term.wait_exit()
+
+    elsewhere = os.path.join(state, "elsewhere")
+    with open(elsewhere, "w") as handle:
+        handle.write("not history\n")
+    os.remove(path)
+    os.symlink(elsewhere, path)
+    term = wspipe_console(args, [server.url], env=env)
+    term.wait_for("connected to")
+    term.wait_for("the console keeps no history")
+    term.type("third\r")
+    server.wait(lambda: server.messages[5:] == ["third"], "the console works without its history")
+    term.type("\x04")
+    term.wait_exit()
+    with open(elsewhere) as handle:
+        check(handle.read() == "not history\n", "the link's target was written")
+
+    term = wspipe_console(args, ["--no-history", server.url], env={"XDG_STATE_HOME": tempfile.mkdtemp()})
+    term.wait_for("connected to")
+    term.type("\x1b[A")
+    term.settle(0.3)
+    check(term.cursor_line() == ">", "--no-history: nothing to recall")
+    term.type("\x04")
+    term.wait_exit()
+
+
+def scenario_resize(args):
+    """SIGWINCH: the line being typed is drawn again for the new width."""
+    server = Server()
+    term = wspipe_console(args, [server.url])
+    term.wait_for("connected to")
+    long = "".join(chr(ord("a") + i % 26) for i in range(100))
+    term.type(long)
+    term.wait_for(lambda t: t.screen.cursor.x == (102 % 80))
+    term.screen.resize(ROWS, 120)
+    term.child.setwinsize(ROWS, 120)
+    term.wait_for(lambda t: t.screen.cursor.x == 102)
+    check(term.cursor_line() == "> " + long, "one row of 120 columns: %r" % term.cursor_line())
+    term.type("\r")
+    server.wait(lambda: server.messages == [long], "the line sent")
+    term.type("\x04")
+    term.wait_exit()
+
+
 # MARK: - Endings, in a shell
 
 class Shell(Terminal):
