@@ -164,6 +164,18 @@ def wspipe_console(args, extra, env=None):
     return Terminal(args.wspipe, extra, env=env)
 
 
+def open_console(args, server, *options, env=None):
+    """A client console connected to `server`."""
+    term = wspipe_console(args, list(options) + [server.url], env=env)
+    term.wait_for("connected to")
+    return term
+
+
+def end_with_ctrl_d(term):
+    term.type("\x04")
+    return term.wait_exit()
+
+
 # MARK: - Scenarios against a client console
 
 def scenario_prompt(args):
@@ -184,14 +196,12 @@ def scenario_prompt(args):
 
 def scenario_editing(args):
     server = Server()
-    term = wspipe_console(args, [server.url])
-    term.wait_for("connected to")
+    term = open_console(args, server)
     term.type("ac" + LEFT + "b\r")
     server.wait(lambda: server.messages == ["abc"], "typing, Left and insert send the edited line")
     term.type("wrld" + HOME + RIGHT + RIGHT + RIGHT + "!" + END + "?" + LEFT + LEFT + "\x1b[3~" + "\r")
     server.wait(lambda: server.messages == ["abc", "wrl!?"], "Home, End, Backspace")
-    term.type("\x04")
-    term.wait_exit()
+    end_with_ctrl_d(term)
 
 
 def scenario_midline(args):
@@ -200,8 +210,7 @@ def scenario_midline(args):
             await asyncio.sleep(0.8)
             await connection.send('{"n":9}')
     server = Server(on_message=later)
-    term = wspipe_console(args, [server.url])
-    term.wait_for("connected to")
+    term = open_console(args, server)
     term.type("go\r")
     term.wait_for("> go")
     term.type("typing slowly")
@@ -213,8 +222,7 @@ def scenario_midline(args):
     check(lines.index('< {"n":9}') < lines.index("> typing slowly"), "the message above the line being typed")
     term.type(" here\r")
     server.wait(lambda: server.messages == ["go", "typing slowly here"], "the line went out whole")
-    term.type("\x04")
-    term.wait_exit()
+    end_with_ctrl_d(term)
 
 
 def scenario_commands(args):
@@ -226,8 +234,7 @@ def scenario_commands(args):
     text = os.path.join(folder, "note.txt")
     with open(text, "w") as handle:
         handle.write("line one\nline two\n")
-    term = wspipe_console(args, [server.url])
-    term.wait_for("connected to")
+    term = open_console(args, server)
     term.type("/ping hello\r")
     term.wait_for(lambda t: re.search(r"pong hello: round trip [0-9.]+ ms", t.text()) is not None)
     term.type("/binary 01ff 02\r")
@@ -265,8 +272,7 @@ def scenario_commands(args):
 def scenario_escapes(args):
     hostile = "evil\x1b]0;pwned\x07\x1b[2J\x1b]52;c;aGk=\x07\x1b[1;1Hend\u202egnp.exe"
     server = Server(on_message=lambda connection, message: connection.send(hostile))
-    term = wspipe_console(args, [server.url])
-    term.wait_for("connected to")
+    term = open_console(args, server)
     title = term.screen.title
     term.type("first line\r")
     term.wait_for("< evil")
@@ -276,14 +282,12 @@ def scenario_escapes(args):
     check("connected to" in text and "> first line" in text, "earlier lines were erased")
     check("\\x1B]0;pwned\\x07\\x1B[2J\\x1B]52;c;aGk=\\x07\\x1B[1;1Hend\\u{202E}gnp.exe" in text,
           "the escapes shown visibly")
-    term.type("\x04")
-    term.wait_exit()
+    end_with_ctrl_d(term)
 
 
 def scenario_wide(args):
     server = Server()
-    term = wspipe_console(args, [server.url])
-    term.wait_for("connected to")
+    term = open_console(args, server)
     cjk = "漢字かな交じり文" * 6  # 48 wide characters: 96 columns
     term.type(cjk)
     term.settle(0.3)
@@ -305,8 +309,7 @@ def scenario_wide(args):
     check(term.screen.cursor.y == row - 3 and term.screen.cursor.x == 2, "Home goes to its start")
     term.type("\r")
     server.wait(lambda: server.messages == [cjk, long], "the long line sent")
-    term.type("\x04")
-    term.wait_exit()
+    end_with_ctrl_d(term)
 
 
 def scenario_reconnect(args):
@@ -350,20 +353,17 @@ def scenario_history(args):
     server = Server()
     state = tempfile.mkdtemp()
     env = {"XDG_STATE_HOME": state}
-    term = wspipe_console(args, [server.url], env=env)
-    term.wait_for("connected to")
+    term = open_console(args, server, env=env)
     term.type("first\rsecond\r secret\r")
     server.wait(lambda: len(server.messages) == 3, "three lines")
-    term.type("\x04")
-    term.wait_exit()
+    end_with_ctrl_d(term)
     path = os.path.join(state, "wspipe", "history")
     check(os.stat(path).st_mode & 0o777 == 0o600, "the history file's mode: %o" % os.stat(path).st_mode)
     check(os.stat(os.path.dirname(path)).st_mode & 0o777 == 0o700, "the directory's mode")
     with open(path) as handle:
         check(handle.read() == "first\nsecond\n", "what was saved (no line beginning with a space)")
 
-    term = wspipe_console(args, [server.url], env=env)
-    term.wait_for("connected to")
+    term = open_console(args, server, env=env)
     term.type("\x1b[A")
     term.wait_for(lambda t: t.cursor_line() == "> second")
     term.type("\x1b[A")
@@ -374,38 +374,32 @@ def scenario_history(args):
     term.wait_for(lambda t: "second" in t.cursor_line())
     term.type("\r")
     server.wait(lambda: server.messages[3:] == ["first", "second"], "Ctrl-R finds a line")
-    term.type("\x04")
-    term.wait_exit()
+    end_with_ctrl_d(term)
 
     elsewhere = os.path.join(state, "elsewhere")
     with open(elsewhere, "w") as handle:
         handle.write("not history\n")
     os.remove(path)
     os.symlink(elsewhere, path)
-    term = wspipe_console(args, [server.url], env=env)
-    term.wait_for("connected to")
+    term = open_console(args, server, env=env)
     term.wait_for("the console keeps no history")
     term.type("third\r")
     server.wait(lambda: server.messages[5:] == ["third"], "the console works without its history")
-    term.type("\x04")
-    term.wait_exit()
+    end_with_ctrl_d(term)
     with open(elsewhere) as handle:
         check(handle.read() == "not history\n", "the link's target was written")
 
-    term = wspipe_console(args, ["--no-history", server.url], env={"XDG_STATE_HOME": tempfile.mkdtemp()})
-    term.wait_for("connected to")
+    term = open_console(args, server, "--no-history", env={"XDG_STATE_HOME": tempfile.mkdtemp()})
     term.type("\x1b[A")
     term.settle(0.3)
     check(term.cursor_line() == ">", "--no-history: nothing to recall")
-    term.type("\x04")
-    term.wait_exit()
+    end_with_ctrl_d(term)
 
 
 def scenario_resize(args):
     """SIGWINCH: the line being typed is drawn again for the new width."""
     server = Server()
-    term = wspipe_console(args, [server.url])
-    term.wait_for("connected to")
+    term = open_console(args, server)
     long = "".join(chr(ord("a") + i % 26) for i in range(100))
     term.type(long)
     term.wait_for(lambda t: t.screen.cursor.x == (102 % 80))
@@ -415,24 +409,18 @@ def scenario_resize(args):
     check(term.cursor_line() == "> " + long, "one row of 120 columns: %r" % term.cursor_line())
     term.type("\r")
     server.wait(lambda: server.messages == [long], "the line sent")
-    term.type("\x04")
-    term.wait_exit()
+    end_with_ctrl_d(term)
 
 
 # MARK: - Endings, in a shell
 
 class Shell(Terminal):
+    """bash in the pty, where wspipe is run as a person would."""
+
     def __init__(self, env=None):
         super().__init__("/bin/bash", ["--norc", "--noprofile"], env=dict(env or {}, PS1="$ "))
         self.wait_for("$")
         self.counter = 0
-
-    def run(self, command):
-        self.counter += 1
-        marker = "DONE%d" % self.counter
-        self.type(command + "; echo %s=$?\r" % marker)
-        self.wait_for(lambda t: re.search(r"^%s=\d+" % marker, t.text(), re.M) is not None)
-        return int(re.search(r"^%s=(\d+)" % marker, self.text(), re.M).group(1))
 
     def stty(self):
         """`stty -g` of the shell's terminal (read from the raw output: it may wrap)."""
@@ -590,8 +578,7 @@ def scenario_server(args):
     term.type("/close 4002 done\r")
     thread.join(10)
     check(received[1:] == [("close", 4002)], "the client's Close: %r" % received)
-    term.type("\x04")
-    term.wait_exit()
+    end_with_ctrl_d(term)
 
 
 def main():
