@@ -46,6 +46,8 @@ final class ConsoleTests: IntegrationTestCase {
 
     func testAWindowResizeRedrawsTheLine() throws { try scenario("resize") }
 
+    func testColoursUnlessNO_COLORAndTimestamps() throws { try scenario("colours") }
+
     func testHistoryAcrossRunsIsPrivateAndRefusesALink() throws { try scenario("history") }
 
     func testCtrlCRestoresTheTerminalAndDiesOfSIGINT() throws { try scenario("ctrl-c") }

@@ -396,6 +396,22 @@ def scenario_history(args):
     end_with_ctrl_d(term)
 
 
+def scenario_colours(args):
+    """Colours at a terminal, none with NO_COLOR; --timestamps adds a time column."""
+    server = Server(echo=True)
+    term = open_console(args, server)
+    term.type("hi\r")
+    term.wait_for("< hi")
+    end_with_ctrl_d(term)
+    check(b"\x1b[36m< " in term.raw, "the marker in colour")
+    term = open_console(args, server, "--timestamps", env={"NO_COLOR": "1"})
+    term.type("hi\r")
+    term.wait_for(lambda t: re.search(r"^\d\d:\d\d:\d\d < hi$", t.text(), re.M) is not None)
+    check(re.search(r"^\d\d:\d\d:\d\d connected to ws://", term.text(), re.M) is not None, "the time column")
+    end_with_ctrl_d(term)
+    check(re.search(rb"\x1b\[(?!0m)[0-9;]*m", term.raw) is None, "NO_COLOR: no colour (the reset at the end aside)")
+
+
 def scenario_resize(args):
     """SIGWINCH: the line being typed is drawn again for the new width."""
     server = Server()
