@@ -9,7 +9,7 @@ extension Session {
     /// Whether stdin should be read when it has data (the reader checks it is open): room in
     /// the socket queue, or in the offline queue while there is no connection.
     var wantsStdin: Bool {
-        if console != nil { return true }  // keys are read whatever the connection's state
+        if isConsole { return true }  // keys are read whatever the connection's state
         guard let driver else { return offline?.acceptsMore == true }
         return driver.canSendData && driver.queuedBytes < outboundHighWater
     }
@@ -30,8 +30,8 @@ extension Session {
             }
             switch read {
             case .data(let chunk):
-                if let console {
-                    console.input(UnsafeRawBufferPointer(start: chunk.base, count: chunk.count))
+                if isConsole {
+                    console?.input(UnsafeRawBufferPointer(start: chunk.base, count: chunk.count))
                     return stdin.open
                 }
                 // The two sinks are spelt out so that each is framed into directly (no

@@ -35,8 +35,11 @@ final class Session: ConnectionDelegate, StdinReaderOwner {
     /// stdin (the same reader as --broadcast's); never read with --receive-only.
     let stdin: StdinReader
     /// wspipe as a console (a person at a terminal): typed keys and the screen; nil in a
-    /// pipeline, which then costs one check per read and per message.
+    /// pipeline. Set once, in init. Received messages reach it through stdout's diversion
+    /// (`StdoutWriter.console`), not through a check here: one in the delegate's message
+    /// methods kept them from being inlined (scripts/profile's messages-down: +4 %).
     private(set) var console: Console?
+    let isConsole: Bool
 
     /// How the last connection ended.
     var connectionEnding: ConnectionEnding?
@@ -53,8 +56,8 @@ final class Session: ConnectionDelegate, StdinReaderOwner {
     /// What the runner is told (all optional: the session runs alone without them).
     var hooks = Hooks()
     var mismatchWarned = false
-    /// Text mode writes a binary message raw, with a warning the first time.
-    lazy var warnsOnBinary = config.stdio.outputFormat == .raw(separator: config.stdio.separator)
+    /// Text mode writes a binary message raw, with a warning the first time (the console shows it).
+    lazy var warnsOnBinary = !isConsole && config.stdio.outputFormat == .raw(separator: config.stdio.separator)
     // Counted and timed sessions.
     let started = Instant.now()
     /// --send, -n, --timeout and --idle-timeout (ConnectionLimits): the run's, or each
@@ -115,13 +118,15 @@ final class Session: ConnectionDelegate, StdinReaderOwner {
         self.face = face
         stdinReadSize = config.stdio.mode == .binary ? max(128 * 1024, config.stdio.chunkSize) : 64 * 1024
         outboundHighWater = stdinReadSize + min(stdinReadSize, 128 * 1024)
+        isConsole = config.stdio.console != nil
         framer = InputFramer(mode: config.stdio.inputMode, messageLimit: config.stdio.oneMessage ? 1 : nil)
         stdin = StdinReader(loop: loop, readSize: stdinReadSize)
         stdin.open = !config.stdio.receiveOnly
         stdout = StdoutWriter(loop: loop,
                               assembler: OutputAssembler(format: config.stdio.outputFormat, limit: config.stdio.maxMessages.map { UInt64($0) },
                                                          discard: config.stdio.sendOnly || config.stdio.console != nil),
-                              decompress: config.stdio.decompress, maximumMessageSize: config.maxMessageSize)
+                              decompress: config.stdio.decompress, maximumMessageSize: config.maxMessageSize,
+                              console: config.stdio.console != nil)
         limits = LimitKeeper(config.stdio.limits(span: span, idleClock: .bothWaysReported), loop: loop, runStart: started) { _ in }
         stdin.owner = self
         stdout.onChange = { [unowned self] in refreshStdout() }
@@ -131,6 +136,7 @@ final class Session: ConnectionDelegate, StdinReaderOwner {
         if let settings = config.stdio.console {
             let console = Console(session: self, settings: settings)
             log.screen = console.screen
+            stdout.console = console
             self.console = console
         }
     }
@@ -189,7 +195,6 @@ final class Session: ConnectionDelegate, StdinReaderOwner {
 
     public func connection(_ connection: ConnectionDriver, didStartMessage kind: MessageKind) {
         stdout.start(kind)
-        if let console { return console.messageStarted(kind) }
         if kind == .binary && warnsOnBinary && !mismatchWarned {
             mismatchWarned = true
             log.warning("received a binary message in text mode; writing it raw, followed by a newline (see --binary)")
@@ -198,12 +203,10 @@ final class Session: ConnectionDelegate, StdinReaderOwner {
 
     public func connection(_ connection: ConnectionDriver, didReceive bytes: UnsafeMutableRawPointer, count: Int, in buffer: ByteBuffer) {
         stdout.data(buffer, bytes, count)
-        if let console { console.messageData(bytes, count: count) }
     }
 
     public func connectionDidEndMessage(_ connection: ConnectionDriver) {
         stdout.end()
-        if let console { console.messageEnded() }
     }
 
     // MARK: - --decompress

@@ -240,6 +240,7 @@ def scenario_commands(args):
     term.type("/binary 01ff 02\r")
     server.wait(lambda: b"\x01\xff\x02" in server.messages, "/binary HEX sends the bytes")
     term.wait_for("< binary 3 bytes: 01 ff 02")
+    check("binary message in text mode" not in term.text(), "the pipeline's binary warning in the console")
     term.type("/binary @%s\r" % blob)
     server.wait(lambda: bytes(range(40)) in server.messages, "/binary @FILE sends the file")
     term.wait_for("< binary 40 bytes: 00 01 02")
