@@ -75,8 +75,9 @@ int wsp_signal(int signum, void (*handler)(int)) {
     return sigaction(signum, &action, NULL);
 }
 
-void wsp_die_of_signal(int signum) {
-    wsp_terminal_restore();
+/// `signum` with its default action, on this thread: the disposition back to SIG_DFL, the
+/// signal unblocked (blocked here while its handler runs, or by the thread's mask), raised.
+static void wsp_raise_default(int signum) {
     struct sigaction action;
     memset(&action, 0, sizeof action);
     action.sa_handler = SIG_DFL;
@@ -85,10 +86,13 @@ void wsp_die_of_signal(int signum) {
     sigset_t set;
     sigemptyset(&set);
     sigaddset(&set, signum);
-    // Blocked here while its handler runs (or by the thread's mask): unblocked, it is
-    // delivered to this thread, whose default action ends the process.
     pthread_sigmask(SIG_UNBLOCK, &set, NULL);
     raise(signum);
+}
+
+void wsp_die_of_signal(int signum) {
+    wsp_terminal_restore();
+    wsp_raise_default(signum);  // the default action ends the process
     _exit(128 + signum);
 }
 
@@ -313,6 +317,35 @@ int wsp_terminal_in_foreground(int fd) {
     return group >= 0 && group == getpgrp();
 }
 
-void wsp_stop_self(void) {
-    raise(SIGTSTP);
+static volatile sig_atomic_t wsp_continued = 0;
+static volatile sig_atomic_t wsp_stop_wake_fd = -1;
+
+static void wsp_on_continue(int signum) {
+    (void)signum;
+    int saved_errno = errno;
+    if (wsp_terminal_fd >= 0) {
+        wsp_continued = 1;
+        if (wsp_stop_wake_fd >= 0) wsp_eventfd_signal(wsp_stop_wake_fd);
+    }
+    errno = saved_errno;
+}
+
+static void wsp_on_stop(int signum) {
+    int saved_errno = errno;
+    wsp_terminal_restore();
+    wsp_raise_default(signum);  // stopped here until SIGCONT
+    wsp_signal(signum, wsp_on_stop);  // this handler again for the next time
+    errno = saved_errno;
+}
+
+void wsp_terminal_watch_stops(int wake_fd) {
+    wsp_stop_wake_fd = wake_fd;
+    wsp_signal(SIGCONT, wsp_on_continue);
+    wsp_signal(SIGTSTP, wsp_on_stop);
+}
+
+int wsp_terminal_take_continued(void) {
+    int continued = wsp_continued;
+    wsp_continued = 0;
+    return continued;
 }

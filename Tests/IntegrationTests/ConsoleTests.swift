@@ -62,6 +62,8 @@ final class ConsoleTests: IntegrationTestCase {
 
     func testCtrlZStopsWithTheTerminalRestoredAndFgResumes() throws { try scenario("suspend") }
 
+    func testSIGTSTPFromElsewhereRestoresTheTerminalToo() throws { try scenario("sigtstp") }
+
     func testOneCtrlCEndsAShellLoopOfConsoles() throws { try scenario("loop") }
 
     func testReconnectSendAndTypedLinesAcrossConnections() throws { try scenario("reconnect") }

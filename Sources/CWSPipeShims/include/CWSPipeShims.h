@@ -45,8 +45,13 @@ void wsp_terminal_editing(int editing);
 int wsp_terminal_columns(int fd);
 /// Whether `fd` is a terminal whose foreground process group is ours.
 int wsp_terminal_in_foreground(int fd);
-/// Stops the process as Ctrl-Z would (SIGTSTP's default action); returns after SIGCONT.
-void wsp_stop_self(void);
+/// The console's SIGTSTP and SIGCONT handlers: SIGTSTP (Ctrl-Z, or `kill -TSTP`) restores
+/// the terminal, then stops the process; SIGCONT (after it, or after SIGSTOP) notes that
+/// raw mode is to come back and wakes the loop through `wake_fd`
+/// (`wsp_terminal_take_continued`).
+void wsp_terminal_watch_stops(int wake_fd);
+/// Whether the process was continued since the last call.
+int wsp_terminal_take_continued(void);
 
 
 /// Ignores SIGPIPE so writes to a closed pipe or socket fail with EPIPE instead.

@@ -48,6 +48,7 @@ final class Console {
         started = true
         _ = wsp_terminal_raw(0)
         Signals.watchResize()
+        wsp_terminal_watch_stops(session.loop.wakeFD)
         if var history {
             let (entries, warnings) = history.load()
             self.history = history
@@ -68,8 +69,14 @@ final class Console {
         session.log.screen = nil  // the run's last lines (its status, --stats) go to stderr again
     }
 
-    /// The loop was woken: the window may have changed size.
+    /// The loop was woken: the window may have changed size, or the process been continued
+    /// after a stop (Ctrl-Z, `kill -TSTP`, SIGSTOP: the shell has had the terminal since).
     func woken() {
+        if wsp_terminal_take_continued() != 0 {
+            screen.forget()
+            _ = wsp_terminal_raw(0)
+            _ = Signals.resized.exchange(true, ordering: .relaxed)
+        }
         guard Signals.resized.exchange(false, ordering: .relaxed) else { return }
         readColumns()
         redraw()
@@ -85,14 +92,11 @@ final class Console {
         screen.draw(rows: rendering.rows, row: rendering.cursorRow, column: rendering.cursorColumn)
     }
 
-    /// Ctrl-Z: the terminal as it was, stopped; raw mode again and redrawn when continued.
+    /// Ctrl-Z: as SIGTSTP from elsewhere (its handler restores the terminal and stops the
+    /// process; SIGCONT's wakes the loop, `woken` brings raw mode back and redraws).
     private func suspend() {
         screen.clear()
-        wsp_terminal_restore()
-        wsp_stop_self()
-        _ = wsp_terminal_raw(0)
-        readColumns()
-        redraw()
+        raise(SIGTSTP)
     }
 
     // MARK: - Typed input

@@ -84,6 +84,12 @@ final class ConsoleScreen: Sendable {
         }
     }
 
+    /// The edit rows are no longer where they were drawn (the shell had the terminal while
+    /// the process was stopped): the next drawing starts where the cursor is.
+    func forget() {
+        state.withLock { state in state.showing = false }
+    }
+
     /// Back to the top of the edit rows, and everything below erased.
     private static func clearing(_ cursorRow: Int) -> [UInt8] {
         Array(((cursorRow > 0 ? "\u{1B}[\(cursorRow)A" : "") + "\r\u{1B}[J").utf8)

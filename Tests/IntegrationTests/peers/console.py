@@ -448,13 +448,18 @@ class Shell(Terminal):
         return re.search(pattern, self.raw.decode("utf-8", "replace")).group(1)
 
 
+def wspipe_pid(shell):
+    """The shell's one child: wspipe."""
+    return int(open("/proc/%d/task/%d/children" % (shell.child.pid, shell.child.pid)).read().split()[0])
+
+
 def ending(args, how):
     server = Server(echo=True)
     shell = Shell()
     before = shell.stty()
     options = "--timeout 1 " if how == "timeout" else ""
     # After Ctrl-Z bash would go on with the rest of the line: $? is asked for afterwards.
-    then = "" if how == "suspend" else "; echo RC=$?"
+    then = "" if how in ("suspend", "sigtstp") else "; echo RC=$?"
     shell.type("%s %s%s%s\r" % (args.wspipe, options, server.url, then))
     shell.wait_for("connected to")
     shell.type("half typed")
@@ -470,13 +475,16 @@ def ending(args, how):
         expected = 0
     elif how == "sigterm":
         server.wait(lambda: server.connections, "a connection")
-        pid = int(open("/proc/%d/task/%d/children" % (shell.child.pid, shell.child.pid)).read().split()[0])
-        os.kill(pid, signal.SIGTERM)
+        os.kill(wspipe_pid(shell), signal.SIGTERM)
         expected = 143
     elif how == "timeout":
         expected = 124
-    elif how == "suspend":
-        shell.type("\x1a")
+    elif how in ("suspend", "sigtstp"):
+        if how == "suspend":
+            shell.type("\x1a")
+        else:
+            server.wait(lambda: server.connections, "a connection")
+            os.kill(wspipe_pid(shell), signal.SIGTSTP)
         shell.wait_for("Stopped")
         check(shell.stty() == before, "Ctrl-Z: the shell's terminal modes while wspipe is stopped")
         shell.type("fg\r")
@@ -489,7 +497,7 @@ def ending(args, how):
         server.wait(lambda: server.connections, "a connection")
         server.run(server.connections[0].close(4001, "bye now"))
         expected = 8  # a close code other than 1000: the exit status as in a pipeline
-    if how == "suspend":
+    if how in ("suspend", "sigtstp"):
         shell.wait_for(lambda t: t.cursor_line() == "$")
         shell.type("echo RC=$?\r")
     if how == "ctrl-c":
@@ -540,6 +548,10 @@ def scenario_timeout(args):
 
 def scenario_suspend(args):
     ending(args, "suspend")
+
+
+def scenario_sigtstp(args):
+    ending(args, "sigtstp")
 
 
 def scenario_server_close(args):
