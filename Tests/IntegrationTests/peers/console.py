@@ -200,7 +200,12 @@ def scenario_editing(args):
     term.type("ac" + LEFT + "b\r")
     server.wait(lambda: server.messages == ["abc"], "typing, Left and insert send the edited line")
     term.type("wrld" + HOME + RIGHT + RIGHT + RIGHT + "!" + END + "?" + LEFT + LEFT + "\x1b[3~" + "\r")
-    server.wait(lambda: server.messages == ["abc", "wrl!?"], "Home, End, Backspace")
+    server.wait(lambda: server.messages == ["abc", "wrl!?"], "Home, End, Delete")
+    term.type("\x1b[200~pasted one\npasted two\nand typed\x1b[201~")
+    server.wait(lambda: server.messages[2:] == ["pasted one", "pasted two"], "a paste of N lines is N messages")
+    term.wait_for(lambda t: t.cursor_line() == "> and typed")
+    term.type(" on\r")
+    server.wait(lambda: server.messages[4:] == ["and typed on"], "the paste's unfinished line stays typed")
     end_with_ctrl_d(term)
 
 
