@@ -272,9 +272,7 @@ enum ConsoleRendering {
         switch value {
         case .null: return "null"
         case .bool(let flag): return flag ? "true" : "false"
-        case .number(let number):
-            if number == number.rounded(), abs(number) < 1e15 { return String(Int64(number)) }
-            return String(number)
+        case .number(let number): return number.text  // as the server wrote it
         case .string(let text): return quoted(text)
         case .array(let items):
             guard !items.isEmpty else { return "[]" }
