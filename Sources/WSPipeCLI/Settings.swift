@@ -108,13 +108,14 @@ struct Settings {
     /// Whether this run (the client, or the stdio server) is a console (issue 36): with
     /// --interactive, or without --no-interactive where `ConsoleRule` holds; never in the
     /// modes that are no person's (binary, NUL, JSON Lines, base64, one message of all of
-    /// stdin, one direction only). Throws for --interactive where it cannot be.
+    /// stdin, one direction only, payloads inflated for stdout). Throws for --interactive
+    /// where it cannot be.
     func console(environment: (String) -> String?) throws(UsageError) -> ConsoleSettings? {
         guard interactive != false else { return nil }
         let c = config.stdio
         let excluded: String? = c.mode == .binary ? "--binary" : c.separator == 0 ? "-0/--null" : c.jsonLines ? "--jsonl"
             : c.base64 ? "--base64" : c.wholeInput ? "--whole-input" : c.receiveOnly ? "--receive-only"
-            : c.sendOnly ? "--send-only" : nil
+            : c.sendOnly ? "--send-only" : c.decompress != nil ? "--decompress" : nil
         if interactive == true {
             if let excluded { throw UsageError("--interactive cannot be combined with \(excluded): the console types and shows lines of text") }
             guard ConsoleRule.terminals else {

@@ -82,7 +82,8 @@ final class ConsoleTests: IntegrationTestCase {
     }
 
     func testInteractiveRefusesTheModesThatAreNoConsole() throws {
-        for (flag, name) in [("-b", "--binary"), ("--jsonl", "--jsonl"), ("-0", "-0/--null"), ("--receive-only", "--receive-only")] {
+        for (flag, name) in [("-b", "--binary"), ("--jsonl", "--jsonl"), ("-0", "-0/--null"), ("--receive-only", "--receive-only"),
+                              ("--decompress=gzip", "--decompress")] {
             let result = try runWspipe(["--interactive", flag, "ws://127.0.0.1:9/"])
             XCTAssertEqual(result.exitCode, 2, "\(flag): \(result)")
             XCTAssertTrue(result.stderr.contains("--interactive cannot be combined with \(name)"), "\(flag): \(result.stderr)")
