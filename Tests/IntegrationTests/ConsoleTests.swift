@@ -72,7 +72,11 @@ final class ConsoleTests: IntegrationTestCase {
 
     func testTheStdioServerIsAConsoleToo() throws { try scenario("server") }
 
-    // MARK: - Not a terminal
+    // MARK: - Not a console
+
+    func testNoInteractiveKeepsTheBytePipeAtATerminal() throws { try scenario("no-interactive") }
+
+    func testABackgroundJobIsNoConsole() throws { try scenario("background") }
 
     func testInteractiveWithAPipeIsAUsageError() throws {
         let result = try runWspipe(["--interactive", "ws://127.0.0.1:9/"], stdin: .bytes(Array("hello\n".utf8)))

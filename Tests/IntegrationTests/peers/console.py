@@ -547,6 +547,36 @@ def scenario_sigterm(args):
     ending(args, "sigterm")
 
 
+def scenario_no_interactive(args):
+    """--no-interactive at a terminal: the byte pipe (the terminal's own echo, replies as
+    bytes, no prompt)."""
+    server = Server(echo=True)
+    term = wspipe_console(args, ["--no-interactive", server.url])
+    server.wait(lambda: server.connections, "a connection")
+    term.type("hello\r")
+    server.wait(lambda: server.messages == ["hello"], "the line")
+    term.wait_for(lambda t: t.text().count("hello") == 2)
+    term.type("\x04")
+    status, _ = term.wait_exit()
+    check(status == 0, "exit status %r" % status)
+    check("connected to" not in term.text() and ">" not in term.text(), "no console: %r" % term.text())
+
+
+def scenario_background(args):
+    """A job in the background is no console: it connects (as a console it would have met
+    SIGTTOU setting the terminal's modes, and stopped first) and leaves the terminal alone."""
+    server = Server(echo=True)
+    shell = Shell()
+    before = shell.stty()
+    shell.type("%s %s &\r" % (args.wspipe, server.url))
+    server.wait(lambda: server.connections, "a connection")
+    shell.settle(0.5)
+    check(shell.stty() == before, "the terminal's modes changed")
+    check("connected to" not in shell.text(), "a console in the background")
+    shell.type("kill %1; wait\r")
+    shell.type("exit\r")
+
+
 def scenario_timeout(args):
     ending(args, "timeout")
 
