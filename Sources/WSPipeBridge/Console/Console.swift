@@ -11,8 +11,8 @@ import WebSocketTransport
 /// message, or a slash command (`ConsoleCommand`); received messages, wspipe's own lines and
 /// stderr's are printed above the line being typed (`ConsoleScreen`), everything from the
 /// server through `Diagnostics.terminalSafe`. The session stays the same: stdin's reads come
-/// here instead of the framer, and each message, as stdout's assembler counts it (writing
-/// nothing), comes here too.
+/// here instead of the framer, and each message comes here through stdout's diversion
+/// (`StdoutWriter.console`) while the assembler only counts it (-n, --idle-timeout).
 final class Console {
     let screen: ConsoleScreen
     unowned let session: Session
