@@ -63,6 +63,17 @@ final class Session: ConnectionDelegate, StdinReaderOwner {
     var deliveryConfirmed: Bool?
     var sent = (messages: UInt64(0), bytes: UInt64(0))  // --send messages (stdin's are the framer's)
     var timers: [EventLoop.Timer] = []
+    /// The client's preamble and --until (Session+Conversation.swift); empty when serving.
+    var conversation: Conversation
+    /// What the conversation decided while a message was being written, carried out once
+    /// the writer is done with it.
+    var conversationActions: [Conversation.Action] = []
+    /// --expect-timeout's timer for the current wait.
+    var expectTimer: EventLoop.Timer?
+    /// The last text message seen during a wait (at most 200 bytes), for a miss's line.
+    var lastSeen: [UInt8]?
+    /// Messages the current connection's preamble sent.
+    var preambleSent: UInt64 = 0
 
     var endedDriver: ConnectionDriver?  // the last one, for the ending's facts
     var lastReceived = Instant.now()    // --stale-timeout
@@ -87,6 +98,8 @@ final class Session: ConnectionDelegate, StdinReaderOwner {
         var endsWithoutConnection: (() -> Void)?
         /// A keepalive ping's round trip, in seconds.
         var roundTrip: ((Double) -> Void)?
+        /// The preamble completed on the current connection (what waited for it may go).
+        var preambleDone: (() -> Void)?
     }
 
     /// The client's session, on a loop of its own.
@@ -119,12 +132,19 @@ final class Session: ConnectionDelegate, StdinReaderOwner {
                               assembler: OutputAssembler(format: config.stdio.outputFormat, limit: config.stdio.maxMessages.map { UInt64($0) },
                                                          discard: config.stdio.sendOnly),
                               decompress: config.stdio.decompress, maximumMessageSize: config.maxMessageSize)
-        limits = LimitKeeper(config.stdio.limits(span: span, idleClock: .bothWaysReported), loop: loop, runStart: started) { _ in }
+        // The client sends --send as a step of its preamble (in order with the others).
+        var limitSettings = config.stdio.limits(span: span, idleClock: .bothWaysReported)
+        if face == .client { limitSettings.greeting = [] }
+        limits = LimitKeeper(limitSettings, loop: loop, runStart: started) { _ in }
+        conversation = Conversation(face == .client ? config.client.conversation : ConversationScript())
         stdin.owner = self
         stdout.onChange = { [unowned self] in refreshStdout() }
         stdout.watchesReader = { [unowned self] in ending.localEnd == nil && (driver?.state == .open || waitsForConnection) }
         stdout.onDecompressFailure = { [unowned self] error in decompressFailed(error) }
         limits.onLimit = { [unowned self] reason in limitUp(reason) }
+        if conversation.script.matches || conversation.script.printMatchOnly {
+            stdout.assembler.examiner = { [unowned self] kind, payload in examine(kind, payload) }
+        }
     }
 
     /// --timeout (also between connections or before the first) and --idle-timeout.
@@ -157,7 +177,7 @@ final class Session: ConnectionDelegate, StdinReaderOwner {
         return options
     }
 
-    /// A connection's driver, not started yet, comes under the session: --send first.
+    /// A connection's driver, not started yet, comes under the session: the preamble first.
     func begin(_ driver: ConnectionDriver) {
         self.driver = driver
         connectionEnding = nil
@@ -168,7 +188,7 @@ final class Session: ConnectionDelegate, StdinReaderOwner {
         let greeting = limits.attach(driver)  // --send; --idle-timeout counts from here
         sent.messages += greeting.messages
         sent.bytes += greeting.bytes
-        if let file = config.client.sendFile { sendFile(file, into: driver) }
+        converse(conversation.connected())
     }
 
     /// Receive buffers, measured with scripts/bench on 1 GiB transfers: larger ones buy no
@@ -191,6 +211,7 @@ final class Session: ConnectionDelegate, StdinReaderOwner {
 
     public func connectionDidEndMessage(_ connection: ConnectionDriver) {
         stdout.end()
+        if !conversationActions.isEmpty { conversationDecided() }
     }
 
     // MARK: - --decompress
@@ -294,6 +315,7 @@ final class Session: ConnectionDelegate, StdinReaderOwner {
 
     public func connection(_ connection: ConnectionDriver, didEnd ending: ConnectionEnding) {
         connectionEnding = ending
+        conversationEnded(ending)
         switch ending {
         case .closed, .failed: break
         case .lost, .timedOut: stdout.assembler.discardPending()  // a partial message is dropped
@@ -383,8 +405,13 @@ final class Session: ConnectionDelegate, StdinReaderOwner {
         outcome.queueBounds = config.client.reconnect.map { (messages: $0.queueSize, bytes: $0.queueBytes) }
         if case .failed(let why) = stdout.sink.failure { outcome.stdoutFailure = why }
         outcome.shortfall = countShortfall
+        if config.stdio.requireCount, !ending.untilMatched, let until = config.client.conversation.until {
+            outcome.untilShortfall = until.description
+        }
         outcome.countReached = stdout.assembler.limit.map { stdout.assembler.messages >= $0 } ?? false
         outcome.deliveryConfirmed = deliveryConfirmed
+        outcome.expectMissed = ending.expectMissed
+        outcome.untilMatched = ending.untilMatched
         return outcome
     }
 

@@ -50,6 +50,8 @@ struct Settings {
     var reconnect = false
     var reconnection = ClientConfiguration.Reconnection()
     var sendFile: String?
+    /// --until and --until-json given (one is taken).
+    var untils = 0
     /// --forward-listen's address (ForwardListenSettings.swift).
     var forwardListen: ListenAddress?
 
@@ -65,6 +67,7 @@ struct Settings {
             return try finishServer(environment: environment, readFile: readFile)
         }
         try checkCombinations()
+        try checkConversation()
         var config = self.config
         config.forwardListen = forwardListen
         config.client.tlsOptionsGiven = Option.tls.map(\.longName).filter { given.contains($0) }
@@ -121,8 +124,8 @@ struct Settings {
         if c.stdio.timestamps && !c.stdio.jsonLines { throw UsageError("--timestamps needs --jsonl (it adds \"ts\" to each JSON line)") }
         if c.stdio.wholeInput && c.stdio.base64 { try refuse("--whole-input", "--base64", "--base64 reads one message per line") }
         if c.stdio.oneMessage && c.stdio.maxMessages != nil { try refuse("-1/--one-message", "-n/--max-messages", "-1 means -n 1") }
-        if c.stdio.requireCount && c.stdio.maxMessages == nil && !c.stdio.oneMessage {
-            throw UsageError("--require-count needs -n N or -1: the count to require")
+        if c.stdio.requireCount && c.stdio.maxMessages == nil && !c.stdio.oneMessage && c.client.conversation.until == nil {
+            throw UsageError("--require-count needs -n N, -1 or --until: the count (or the message) to require")
         }
         if c.stdio.receiveOnly && c.stdio.sendOnly { try refuse("--receive-only", "--send-only", "nothing would be bridged") }
         if c.stdio.linger != nil {
