@@ -135,12 +135,13 @@ final class ReconnectingRunner {
         say(Self.disconnection(ending, stale: stale, up: up))
         session.submitOutput()
         guard !session.endedByItself else { return false }
-        if session.inputCloses {
+        if session.inputCloses && !missed {
             // stdin is over and its end closes: what went on this connection is not sent
             // again, so a retry would have nothing to send, and its connection nothing to
             // end it (the run sat on it until killed: the server's Close had come before
             // ours, a 1001 or --reconnect-on-close). It ends here, as this ending says;
             // messages still in the offline queue go on the next connection, then its Close.
+            // (A preamble that missed delivered nothing of stdin: the next one does.)
             guard !offlineQueue.isEmpty else { return false }
             session.closeNextConnectionAtEndOfInput()
         }

@@ -19,7 +19,6 @@ extension Option {
     static let expectTimeout = Option("--expect-timeout", value: "SECS", in: .conversation, applies: .client,
                                       help: "how long each --expect waits (default 10): then a Close and exit 13") { text, name throws(UsageError) in
         let seconds = try parseSeconds(text, option: name)
-        guard seconds > 0 else { throw UsageError("\(name) must be more than 0 seconds") }
         return { $0.config.client.conversation.expectTimeout = seconds }
     }
     static let until = Option("--until", value: "REGEX", in: .conversation, applies: .client,

@@ -12,8 +12,8 @@ Per connection:
   tick; every connection needs its own auth.
 - {"jsonrpc":"2.0","id":...,"method":...}: two notifications, a reply whose id is
   9007199254740992 (equal to ours as a double), then the reply with id 9007199254740993.
-- "big": a 64 MiB text message of "a"s, then a Ping; the Pong's delay is logged
-  ({"event":"pong","ms":...}).
+- "big": a 64 MiB text message of "a"s, then (a second later, once the client has read it)
+  a Ping; the Pong's delay is logged ({"event":"pong","ms":...}).
 - --greeting TEXT: sent as each connection opens.
 Other messages are only logged.
 """
@@ -71,6 +71,7 @@ async def main():
             note(conn=conn, got=message if isinstance(message, str) else "<binary>")
             if message == "big":
                 await ws.send("a" * (64 << 20))
+                await asyncio.sleep(1)
                 started = time.monotonic()
                 pong = await ws.ping()
                 await pong
