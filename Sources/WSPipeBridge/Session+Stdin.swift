@@ -13,10 +13,10 @@ extension Session {
         return driver.canSendData && driver.queuedBytes < outboundHighWater
     }
 
-    /// A turn of stdin reads is over: while there is no connection, what it put in the
-    /// offline queue may have dropped messages or overflowed it.
+    /// A turn of stdin reads is over: while there is no connection (or its preamble runs),
+    /// what it put in the offline queue may have dropped messages or overflowed it.
     func stdinTurnEnded() {
-        if driver == nil, let offline { queueChanged(offline) }
+        if driver == nil || !conversation.preambleDone, let offline { queueChanged(offline) }
     }
 
     /// One read of stdin, framed into the connection, or into the offline queue while there

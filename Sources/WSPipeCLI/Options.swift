@@ -93,7 +93,7 @@ extension Option {
         $0.config.stdio.oneMessage = true
     }
     static let requireCount = Option("--require-count", in: .limits, applies: [.client, .stdioServer],
-                                     help: "with -n N or -1: exit 11 when the connection ends before N messages",
+                                     help: "with -n N, -1 or --until: exit 11 when the connection ends before N messages",
                                      "came (default: 0 for a clean close, however many came)") {
         $0.config.stdio.requireCount = true
     }
