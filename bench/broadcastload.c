@@ -22,6 +22,8 @@
  * clients still open after the 3 s drain count in neither.
  */
 #define _GNU_SOURCE
+#define LOADGEN_NAME "broadcastload"
+#include "loadgen.h"
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -42,8 +44,7 @@ struct client {
     int fd, state, stalled;
     uint64_t messages;
     /* the frame being read: header bytes so far, payload bytes left to skip */
-    unsigned char head[14];
-    int head_len;
+    struct frame_head head;
     uint64_t skip;
     int opcode, fin;
     /* a Close frame's first two payload bytes (its code) */
@@ -58,27 +59,6 @@ static int count, epoll_fd;
 static uint64_t target, deliveries, complete;
 static double first_delivery, last_delivery;
 
-static void die(const char *what) {
-    fprintf(stderr, "broadcastload: %s: %s\n", what, strerror(errno));
-    exit(1);
-}
-
-static double now(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec + t.tv_nsec / 1e9;
-}
-
-static double cpu_seconds(void) {
-    struct rusage u;
-    getrusage(RUSAGE_SELF, &u);
-    return u.ru_utime.tv_sec + u.ru_stime.tv_sec + (u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
-}
-
-static const char request[] =
-    "GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-    "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n";
-
 /* Counts the frames in n received bytes; a data frame with FIN is one delivery. */
 static void consume(struct client *c, const unsigned char *p, size_t n) {
     while (n > 0) {
@@ -92,21 +72,11 @@ static void consume(struct client *c, const unsigned char *p, size_t n) {
             c->skip -= take;
             if (c->skip > 0) return;
         } else {
-            c->head[c->head_len++] = *p++;
+            int whole = frame_head_add(&c->head, *p++, &c->skip, &c->opcode, &c->fin);
             n--;
-            if (c->head_len < 2) continue;
-            int len7 = c->head[1] & 127;
-            int need = 2 + (len7 == 126 ? 2 : len7 == 127 ? 8 : 0) + ((c->head[1] & 128) ? 4 : 0);
-            if (c->head_len < need) continue;
-            uint64_t len = (uint64_t)len7;
-            if (len7 == 126) len = (uint64_t)c->head[2] << 8 | c->head[3];
-            else if (len7 == 127) { len = 0; for (int i = 0; i < 8; i++) len = len << 8 | c->head[2 + i]; }
-            c->opcode = c->head[0] & 15;
-            c->fin = c->head[0] >> 7;
-            c->head_len = 0;
-            c->skip = len;
+            if (!whole) continue;
             if (c->opcode == 8) c->close_seen = 1;
-            if (len > 0) continue;
+            if (c->skip > 0) continue;
         }
         /* a frame ended */
         if (c->fin && (c->opcode == 1 || c->opcode == 2 || c->opcode == 0) && !c->close_seen) {
@@ -184,6 +154,8 @@ int main(int argc, char **argv) {
     struct sockaddr_in to = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
     to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     int stalled = 0;
+    char request[1024];
+    size_t request_length = format_request(request, sizeof request, "/");
 
     /* Connect and handshake in batches of 100, so the server's backlog never overflows. */
     for (int start = 0; start < count; start += 100) {
@@ -202,7 +174,7 @@ int main(int argc, char **argv) {
             from.sin_addr.s_addr = htonl(0x7F000002u + (uint32_t)(i % 200));
             if (bind(c->fd, (struct sockaddr *)&from, sizeof from) < 0) die("bind");
             if (connect(c->fd, (struct sockaddr *)&to, sizeof to) < 0) die("connect");
-            if (write(c->fd, request, sizeof request - 1) != (ssize_t)(sizeof request - 1)) die("write");
+            if (write(c->fd, request, request_length) != (ssize_t)request_length) die("write");
             fcntl(c->fd, F_SETFL, O_NONBLOCK);
             c->state = HANDSHAKE;
         }
