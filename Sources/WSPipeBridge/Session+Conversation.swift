@@ -32,7 +32,8 @@ extension Session {
         converse(conversation.connectionEnded(code: code, locally: ending.endedByItself))
     }
 
-    /// The preamble's step at `index` failed on this connection: --expect's miss.
+    /// An --expect missed on the connection that just ended (the reconnecting runner counts
+    /// it as a failed attempt).
     var preambleMissed: Bool { ending.expectMissed }
 
     /// Carries out a conversation transition's actions, in order.
