@@ -226,18 +226,6 @@ SEEDS["consolekeys"] = {
     "ctrl-d-ctrl-z": b"\x50\x00\x00\xff\x04x\x01\x04\x04\x1a\x0c",
 }
 
-# jsonfield: the spec, then NUL and a message (without NUL: the message is built from the spec).
-SEEDS["jsonfield"] = {
-    "id": b"id=9007199254740993",
-    "nested": b'result.items[2].name="x"',
-    "quoted": b'"a.b".c=true',
-    "object": b'a={"b":[1,2.50,null]}',
-    "string": b"event=authenticated",
-    "message": b'params.id=7\x00{"params":{"id":7.0},"x":[]}',
-    "badpath": b"a..b=1",
-}
-
-
 def main():
     for target, seeds in SEEDS.items():
         directory = os.path.join(HERE, "corpus", target)
