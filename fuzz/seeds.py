@@ -202,6 +202,28 @@ SEEDS["bus"] = {
     "url-nats": b"\x00\x00\xffnats://user:pa%20ss@127.0.0.1:4222/chat.in",
 }
 
+# match: byte 0 (bit 0: 0 PATH=VALUE, 1 a regular expression), the spec, 0xFF, a text payload.
+SEEDS["match"] = {
+    "jsonrpc-id": b"\x00id=9007199254740993\xff{\"jsonrpc\":\"2.0\",\"id\":9007199254740993,\"result\":{\"ok\":true}}",
+    "jsonrpc-id-near": b"\x00id=9007199254740992\xff{\"id\":9007199254740993}",
+    "event-string": b"\x00event=authenticated\xff{\"event\":\"authenticated\",\"user\":\"x\"}",
+    "nested-index": b"\x00result.items[0].id=\"a\\u00e9\"\xff{\"result\":{\"items\":[{\"id\":\"a\u00c3\u00a9\"}]}}",
+    "top-index": b"\x00[2][0]=1.0e0\xff[0,1,[10e-1]]",
+    "quoted-keys": b"\x00\"a.b\".\"x=y\".\"q\\\"\\\\\"=null\xff{\"a.b\":{\"x=y\":{\"q\\\"\\\\\":null}}}",
+    "object-value": b"\x00o={\"b\":[1,2],\"a\":{\"c\":-0}}\xff{\"o\":{\"a\":{\"c\":0.0},\"b\":[1,2e0]}}",
+    "surrogates": b"\x00s=\"\\ud83d\\ude00\"\xff{\"s\":\"\\ud83d\\ude00\"}",
+    "repeated-name": b"\x00k=2\xff{\"k\":1,\"k\":2}",
+    "bad-path": b"\x00a..b[x]=1\xff{}",
+    "depth": b"\x00[0][0][0]=1\xff" + b"[" * 70 + b"]" * 70,
+    "regex-ready": b"\x01^(ready|ok)[[:space:]]*$\xffready  ",
+    "regex-nul": b"\x01x[^a]y|b$\xffx\x00y",
+    "regex-anchor-newline": b"\x01z|^ok\xffa\nok",
+    "regex-brackets": b"\x01[]\\1)[:alpha:]](a)\xff]a",
+    "regex-backref": b"\x01(a)\\1\xffaa",
+    "regex-word": b"\x01\\<wo|d\\>|\\bx\xffa word x",
+    "regex-catastrophic": b"\x01(a|aa)*c\xff" + b"a" * 200,
+}
+
 
 # consolekeys: byte 0 the columns (1-128), two cut points, the paste limit (255: 1 MiB), then
 # what a terminal sends: keys, escape sequences, UTF-8, bracketed pastes.

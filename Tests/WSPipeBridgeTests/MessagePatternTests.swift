@@ -112,6 +112,20 @@ final class MessagePatternTests: XCTestCase {
         XCTAssertFalse(try regex("^a|^b").matches(text: Array("cb".utf8)))
     }
 
+    func testRepeatsOfRepeatsAreRefusedBeforeCompiling() throws {
+        // glibc copies the operand of + and {m,n}: d with 20 +'s took 0.8 s to compile, 110 forever.
+        let started = ContinuousClock.now
+        let tooLarge = "bad regular expression: too large with its repeats expanded (over 2000 positions, where x{N} counts N times x)"
+        for pattern in ["d" + String(repeating: "+", count: 110), "a{2001}", "(a{50}){50}", "(ab{9}){2,200}", "((a+)+)" + String(repeating: "+", count: 12)] {
+            XCTAssertEqual(regexFault(pattern), "--expect '\(pattern)': \(tooLarge)")
+        }
+        XCTAssertLessThan(ContinuousClock.now - started, .seconds(1))
+        XCTAssertTrue(try regex("a{1000}").matches(text: [UInt8](repeating: UInt8(ascii: "a"), count: 1000)))
+        XCTAssertTrue(try regex("(ab){3,}x").matches(text: Array("abababx".utf8)))
+        XCTAssertNil(regexFault("(a{40}){40}"))
+        XCTAssertNil(regexFault("d+++++++"))
+    }
+
     // MARK: JSON paths
 
     private func steps(_ spec: String) throws -> [JSONFieldPattern.Step] { try JSONFieldPattern(spec).path }
