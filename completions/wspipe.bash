@@ -18,6 +18,7 @@ _wspipe() {
         --metrics-public --devconsole
         --proxy-protocol
         --print-ping-rtt --reconnect --reconnect-on-close
+        --print-match-only
         --no-deflate --deflate-client-no-context-takeover --deflate-server-no-context-takeover"
     local valued="--chunk-size --close-code --close-reason --close-timeout --connect-timeout
         --max-message-size --ping-interval --ping-timeout -H --header --protocol --origin
@@ -27,6 +28,7 @@ _wspipe() {
         -l --listen --path --allow-origin --health --response-header --max-clients --handshake-timeout
         --stale-timeout --retry-delay --retry-max-delay --max-retries --retry-reset
         --queue-size --queue-bytes --queue-policy --send-file
+        --expect --expect-json --expect-timeout --until --until-json
         --exec --sh --dir --close-grace --max-children --passenv --client-ca
         --forward --forward-tokens
         --metrics --static --staticdir --bus --bus-inbound --bus-password-file --bus-ping
@@ -48,7 +50,7 @@ _wspipe() {
     case $option in
         -h|--help)
             # --help CATEGORY: the categories of `wspipe --help` (Option.Category).
-            COMPREPLY=($(compgen -W "all modes formats limits ending connection compression reconnect network tls request output server access web bus programs gateway" -- "$cur"))
+            COMPREPLY=($(compgen -W "all modes formats limits ending connection compression reconnect conversation network tls request output server access web bus programs gateway" -- "$cur"))
             return ;;
         --cacert|--client-ca)
             compopt -o filenames 2>/dev/null

@@ -18,7 +18,8 @@ extension Option {
         closeReason, closeTimeout, connectTimeout, maxMessageSize, pingInterval, pingTimeout, staleTimeout,
         printPingRTT, noDeflate, deflateClientWindowBits, deflateServerWindowBits,
         deflateClientNoContextTakeover, deflateServerNoContextTakeover, decompress, reconnect, reconnectOnClose,
-        retryDelay, retryMaxDelay, maxRetries, retryReset, queueSize, queueBytes, queuePolicy, sendFile, proxy,
+        retryDelay, retryMaxDelay, maxRetries, retryReset, queueSize, queueBytes, queuePolicy, sendFile, expect,
+        expectJSON, expectTimeout, until, untilJSON, printMatchOnly, proxy,
         socks5, noproxy, unixSocket, connectTo, resolve, ipv4, ipv6, location, maxRedirs, insecure, cacert,
         cert, key, keyPassEnv, keyPassFile, tlsMin, sni, header, subprotocol, origin, userAgent, bearerFile,
         bearer, verbose, quiet, stats, help, version, listen, reuseport, echo, broadcast, oneshot, maxClients,
@@ -109,14 +110,18 @@ extension Option {
         $0.config.stdio.oneMessage = true
     }
     static let requireCount = Option("--require-count", in: .limits, applies: [.client, .stdioServer],
-                                     help: "with -n N or -1: exit 11 when the connection ends before N messages",
+                                     help: "with -n N, -1 or --until: exit 11 when the connection ends before N messages",
                                      "came (default: 0 for a clean close, however many came)") {
         $0.config.stdio.requireCount = true
     }
     static let send = Option("--send", value: "TEXT",
                              in: .limits, applies: [.client, .stdioServer, .echo, .broadcast, .exec],
-                             help: "send this text message right after the handshake, before stdin (repeatable)") { text, _ in
-        { $0.config.stdio.sendMessages.append(text) }
+                             help: "send this text message right after the handshake, before stdin (repeatable;",
+                             "in order with --send-file and --expect)") { text, _ in
+        {
+            $0.config.stdio.sendMessages.append(text)  // each client's greeting, when serving
+            $0.config.client.conversation.steps.append(.send(text))
+        }
     }
     static let timeout = seconds("--timeout", in: .limits, applies: [.client, .server],
                                  help: "limit for the whole session: then a closing handshake and exit 124") {
@@ -324,8 +329,12 @@ extension Option {
     }
     static let sendFile = Option("--send-file", value: "FILE",
                                  in: .reconnect, applies: .client,
-                                 help: "send FILE's lines (JSON lines with --jsonl) after every handshake, after --send") { text, _ in
-        { $0.sendFile = text }
+                                 help: "send FILE's lines (JSON lines with --jsonl) after every handshake, in order",
+                                 "with --send and --expect") { text, _ in
+        {
+            $0.sendFile = text
+            $0.config.client.conversation.steps.append(.sendFile)
+        }
     }
 
     // MARK: Network

@@ -55,7 +55,8 @@ extension Settings {
         // A TLS bus (rediss://) is dialed as a client: it takes --cacert and -k.
         let busTakes: [Option] = bus.address?.tls == true ? [.cacert, .insecure] : []
         if let option = Option.allCases.first(where: { $0.isClientOnly && given.contains($0.longName) && !busTakes.contains($0) }) {
-            let hint = option == Option.cacert ? " (the CAs of client certificates: --client-ca)" : ""
+            let hint = option == Option.cacert ? " (the CAs of client certificates: --client-ca)"
+                : option.category == .conversation ? " (a conversation is the client's: it waits for a server's answers)" : ""
             throw UsageError("\(option.longName) is a client option; it cannot be used with -l/--listen\(hint)")
         }
         let modes = try ServerModeDescriptor.given(in: self)
