@@ -9,7 +9,7 @@ _wspipe() {
     cur=${COMP_WORDS[COMP_CWORD]}
     prev=${COMP_WORDS[COMP_CWORD-1]}
 
-    local flags="-t --text -b --binary -0 --null --jsonl --timestamps --base64 --whole-input
+    local flags="-t --text -b --binary -0 --null --interactive --no-interactive --no-history --jsonl --timestamps --base64 --whole-input
         -1 --one-message --require-count --receive-only --send-only --stats --no-close -k --insecure
         -4 --ipv4 -6 --ipv6 -L --location -v --verbose -q --quiet -h --help -V --version
         --echo --broadcast --require-protocol --require-bearer --sameorigin

@@ -140,6 +140,8 @@ public struct StdioConfiguration: Sendable {
     public var jsonLines = false
     /// --timestamps: "ts" in --jsonl output.
     public var timestamps = false
+    /// wspipe as a console (a person at a terminal: `ConsoleRule`); nil in a pipeline.
+    public var console: ConsoleSettings?
     /// --whole-input: all of stdin up to EOF is one message.
     public var wholeInput = false
     /// -n: close and exit after this many received messages.

@@ -9,6 +9,7 @@ extension Session {
     /// Whether stdin should be read when it has data (the reader checks it is open): room in
     /// the socket queue, or in the offline queue while there is no connection.
     var wantsStdin: Bool {
+        if isConsole { return true }  // keys are read whatever the connection's state
         guard let driver else { return offline?.acceptsMore == true }
         return driver.canSendData && driver.queuedBytes < outboundHighWater
     }
@@ -29,6 +30,10 @@ extension Session {
             }
             switch read {
             case .data(let chunk):
+                if isConsole {
+                    console?.input(UnsafeRawBufferPointer(start: chunk.base, count: chunk.count))
+                    return stdin.open
+                }
                 // The two sinks are spelt out so that each is framed into directly (no
                 // existential on the per-message path).
                 if let driver {
@@ -88,6 +93,39 @@ extension Session {
                 if face != .client && limits.limitReached { connectionDidProcessInput(driver) }
             }
         }
+    }
+
+    // MARK: - The console's lines and commands
+
+    /// A line typed in the console, as one message: to the connection, or to the offline
+    /// queue between two (--reconnect). False when there is neither.
+    func consoleSend(_ opcode: Opcode, _ bytes: [UInt8]) -> Bool {
+        let sink: MessageSink
+        if let driver, driver.canSendData { sink = driver } else if let offline { sink = offline } else { return false }
+        sink.send(opcode, fin: true, bytes: bytes)
+        sent.messages += 1
+        sent.bytes += UInt64(bytes.count)
+        limits.sent()
+        if driver == nil, let offline { queueChanged(offline) }
+        return true
+    }
+
+    /// Ctrl-D on an empty line, /quit: the end of input (a Close with 1000, exit 0).
+    func consoleEndOfInput() {
+        stdin.open = false
+        log.event("end of input (Ctrl-D)")
+        endOfInput(at: Instant.now())
+        stopStdin()
+        // No connection to close (the stdio server between clients, a retry's wait): the
+        // run ends now rather than with the next one.
+        if driver == nil { carryOut([.endWithoutConnection]) }
+    }
+
+    /// /close CODE REASON: the client's run ends with its connection, as after a --jsonl
+    /// close; the stdio server closes this client and the console waits for the next.
+    func consoleClose(_ payload: ClosePayload) {
+        log.event("close requested in the console")
+        if face == .client { carryOut(ending.closeAsked(payload, connection)) } else { driver?.closeAfterDelivery(payload) }
     }
 
     /// No more stdin for this session (its end, an error, a close of ours).

@@ -34,6 +34,12 @@ final class Session: ConnectionDelegate, StdinReaderOwner {
     let stdout: StdoutWriter
     /// stdin (the same reader as --broadcast's); never read with --receive-only.
     let stdin: StdinReader
+    /// wspipe as a console (a person at a terminal): typed keys and the screen; nil in a
+    /// pipeline. Set once, in init. Received messages reach it through stdout's diversion
+    /// (`StdoutWriter.console`), not through a check here: one in the delegate's message
+    /// methods kept them from being inlined (scripts/profile's messages-down: +4 %).
+    private(set) var console: Console?
+    let isConsole: Bool
 
     /// How the last connection ended.
     var connectionEnding: ConnectionEnding?
@@ -50,8 +56,8 @@ final class Session: ConnectionDelegate, StdinReaderOwner {
     /// What the runner is told (all optional: the session runs alone without them).
     var hooks = Hooks()
     var mismatchWarned = false
-    /// Text mode writes a binary message raw, with a warning the first time.
-    lazy var warnsOnBinary = config.stdio.outputFormat == .raw(separator: config.stdio.separator)
+    /// Text mode writes a binary message raw, with a warning the first time (the console shows it).
+    lazy var warnsOnBinary = !isConsole && config.stdio.outputFormat == .raw(separator: config.stdio.separator)
     // Counted and timed sessions.
     let started = Instant.now()
     /// --send, -n, --timeout and --idle-timeout (ConnectionLimits): the run's, or each
@@ -112,19 +118,27 @@ final class Session: ConnectionDelegate, StdinReaderOwner {
         self.face = face
         stdinReadSize = config.stdio.mode == .binary ? max(128 * 1024, config.stdio.chunkSize) : 64 * 1024
         outboundHighWater = stdinReadSize + min(stdinReadSize, 128 * 1024)
+        isConsole = config.stdio.console != nil
         framer = InputFramer(mode: config.stdio.inputMode, messageLimit: config.stdio.oneMessage ? 1 : nil)
         stdin = StdinReader(loop: loop, readSize: stdinReadSize)
         stdin.open = !config.stdio.receiveOnly
         stdout = StdoutWriter(loop: loop,
                               assembler: OutputAssembler(format: config.stdio.outputFormat, limit: config.stdio.maxMessages.map { UInt64($0) },
-                                                         discard: config.stdio.sendOnly),
-                              decompress: config.stdio.decompress, maximumMessageSize: config.maxMessageSize)
+                                                         discard: config.stdio.sendOnly || config.stdio.console != nil),
+                              decompress: config.stdio.decompress, maximumMessageSize: config.maxMessageSize,
+                              console: config.stdio.console != nil)
         limits = LimitKeeper(config.stdio.limits(span: span, idleClock: .bothWaysReported), loop: loop, runStart: started) { _ in }
         stdin.owner = self
         stdout.onChange = { [unowned self] in refreshStdout() }
         stdout.watchesReader = { [unowned self] in ending.localEnd == nil && (driver?.state == .open || waitsForConnection) }
         stdout.onDecompressFailure = { [unowned self] error in decompressFailed(error) }
         limits.onLimit = { [unowned self] reason in limitUp(reason) }
+        if let settings = config.stdio.console {
+            let console = Console(session: self, settings: settings)
+            log.screen = console.screen
+            stdout.console = console
+            self.console = console
+        }
     }
 
     /// --timeout (also between connections or before the first) and --idle-timeout.
@@ -138,6 +152,8 @@ final class Session: ConnectionDelegate, StdinReaderOwner {
         let driver = ConnectionDriver(loop: loop, stream: opened.stream, agreement: opened.agreement,
                                       maximumMessageSize: config.maxMessageSize, options: connectionOptions,
                                       received: received, parsed: opened.headLength, delegate: self)
+        console?.connected("connected to " + Diagnostics.redactedTarget(opened.url.description), subprotocol: opened.agreement.subprotocol,
+                           compressed: driver.compression != nil)
         begin(driver)
         driver.start()
         refreshStdin()
@@ -215,6 +231,7 @@ final class Session: ConnectionDelegate, StdinReaderOwner {
     }
 
     public func connection(_ connection: ConnectionDriver, didReceivePong payload: [UInt8], roundTrip: Double?) {
+        console?.pong(payload)
         if let rtt = roundTrip {
             hooks.roundTrip?(rtt)
             if config.client.printPingRTT { log.always("wspipe: ping round trip \(formatMilliseconds(rtt)) ms") }
@@ -294,6 +311,7 @@ final class Session: ConnectionDelegate, StdinReaderOwner {
 
     public func connection(_ connection: ConnectionDriver, didEnd ending: ConnectionEnding) {
         connectionEnding = ending
+        console?.ended(ending, peer: face.role == .client ? "server" : "client")
         switch ending {
         case .closed, .failed: break
         case .lost, .timedOut: stdout.assembler.discardPending()  // a partial message is dropped

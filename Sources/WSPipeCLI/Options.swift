@@ -13,7 +13,7 @@ extension Option {
     /// registry the parser, --help and the tests read; a declaration missing from it is
     /// found by CommandLineTests.testEveryDeclarationIsRegistered.
     public static let allCases: [Option] = [
-        text, binary, null, chunkSize, jsonl, timestamps, base64, wholeInput, maxMessages, oneMessage,
+        text, binary, null, chunkSize, interactive, noInteractive, noHistory, jsonl, timestamps, base64, wholeInput, maxMessages, oneMessage,
         requireCount, send, timeout, idleTimeout, receiveOnly, sendOnly, noClose, linger, closeCode,
         closeReason, closeTimeout, connectTimeout, maxMessageSize, pingInterval, pingTimeout, staleTimeout,
         printPingRTT, noDeflate, deflateClientWindowBits, deflateServerWindowBits,
@@ -54,6 +54,21 @@ extension Option {
         return { $0.config.stdio.chunkSize = Int(size) }
     }
 
+    static let interactive = Option("--interactive", in: .modes, applies: [.client, .stdioServer],
+                                    help: "a console even where wspipe would not choose one (stdin and stdout",
+                                    "must be terminals): prompt, line editing, history, /commands") {
+        $0.interactive = true
+    }
+    static let noInteractive = Option("--no-interactive", in: .modes, applies: [.client, .stdioServer],
+                                      help: "never a console: stdin and stdout stay a byte pipe at a terminal too") {
+        $0.interactive = false
+    }
+
+    static let noHistory = Option("--no-history", in: .modes, applies: [.client, .stdioServer],
+                                  help: "the console keeps no history (default: $XDG_STATE_HOME/wspipe/history)") {
+        $0.keepsHistory = false
+    }
+
     // MARK: Formats
 
     static let jsonl = Option("--jsonl", in: .formats, applies: [.client, .server],
@@ -62,7 +77,8 @@ extension Option {
         $0.config.stdio.jsonLines = true
     }
     static let timestamps = Option("--timestamps", in: .formats, applies: [.client, .stdioServer, .broadcast],
-                                   help: #"with --jsonl: add "ts" (Unix seconds) to each received line"#) {
+                                   help: #"with --jsonl: add "ts" (Unix seconds) to each received line; in the"#,
+                                   "console: a time column") {
         $0.config.stdio.timestamps = true
     }
     static let base64 = Option("--base64", in: .formats, applies: [.client, .stdioServer, .broadcast],

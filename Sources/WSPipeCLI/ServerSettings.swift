@@ -69,7 +69,8 @@ extension Settings {
             // Only --oneshot's one client gives the server its exit status.
             throw UsageError("--require-count with -l needs --oneshot: a server's exit status does not say how each client left")
         }
-        try checkCombinations()
+        let console = serveMode == .stdio ? try self.console(environment: environment) : nil
+        try checkCombinations(console: console != nil)
         if config.stdio.jsonLines && config.stdio.mode == .binary { throw UsageError("--jsonl cannot be combined with --binary: --jsonl carries both message types") }
         if config.stdio.jsonLines && config.stdio.separator == 0 { throw UsageError("--jsonl cannot be combined with -0/--null: JSON Lines are newline-separated") }
         if let path = policy.metricsPath {
@@ -144,6 +145,7 @@ extension Settings {
         }
         var config = self.config
         config.client.bearerToken = nil
+        config.stdio.console = console
         if config.stdio.oneMessage { config.stdio.maxMessages = 1 }
         config.serve = serve
         return config

@@ -1,3 +1,4 @@
+import Glibc
 import WebSocketCore
 import WebSocketEngine
 import WebSocketTransport
@@ -59,6 +60,10 @@ struct Settings {
     var sendFile: String?
     /// --forward-listen's address (ForwardListenSettings.swift).
     var forwardListen: ListenAddress?
+    /// --interactive (true), --no-interactive (false), neither (nil: `ConsoleRule` decides).
+    var interactive: Bool?
+    /// --no-history: the console saves and loads no history.
+    var keepsHistory = true
 
     /// Adds a subprotocol (already checked) unless it is offered already.
     mutating func addSubprotocol(_ name: String) {
@@ -71,8 +76,9 @@ struct Settings {
         if listen != nil || given.contains(where: { Option.named($0)?.isServerOnly == true }) {
             return try finishServer(environment: environment, readFile: readFile)
         }
-        try checkCombinations()
         var config = self.config
+        config.stdio.console = try console(environment: environment)
+        try checkCombinations(console: config.stdio.console != nil)
         config.forwardListen = forwardListen
         config.client.tlsOptionsGiven = Option.tls.map(\.longName).filter { given.contains($0) }
         config.client.deflate = compression.disabled ? nil : compression.offer
@@ -106,8 +112,30 @@ struct Settings {
         return config
     }
 
+    /// Whether this run (the client, or the stdio server) is a console (issue 36): with
+    /// --interactive, or without --no-interactive where `ConsoleRule` holds; never in the
+    /// modes that are no person's (binary, NUL, JSON Lines, base64, one message of all of
+    /// stdin, one direction only, payloads inflated for stdout). Throws for --interactive
+    /// where it cannot be.
+    func console(environment: (String) -> String?) throws(UsageError) -> ConsoleSettings? {
+        guard interactive != false else { return nil }
+        let c = config.stdio
+        let excluded: String? = c.mode == .binary ? "--binary" : c.separator == 0 ? "-0/--null" : c.jsonLines ? "--jsonl"
+            : c.base64 ? "--base64" : c.wholeInput ? "--whole-input" : c.receiveOnly ? "--receive-only"
+            : c.sendOnly ? "--send-only" : c.decompress != nil ? "--decompress" : nil
+        if interactive == true {
+            if let excluded { throw UsageError("--interactive cannot be combined with \(excluded): the console types and shows lines of text") }
+            guard ConsoleRule.terminals else {
+                throw UsageError("--interactive needs a terminal on stdin and stdout (\(isatty(0) == 1 ? "stdout" : "stdin") is not one)")
+            }
+        } else if excluded != nil || !ConsoleRule.holds(term: environment("TERM")) {
+            return nil
+        }
+        return ConsoleRule.settings(history: keepsHistory, environment: environment)
+    }
+
     /// Options that contradict each other are refused rather than one silently ignored.
-    func checkCombinations() throws(UsageError) {
+    func checkCombinations(console: Bool = false) throws(UsageError) {
         func refuse(_ a: String, _ b: String, _ why: String) throws(UsageError) {
             throw UsageError("\(a) cannot be combined with \(b): \(why)")
         }
@@ -125,7 +153,9 @@ struct Settings {
         if compression.disabled, let first = compression.tuning.first {
             try refuse("--no-deflate", first, "with --no-deflate nothing is offered to tune")
         }
-        if c.stdio.timestamps && !c.stdio.jsonLines { throw UsageError("--timestamps needs --jsonl (it adds \"ts\" to each JSON line)") }
+        if c.stdio.timestamps && !c.stdio.jsonLines && !console {
+            throw UsageError("--timestamps needs --jsonl (it adds \"ts\" to each JSON line) or the console (a terminal)")
+        }
         if c.stdio.wholeInput && c.stdio.base64 { try refuse("--whole-input", "--base64", "--base64 reads one message per line") }
         if c.stdio.oneMessage && c.stdio.maxMessages != nil { try refuse("-1/--one-message", "-n/--max-messages", "-1 means -n 1") }
         if c.stdio.requireCount && c.stdio.maxMessages == nil && !c.stdio.oneMessage {

@@ -73,11 +73,11 @@ final class ClientAddressTests: IntegrationTestCase {
         let answer = try client(front, ["ask"])
         XCTAssertTrue(answer.hasPrefix("MESSAGE 127.0.0.2 "), "\(answer); server: \(server.stderr.text)")
         XCTAssertNotNil(Int(answer.split(separator: " ").last ?? ""), "REMOTE_PORT is the client's: \(answer)")
-        XCTAssertTrue(server.stderr.text.contains("connected from 127.0.0.2:"), server.stderr.text)
+        assertStderr(server, contains: "connected from 127.0.0.2:")
         // Straight to wspipe from 127.0.0.2, outside --trust-proxy: closed without an answer.
         XCTAssertEqual(try client(port, ["ask", "--prefix-hex", hex("PROXY TCP4 203.0.113.7 127.0.0.1 1 2\r\n")]), "CLOSED 0")
-        XCTAssertTrue(server.stderr.text.contains("connection from 127.0.0.2:"), server.stderr.text)
-        XCTAssertTrue(server.stderr.text.contains("closed: not in --trust-proxy"), server.stderr.text)
+        assertStderr(server, contains: "connection from 127.0.0.2:")
+        assertStderr(server, contains: "closed: not in --trust-proxy")
     }
 
     /// nginx in front of `port` (proxy_pass with the Upgrade headers, X-Forwarded-For added); its port.
@@ -122,7 +122,7 @@ final class ClientAddressTests: IntegrationTestCase {
         XCTAssertEqual(try client(front, ["ask"]), "MESSAGE 127.0.0.2 ", "X-Forwarded-For has no port: REMOTE_PORT is empty")
         // The client's own claim is left of what nginx adds: walked right to left, it is not believed.
         XCTAssertEqual(try client(front, ["ask", "--header", "X-Forwarded-For: 203.0.113.9"]), "MESSAGE 127.0.0.2 ")
-        XCTAssertTrue(server.stderr.text.contains("connected from 127.0.0.2 to /"), server.stderr.text)
+        assertStderr(server, contains: "connected from 127.0.0.2 to /")
     }
 
     /// --max-clients-per-ip counts the PROXY header's address, not HAProxy's.
@@ -171,10 +171,9 @@ final class ClientAddressTests: IntegrationTestCase {
         XCTAssertEqual(try client(port, ["ask", "--prefix-hex", unknownFamily.map { String(format: "%02x", $0) }.joined()]), "CLOSED 0")
         XCTAssertEqual(try client(port, ["ask"]), "CLOSED 0", "no header at all")
         XCTAssertEqual(try client(port, ["ask", "--prefix-hex", hex("PROXY UNKNOWN\r\n")]).prefix(18), "MESSAGE 127.0.0.2 ")
-        let text = server.stderr.text
-        XCTAssertTrue(text.contains("closed: malformed PROXY v1 line: 3 fields after TCP4, not 4"), text)
-        XCTAssertTrue(text.contains("closed: PROXY v2 family/protocol 0x51 is not one we know"), text)
-        XCTAssertTrue(text.contains("closed: no PROXY protocol header"), text)
+        assertStderr(server, contains: "closed: malformed PROXY v1 line: 3 fields after TCP4, not 4")
+        assertStderr(server, contains: "closed: PROXY v2 family/protocol 0x51 is not one we know")
+        assertStderr(server, contains: "closed: no PROXY protocol header")
     }
 
     /// The PROXY header comes before TLS: the bytes after it are the TLS handshake's.
@@ -225,6 +224,12 @@ final class ClientAddressTests: IntegrationTestCase {
         XCTAssertLessThan(rss, 4 * 1024, "RSS grew \(mebibytes(rss))")
         let limit = Locations.wspipe.contains("/debug/") ? 1.5 : 0.5
         XCTAssertLessThan(cpu, limit, "CPU \(cpu) s (\(Locations.wspipe))")
+    }
+
+    /// The server's -v lines come through a pipe read on another thread: wait for `text`.
+    private func assertStderr(_ server: ChildProcess, contains text: String, file: StaticString = #filePath, line: UInt = #line) {
+        let found = server.stderr.wait(timeout: 10) { String(decoding: $0, as: UTF8.self).contains(text) }
+        XCTAssertTrue(found, "no '\(text)' in: \(server.stderr.text)", file: file, line: line)
     }
 
     private func hex(_ text: String) -> String { text.utf8.map { String(format: "%02x", $0) }.joined() }

@@ -80,6 +80,7 @@ package enum CI {
 
 package struct MissingToolError: Error, CustomStringConvertible {
     package let description: String
+    package init(description: String) { self.description = description }
 }
 
 /// A skip the machine forces, never a failure (CI=true or not): no socket binds to ::1.

@@ -130,13 +130,13 @@ final class OptionDeclarationTests: XCTestCase {
         XCTAssertEqual(names(Option.notForwarding), Set(["--text", "--binary", "--null", "--jsonl", "--timestamps", "--base64",
             "--whole-input", "--max-messages", "--one-message", "--require-count", "--send", "--timeout", "--idle-timeout",
             "--receive-only", "--send-only", "--stats", "--no-close", "--linger", "--close-code", "--close-reason", "--decompress",
-            "--send-file", "--stale-timeout", "--print-ping-rtt"]))
+            "--send-file", "--stale-timeout", "--print-ping-rtt", "--interactive", "--no-interactive", "--no-history"]))
         XCTAssertEqual(names(ServerModeDescriptor.broadcast.only), ["--bus", "--bus-inbound", "--bus-password-file", "--bus-ping"])
         XCTAssertEqual(names(ServerModeDescriptor.exec.only), ["--close-grace", "--max-children", "--passenv"])
         XCTAssertEqual(names(ServerModeDescriptor.forward.only), ["--close-grace"])
         XCTAssertEqual(names(ServerModeDescriptor.echo.refusals.flatMap(\.options)), Set(["--text", "--binary", "--null",
             "--chunk-size", "--timestamps", "--base64", "--whole-input", "--one-message", "--require-count", "--receive-only",
-            "--send-only", "--stats", "--no-close", "--linger", "--close-code", "--close-reason"]))
+            "--send-only", "--stats", "--no-close", "--linger", "--close-code", "--close-reason", "--interactive", "--no-interactive", "--no-history"]))
         XCTAssertTrue(ServerModeDescriptor.stdio.refusals.isEmpty)
         // Every option is somewhere: no declaration without a scope.
         for option in Option.allCases { XCTAssertFalse(option.scope.isEmpty, option.longName) }
