@@ -1,5 +1,3 @@
-import WebSocketTransport
-
 /// `--max-clients-per-ip`, `--max-handshakes-per-ip` and `--ipv6-prefix`: limits per client
 /// address, counted by this process (under --reuseport each process counts its own).
 public struct AddressLimitSettings: Sendable, Equatable {
@@ -24,24 +22,24 @@ struct AddressKey: Hashable {
     let high: UInt64
     let low: UInt64
 
-    /// The key of a client address ("ip:port", "[v6]:port" or a bare IP); nil for one that
-    /// names no IP address (a Unix socket's path).
-    init?(_ clientAddress: String, ipv6PrefixBits: Int) {
-        let host = HostPort(parsing: clientAddress).map(\.host) ?? clientAddress
-        guard let ip = IPAddress(host) else { return nil }
-        var bytes = ip.bytes
-        let mapped = bytes.count == 16 && bytes[0..<10].allSatisfy { $0 == 0 } && bytes[10] == 0xFF && bytes[11] == 0xFF
-        if bytes.count == 4 || mapped {
-            bytes = [UInt8](repeating: 0, count: 10) + [0xFF, 0xFF] + bytes.suffix(4)
-        } else {
-            let bits = min(128, max(0, ipv6PrefixBits))
-            for index in 0..<16 {
-                let kept = min(8, max(0, bits - index * 8))
-                bytes[index] &= kept == 8 ? 0xFF : ~(0xFF >> kept)
-            }
+    /// The key of a client's address; nil for a Unix-socket client no proxy named.
+    init?(_ peer: PeerAddress, ipv6PrefixBits: Int) {
+        guard let words = peer.ipWords else { return nil }
+        guard words.isIPv6 else {
+            // As its IPv4-mapped IPv6 form: one space for both families.
+            high = 0
+            low = 0xFFFF_0000_0000 | words.low
+            return
         }
-        high = bytes[0..<8].reduce(0) { $0 << 8 | UInt64($1) }
-        low = bytes[8..<16].reduce(0) { $0 << 8 | UInt64($1) }
+        let bits = min(128, max(0, ipv6PrefixBits))
+        func mask(_ kept: Int) -> UInt64 { kept >= 64 ? .max : kept <= 0 ? 0 : ~(UInt64.max >> kept) }
+        high = words.high & mask(bits)
+        low = words.low & mask(bits - 64)
+    }
+
+    /// The key of an address as a socket or a proxy words it ("ip:port", "[v6]:port", a bare IP).
+    init?(_ clientAddress: String, ipv6PrefixBits: Int) {
+        self.init(PeerAddress(socketAddress: clientAddress), ipv6PrefixBits: ipv6PrefixBits)
     }
 }
 

@@ -35,6 +35,9 @@ public struct PeerAddress: Sendable, Hashable, CustomStringConvertible {
             : PeerAddress(high: word(bytes[0..<8]), low: word(bytes[8..<16]), family: 6, port: port, path: nil)
     }
 
+    /// The address's bits for the per-address tables (`AddressKey`); nil for a Unix-socket client.
+    var ipWords: (high: UInt64, low: UInt64, isIPv6: Bool)? { family == 0 ? nil : (high, low, family == 6) }
+
     /// A Unix-socket client: the listener's path.
     public static func local(path: String) -> PeerAddress { PeerAddress(high: 0, low: 0, family: 0, port: nil, path: path) }
 

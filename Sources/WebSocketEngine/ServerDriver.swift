@@ -284,7 +284,7 @@ public final class ServerDriver {
     /// address (a Unix socket's client).
     func standing(of clientAddress: PeerAddress, request: Bool) -> HandshakeRoute.Standing {
         guard let settings = configuration.perAddress,
-              let key = AddressKey(clientAddress.description, ipv6PrefixBits: settings.ipv6PrefixBits) else { return .unlimited }
+              let key = AddressKey(clientAddress, ipv6PrefixBits: settings.ipv6PrefixBits) else { return .unlimited }
         let now = RateKeeper.seconds(.now())
         let wait = request ? addressTable?.request(key, now: now) : nil
         return HandshakeRoute.Standing(handshakeRetryAfter: wait.map { Int($0.rounded(.up)) }, clients: addressTable?.clients(key) ?? 0,
@@ -443,7 +443,7 @@ public final class ServerDriver {
                               deflate: deflate.map { ($0.response, $0.agreed.configuration) }, tlsSummary: tls?.summary)
         let connection = ServerConnection(info: info, server: self)
         connections[id] = connection
-        if let settings = configuration.perAddress, let key = AddressKey(clientAddress.description, ipv6PrefixBits: settings.ipv6PrefixBits) {
+        if let settings = configuration.perAddress, let key = AddressKey(clientAddress, ipv6PrefixBits: settings.ipv6PrefixBits) {
             addressTable?.connected(key, now: RateKeeper.seconds(.now()))
             clientKeys[id] = key
         }
