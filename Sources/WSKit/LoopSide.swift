@@ -10,12 +10,12 @@ final class LoopSide: ConnectionDelegate, @unchecked Sendable {
     /// Weak: a WebSocket nobody holds any more closes its connection from `deinit`.
     private weak var owner: WebSocket?
     private var driver: ConnectionDriver?
-    private var kind = MessageKind.text
+    @exclusivity(unchecked) private var kind = MessageKind.text
     /// A message's first piece stays in the receive buffer (one copy, into the message);
     /// a second piece moves it into `assembled`.
-    private var first: (start: UnsafeMutableRawPointer, count: Int, buffer: ByteBuffer)?
-    private var assembled: [UInt8] = []
-    private var pieces = 0
+    @exclusivity(unchecked) private var first: (start: UnsafeMutableRawPointer, count: Int, buffer: ByteBuffer)?
+    @exclusivity(unchecked) private var assembled: [UInt8] = []
+    @exclusivity(unchecked) private var pieces = 0
     /// Kept alive until the ending: the socket's own reference is weak in spirit (deinit
     /// closes).
     private var closeRequested = false
@@ -207,9 +207,11 @@ final class LoopSide: ConnectionDelegate, @unchecked Sendable {
         unpostedBytes += message.byteCount
     }
 
-    /// Messages of the current socket read not yet in the inbox, and their bytes.
-    private var unposted: [Message] = []
-    private var unpostedBytes = 0
+    /// Messages of the current socket read not yet in the inbox, and their bytes. (The
+    /// per-message state is only touched on the engine thread, one access at a time:
+    /// unchecked, as the engine's own.)
+    @exclusivity(unchecked) private var unposted: [Message] = []
+    @exclusivity(unchecked) private var unpostedBytes = 0
 
     func connectionDidProcessInput(_ connection: ConnectionDriver) {
         postMessages(connection)

@@ -48,8 +48,10 @@ public struct Messages: AsyncSequence, Sendable {
             return try await socket.receive()
         }
 
-        /// The next message, as `next()`; the form `for try await` uses inside an actor.
-        public mutating func next(isolation actor: isolated (any Actor)?) async throws(WebSocketError) -> Message? {
+        /// The next message, as `next()`; the form `for try await` uses (inside an actor or
+        /// not). Runs on the caller's executor, as `next()`: an `isolated` parameter would
+        /// switch executors on every call, a buffered message or not.
+        nonisolated(nonsending) public mutating func next(isolation actor: (any Actor)?) async throws(WebSocketError) -> Message? {
             if let message = socket.receiveNow() { return message }
             return try await socket.receive()
         }
