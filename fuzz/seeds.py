@@ -202,6 +202,51 @@ SEEDS["bus"] = {
     "url-nats": b"\x00\x00\xffnats://user:pa%20ss@127.0.0.1:4222/chat.in",
 }
 
+# match: byte 0 (bit 0: 0 PATH=VALUE, 1 a regular expression), the spec, 0xFF, a text payload.
+SEEDS["match"] = {
+    "jsonrpc-id": b"\x00id=9007199254740993\xff{\"jsonrpc\":\"2.0\",\"id\":9007199254740993,\"result\":{\"ok\":true}}",
+    "jsonrpc-id-near": b"\x00id=9007199254740992\xff{\"id\":9007199254740993}",
+    "event-string": b"\x00event=authenticated\xff{\"event\":\"authenticated\",\"user\":\"x\"}",
+    "nested-index": b"\x00result.items[0].id=\"a\\u00e9\"\xff{\"result\":{\"items\":[{\"id\":\"a\u00c3\u00a9\"}]}}",
+    "top-index": b"\x00[2][0]=1.0e0\xff[0,1,[10e-1]]",
+    "quoted-keys": b"\x00\"a.b\".\"x=y\".\"q\\\"\\\\\"=null\xff{\"a.b\":{\"x=y\":{\"q\\\"\\\\\":null}}}",
+    "object-value": b"\x00o={\"b\":[1,2],\"a\":{\"c\":-0}}\xff{\"o\":{\"a\":{\"c\":0.0},\"b\":[1,2e0]}}",
+    "surrogates": b"\x00s=\"\\ud83d\\ude00\"\xff{\"s\":\"\\ud83d\\ude00\"}",
+    "repeated-name": b"\x00k=2\xff{\"k\":1,\"k\":2}",
+    "bad-path": b"\x00a..b[x]=1\xff{}",
+    "depth": b"\x00[0][0][0]=1\xff" + b"[" * 70 + b"]" * 70,
+    "regex-ready": b"\x01^(ready|ok)[[:space:]]*$\xffready  ",
+    "regex-nul": b"\x01x[^a]y|b$\xffx\x00y",
+    "regex-anchor-newline": b"\x01z|^ok\xffa\nok",
+    "regex-brackets": b"\x01[]\\1)[:alpha:]](a)\xff]a",
+    "regex-backref": b"\x01(a)\\1\xffaa",
+    "regex-word": b"\x01\\<wo|d\\>|\\bx\xffa word x",
+    "regex-catastrophic": b"\x01(a|aa)*c\xff" + b"a" * 200,
+}
+
+
+# consolekeys: byte 0 the columns (1-128), two cut points, the paste limit (255: 1 MiB), then
+# what a terminal sends: keys, escape sequences, UTF-8, bracketed pastes.
+ESC, CSI = b"\x1b", b"\x1b["
+PASTE_START, PASTE_END = CSI + b"200~", CSI + b"201~"
+SEEDS["consolekeys"] = {
+    "typing-and-arrows": b"\x50\x03\x09\xff" + b"ac" + CSI + b"D" + b"b" + CSI + b"H" + b"<" + ESC + b"OF" + b">\r",
+    "home-end-delete": b"\x28\x02\x05\xff" + b"abc" + CSI + b"1~" + CSI + b"3~" + CSI + b"4~" + CSI + b"7~" + CSI + b"8~\r",
+    "emacs-keys": b"\x50\x00\x00\xff" + b"one two three\x17\x01\x0bx\x19\x05\x02\x06\x15\x08\x7f\x04\x03\x03",
+    "history-and-search": b"\x50\x04\x08\xff" + CSI + b"A" + CSI + b"A" + CSI + b"B\x10\x0e\x12he\x12\x12\x7f\x07"
+                          b"\x12wor" + CSI + b"Dz\r\x12\x1b\x12x\r",
+    "tab": b"\x50\x00\x00\xff/pi\t\r/q\t\t//x\t",
+    "cjk-wrap": b"\x07\x02\x04\xff" + "日本語のテキスト👍🇫🇷👨\u200d👩\u200d👧e\u0301".encode() + CSI + b"D" * 3,
+    "four-byte-split": b"\x0a\x05\x06\xff" + "x😀y".encode() + b"\xf0\x9f" + b"z" + b"\xed\xa0\x80\xc0\xaf",
+    "paste-lines": b"\x50\x07\x0c\xff" + b"ab" + CSI + b"D" + PASTE_START + b"1\r\n2\n3" + PASTE_END + b"\r",
+    "paste-controls": b"\x50\x09\x10\xff" + PASTE_START + b"a\x1b]0;title\x07\x1b[2J\t\x85" + PASTE_END,
+    "paste-limit": b"\x50\x03\x40\x08" + PASTE_START + b"x" * 40 + b"\n" + b"y" * 10 + PASTE_END + b"z",
+    "paste-unfinished": b"\x50\x03\x10\xff" + PASTE_START + b"never ends" + ESC + b"[20",
+    "lone-escapes": b"\x50\x01\x02\xff" + ESC + ESC + b"x" + CSI + b"1" + ESC + b"O",
+    "malformed-csi": b"\x50\x02\x03\xff" + CSI + b"1\x01a" + CSI + b"?25h" + CSI + b"1;5C" + CSI + b"2" * 40 + b"A",
+    "one-column": b"\x00\x00\x00\xff" + "日x\u0301".encode() + PASTE_START + b"\x01\x1b" + PASTE_END,
+    "ctrl-d-ctrl-z": b"\x50\x00\x00\xff\x04x\x01\x04\x04\x1a\x0c",
+}
 
 def main():
     for target, seeds in SEEDS.items():

@@ -248,3 +248,51 @@ ssize_t wsp_writev_nosigpipe(int fd, const struct iovec *vectors, int count) {
 
 #include <malloc.h>
 int wsp_malloc_trim(void) { return malloc_trim(0); }
+
+#include <locale.h>
+#include <stdio.h>
+#include <regex.h>
+#include <stdlib.h>
+struct wsp_regex { regex_t compiled; };
+
+/* The C locale for compiling and matching (regexec must see the locale regcomp saw). */
+static locale_t c_locale;
+static pthread_once_t c_locale_once = PTHREAD_ONCE_INIT;
+static void make_c_locale(void) { c_locale = newlocale(LC_ALL_MASK, "C", (locale_t)0); }
+static locale_t enter_c_locale(void) {
+    pthread_once(&c_locale_once, make_c_locale);
+    return c_locale ? uselocale(c_locale) : (locale_t)0;
+}
+static void leave_c_locale(locale_t previous) { if (previous) uselocale(previous); }
+
+wsp_regex *wsp_regex_compile(const char *pattern, char *error, size_t capacity) {
+    wsp_regex *regex = malloc(sizeof *regex);
+    if (!regex) {
+        snprintf(error, capacity, "out of memory");
+        return NULL;
+    }
+    locale_t previous = enter_c_locale();
+    int status = regcomp(&regex->compiled, pattern, REG_EXTENDED | REG_NOSUB);
+    if (status != 0) regerror(status, &regex->compiled, error, capacity);
+    leave_c_locale(previous);
+    if (status != 0) {
+        free(regex);
+        return NULL;
+    }
+    return regex;
+}
+
+int wsp_regex_matches(const wsp_regex *regex, const void *text, size_t length) {
+    static const char empty[1] = "";
+    regmatch_t range[1] = {{.rm_so = 0, .rm_eo = (regoff_t)length}};
+    locale_t previous = enter_c_locale();
+    int status = regexec(&regex->compiled, text ? text : empty, 1, range, REG_STARTEND);
+    leave_c_locale(previous);
+    return status == 0 ? 1 : status == REG_NOMATCH ? 0 : -1;
+}
+
+void wsp_regex_free(wsp_regex *regex) {
+    if (!regex) return;
+    regfree(&regex->compiled);
+    free(regex);
+}

@@ -65,24 +65,11 @@ public final class Diagnostics: @unchecked Sendable {
     /// The value to show for a header (`Redaction.value(of:)`).
     public static func redacted(_ header: HTTPHeader) -> String { Redaction.value(of: header) }
 
-    /// `text` with control characters (C0, DEL, C1) shown as `\xHH`: header values, status
-    /// lines and names from a server reach the user's terminal only as visible text, never
-    /// as escape sequences, and every diagnostic stays on one line.
-    static func terminalSafe(_ text: String) -> String {
-        func isControl(_ scalar: Unicode.Scalar) -> Bool {
-            (scalar.value < 0x20 && scalar != "\t") || (0x7F...0x9F).contains(scalar.value)
-        }
-        guard text.unicodeScalars.contains(where: isControl) else { return text }
-        var out = ""
-        for scalar in text.unicodeScalars {
-            if isControl(scalar) {
-                out += "\\x" + (scalar.value < 0x10 ? "0" : "") + String(scalar.value, radix: 16, uppercase: true)
-            } else {
-                out.unicodeScalars.append(scalar)
-            }
-        }
-        return out
-    }
+    /// `text` with control characters (C0 but TAB, DEL, C1) shown as `\xHH` and bidi
+    /// overrides as `\u{HHHH}` (`TerminalText.safe`): header values, status lines and names
+    /// from a server reach the user's terminal only as visible text, never as escape
+    /// sequences, and every diagnostic stays on one line.
+    static func terminalSafe(_ text: String) -> String { TerminalText.safe(text) }
 
     private func emit(_ line: String) {
         writeAll(2, Array(Diagnostics.terminalSafe(line).utf8) + [0x0A])

@@ -1,10 +1,15 @@
-/// A small, strict JSON reader and writer (RFC 8259) for `--jsonl` lines and `--stats`.
-/// Foundation's JSONSerialization is not used: it would pull Foundation (and ICU) into the
-/// binary for a few dozen lines of parsing.
+/// A small, strict JSON reader and writer (RFC 8259) for `--jsonl` lines, `--stats` and
+/// `--expect-json`. Foundation's JSONSerialization is not used: it would pull Foundation (and
+/// ICU) into the binary for a few dozen lines of parsing.
+///
+/// Equality is JSON's meaning, not the text's: objects compare as sets of members whatever
+/// their order (a repeated name counts once, its last value, as `subscript` reads it),
+/// strings by their Unicode scalars (no canonical equivalence: "é" precomposed is not "e" and
+/// a combining accent), numbers as exact decimal values (`JSONNumber`).
 enum JSONValue: Equatable {
     case null
     case bool(Bool)
-    case number(Double)
+    case number(JSONNumber)
     case string(String)
     case array([JSONValue])
     case object([(String, JSONValue)])
@@ -14,18 +19,34 @@ enum JSONValue: Equatable {
         case (.null, .null): return true
         case (.bool(let x), .bool(let y)): return x == y
         case (.number(let x), .number(let y)): return x == y
-        case (.string(let x), .string(let y)): return x == y
+        case (.string(let x), .string(let y)): return x.utf8.elementsEqual(y.utf8)
         case (.array(let x), .array(let y)): return x == y
         case (.object(let x), .object(let y)):
-            return x.count == y.count && zip(x, y).allSatisfy { $0.0 == $1.0 && $0.1 == $1.1 }
+            let left = members(x), right = members(y)
+            guard left.count == right.count else { return false }
+            return left.allSatisfy { name, value in right[name] == value }
         default: return false
         }
+    }
+
+    /// An object's members by name, the last one of a repeated name winning.
+    private static func members(_ list: [(String, JSONValue)]) -> [ExactName: JSONValue] {
+        var byName: [ExactName: JSONValue] = [:]
+        byName.reserveCapacity(list.count)
+        for (name, value) in list { byName[ExactName(name)] = value }
+        return byName
     }
 
     /// The member named `key` of an object (the last one if repeated), else nil.
     subscript(key: String) -> JSONValue? {
         guard case .object(let members) = self else { return nil }
-        return members.last { $0.0 == key }?.1
+        return members.last { $0.0.utf8.elementsEqual(key.utf8) }?.1
+    }
+
+    /// Element `index` of an array, else nil.
+    subscript(index: Int) -> JSONValue? {
+        guard case .array(let elements) = self, elements.indices.contains(index) else { return nil }
+        return elements[index]
     }
 
     var stringValue: String? {
@@ -33,10 +54,90 @@ enum JSONValue: Equatable {
         return nil
     }
 
+    /// A number as the nearest Double (what `--jsonl`'s close code needs).
     var numberValue: Double? {
-        if case .number(let number) = self { return number }
+        if case .number(let number) = self { return number.doubleValue }
         return nil
     }
+}
+
+/// A member name compared and hashed by its UTF-8 bytes: Swift's String equality is
+/// canonical equivalence, JSON's is code point by code point.
+private struct ExactName: Hashable {
+    let name: String
+    init(_ name: String) { self.name = name }
+    static func == (a: ExactName, b: ExactName) -> Bool { a.name.utf8.elementsEqual(b.name.utf8) }
+    func hash(into hasher: inout Hasher) {
+        for byte in name.utf8 { hasher.combine(byte) }
+    }
+}
+
+/// A JSON number as an exact decimal: sign, significant digits and a power of ten, so that
+/// `1.0`, `1`, `1e0` and `10e-1` are equal, `-0` is `0`, and 9007199254740993 is not
+/// 9007199254740992 (a Double cannot tell those apart; JSON-RPC ids go that high).
+struct JSONNumber: Equatable, CustomStringConvertible {
+    /// The text as written (valid JSON number syntax).
+    let text: String
+    let negative: Bool
+    /// ASCII digits without leading or trailing zeros; empty for zero.
+    let digits: [UInt8]
+    /// The value is digits × 10^exponent.
+    let exponent: Int
+    /// The exponent was too large to hold: the number only equals the same text.
+    let outOfRange: Bool
+
+    /// `text` must be JSON number syntax (the parser checked it).
+    init(text: String) {
+        self.text = text
+        var bytes = Array(text.utf8)[...]
+        negative = bytes.first == UInt8(ascii: "-")
+        if negative { bytes = bytes.dropFirst() }
+        var mantissa: [UInt8] = []
+        var fractionDigits = 0
+        var inFraction = false
+        var exponentText: ArraySlice<UInt8> = []
+        for (offset, byte) in zip(bytes.indices, bytes) {
+            if byte == UInt8(ascii: ".") { inFraction = true; continue }
+            if byte == UInt8(ascii: "e") || byte == UInt8(ascii: "E") { exponentText = bytes[(offset + 1)...]; break }
+            mantissa.append(byte)
+            if inFraction { fractionDigits += 1 }
+        }
+        // The written exponent, saturated far beyond any digit count a 1 MiB text can hold.
+        let limit = 1 << 40
+        var written = 0
+        var exponentNegative = false
+        var saturated = false
+        for byte in exponentText {
+            switch byte {
+            case UInt8(ascii: "-"): exponentNegative = true
+            case UInt8(ascii: "+"): break
+            default:
+                if written < limit { written = written * 10 + Int(byte - 0x30) } else { saturated = true }
+            }
+        }
+        var power = (exponentNegative ? -written : written) - fractionDigits
+        let first = mantissa.firstIndex { $0 != 0x30 }
+        if let first {
+            let last = mantissa.lastIndex { $0 != 0x30 }!
+            power += mantissa.count - 1 - last
+            digits = Array(mantissa[first...last])
+        } else {
+            digits = []
+            power = 0
+            saturated = false  // zero whatever the exponent
+        }
+        exponent = power
+        outOfRange = saturated
+    }
+
+    static func == (a: JSONNumber, b: JSONNumber) -> Bool {
+        if a.outOfRange || b.outOfRange { return a.text == b.text }
+        if a.digits.isEmpty || b.digits.isEmpty { return a.digits.isEmpty && b.digits.isEmpty }
+        return a.negative == b.negative && a.exponent == b.exponent && a.digits == b.digits
+    }
+
+    var doubleValue: Double { Double(text) ?? .nan }
+    var description: String { text }
 }
 
 /// Why a JSON text was refused, with the byte offset.
@@ -132,7 +233,7 @@ struct JSONParser {
         }
     }
 
-    private mutating func number() throws(JSONError) -> Double {
+    private mutating func number() throws(JSONError) -> JSONNumber {
         let start = index
         if current == UInt8(ascii: "-") { index += 1 }
         guard let first = current, first >= 0x30 && first <= 0x39 else { throw JSONError(message: "invalid value", offset: start) }
@@ -152,9 +253,7 @@ struct JSONParser {
             guard let digit = current, digit >= 0x30 && digit <= 0x39 else { throw JSONError(message: "invalid number", offset: index) }
             while let digit = current, digit >= 0x30 && digit <= 0x39 { index += 1 }
         }
-        let text = String(decoding: UnsafeRawBufferPointer(rebasing: bytes[start..<index]), as: UTF8.self)
-        guard let value = Double(text) else { throw JSONError(message: "invalid number", offset: start) }
-        return value
+        return JSONNumber(text: String(decoding: UnsafeRawBufferPointer(rebasing: bytes[start..<index]), as: UTF8.self))
     }
 
     private mutating func hex4() throws(JSONError) -> UInt32 {

@@ -114,4 +114,15 @@ int wsp_child_pipe(int fds[2], int nonblocking_index);
 /// malloc_trim(0): gives malloc's free pages back to the system (glibc's malloc.h, which the
 /// Glibc module does not export). 1 if memory was released.
 int wsp_malloc_trim(void);
+/// POSIX extended regular expressions (glibc regcomp/regexec) for --expect and --until,
+/// always in the C locale whatever the process's (bytes, and glibc's fast DFA: in a UTF-8
+/// locale its matcher is up to 5,000 times slower on some patterns). REG_NOSUB.
+typedef struct wsp_regex wsp_regex;
+/// Compiles `pattern` (NUL-terminated). NULL on failure, with regerror's text in `error`
+/// (always NUL-terminated, cut to `capacity`).
+wsp_regex *wsp_regex_compile(const char *pattern, char *error, size_t capacity);
+/// Whether the compiled pattern matches `text[0..<length]`, which may hold NUL bytes
+/// (REG_STARTEND): 1 yes, 0 no, -1 when regexec failed (out of memory).
+int wsp_regex_matches(const wsp_regex *regex, const void *text, size_t length);
+void wsp_regex_free(wsp_regex *regex);
 #endif
