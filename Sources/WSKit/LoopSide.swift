@@ -61,11 +61,11 @@ final class LoopSide: ConnectionDelegate, @unchecked Sendable {
     /// per message), and the caller's `send` waits on the outbox's bytes all the same.
     func drainOutbox(all: Bool = false) {
         guard let socket = owner else { return }
-        let items = socket.shared.withLock { state -> [Outgoing] in
+        var items: [Outgoing] = []
+        socket.shared.withLock { state in
             state.drainScheduled = false
             state.outboxBytes = 0
-            defer { state.outbox.removeAll(keepingCapacity: true) }
-            return state.outbox
+            swap(&items, &state.outbox)  // no new buffer made under the lock
         }
         guard let driver else { return }
         let limit = driver.options.queueLimit
@@ -223,7 +223,7 @@ final class LoopSide: ConnectionDelegate, @unchecked Sendable {
         guard !unposted.isEmpty, let socket = owner else { return }
         let limit = socket.receiveLimit
         let (handOffs, pause, caughtUp) = socket.shared.withLock { state in
-            for message in unposted { state.inbox.append(message) }
+            state.inbox.append(taking: &unposted)
             state.inboxBytes += unpostedBytes
             var pause = false
             if state.inboxBytes >= limit && !state.readingPaused {
@@ -232,7 +232,8 @@ final class LoopSide: ConnectionDelegate, @unchecked Sendable {
             }
             return (state.takeHandOffs(), pause, state.unpauseIfCaughtUp(limit: limit))
         }
-        unposted.removeAll(keepingCapacity: unposted.count <= 1024)
+        // What came back from the inbox is empty; a large one is not kept by an idle connection.
+        if unposted.capacity > 4096 { unposted = [] }
         unpostedBytes = 0
         // As in `receive`: a message that filled the inbox by itself must not leave reading
         // paused once it is handed over (the Pong a close waits for would never be read).
@@ -299,7 +300,7 @@ final class LoopSide: ConnectionDelegate, @unchecked Sendable {
             state.connectionEnding = ending
             state.side = nil
             // Messages of the last read not posted yet (normally posted at its end).
-            for message in unposted { state.inbox.append(message) }
+            state.inbox.append(taking: &unposted)
             state.inboxBytes += unpostedBytes
             // Consumers waiting while messages are in the inbox get them, in order; the rest
             // get the end (the failure goes to the first of them).
