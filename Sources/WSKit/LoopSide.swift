@@ -55,17 +55,25 @@ final class LoopSide: ConnectionDelegate, @unchecked Sendable {
 
     // MARK: - Owner's requests (submitted by the WebSocket)
 
+    /// The outbox's other array: the two change places at each drain.
+    private var spareOutbox: [Outgoing] = []
+
     /// Gives queued sends to the driver while its queue is under its limit (`all`: every
     /// one, before a close). The rest stay first in the outbox until `connectionHasRoom`:
     /// a send past the limit would wait in the driver as a copy of its own (an allocation
     /// per message), and the caller's `send` waits on the outbox's bytes all the same.
     func drainOutbox(all: Bool = false) {
         guard let socket = owner else { return }
-        var items: [Outgoing] = []
+        var items = spareOutbox  // empty; its capacity becomes the outbox's
+        spareOutbox = []
         socket.shared.withLock { state in
             state.drainScheduled = false
             state.outboxBytes = 0
             swap(&items, &state.outbox)  // no new buffer made under the lock
+        }
+        defer {
+            items.removeAll(keepingCapacity: items.capacity <= 16384)
+            spareOutbox = items
         }
         guard let driver else { return }
         let limit = driver.options.queueLimit
