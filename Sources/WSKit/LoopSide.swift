@@ -240,8 +240,9 @@ final class LoopSide: ConnectionDelegate, @unchecked Sendable {
             }
             return (state.takeHandOffs(), pause, state.unpauseIfCaughtUp(limit: limit))
         }
-        // What came back from the inbox is empty; a large one is not kept by an idle connection.
-        if unposted.capacity > 4096 { unposted = [] }
+        // What came back from the inbox is empty; it keeps room for a read's worth of small
+        // messages (a 256 KiB read holds 15,000 of 15 bytes), not more.
+        if unposted.capacity > 16384 { unposted = [] }
         unpostedBytes = 0
         // As in `receive`: a message that filled the inbox by itself must not leave reading
         // paused once it is handed over (the Pong a close waits for would never be read).
