@@ -16,6 +16,8 @@
 #include <spawn.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <sys/ioctl.h>
+#include <termios.h>
 #include <linux/openat2.h>
 
 #ifndef SYS_openat2
@@ -73,7 +75,9 @@ int wsp_signal(int signum, void (*handler)(int)) {
     return sigaction(signum, &action, NULL);
 }
 
-void wsp_die_of_signal(int signum) {
+/// `signum` with its default action, on this thread: the disposition back to SIG_DFL, the
+/// signal unblocked (blocked here while its handler runs, or by the thread's mask), raised.
+static void wsp_raise_default(int signum) {
     struct sigaction action;
     memset(&action, 0, sizeof action);
     action.sa_handler = SIG_DFL;
@@ -82,10 +86,13 @@ void wsp_die_of_signal(int signum) {
     sigset_t set;
     sigemptyset(&set);
     sigaddset(&set, signum);
-    // Blocked here while its handler runs (or by the thread's mask): unblocked, it is
-    // delivered to this thread, whose default action ends the process.
     pthread_sigmask(SIG_UNBLOCK, &set, NULL);
     raise(signum);
+}
+
+void wsp_die_of_signal(int signum) {
+    wsp_terminal_restore();
+    wsp_raise_default(signum);  // the default action ends the process
     _exit(128 + signum);
 }
 
@@ -248,6 +255,100 @@ ssize_t wsp_writev_nosigpipe(int fd, const struct iovec *vectors, int count) {
 
 #include <malloc.h>
 int wsp_malloc_trim(void) { return malloc_trim(0); }
+
+static struct termios wsp_saved_modes;
+static volatile sig_atomic_t wsp_terminal_fd = -1;     // saved: restore these modes on it
+static volatile sig_atomic_t wsp_terminal_is_raw = 0;  // ours are in force
+static volatile sig_atomic_t wsp_terminal_in_edit = 0;
+
+static void wsp_write_all(int fd, const char *bytes, size_t count) {
+    while (count > 0) {
+        ssize_t n = write(fd, bytes, count);
+        if (n > 0) { bytes += n; count -= (size_t)n; }
+        else if (n < 0 && errno == EINTR) continue;
+        else return;
+    }
+}
+
+int wsp_terminal_raw(int fd) {
+    if (wsp_terminal_fd < 0) {
+        if (tcgetattr(fd, &wsp_saved_modes) != 0) return -1;
+        wsp_terminal_fd = fd;
+    }
+    struct termios raw = wsp_saved_modes;
+    raw.c_lflag &= ~(tcflag_t)(ICANON | ECHO | ISIG | IEXTEN);
+    raw.c_iflag &= ~(tcflag_t)(IXON | ICRNL | INLCR | IGNCR);
+    raw.c_cc[VMIN] = 1;
+    raw.c_cc[VTIME] = 0;
+    if (tcsetattr(fd, TCSADRAIN, &raw) != 0) return -1;
+    wsp_terminal_is_raw = 1;
+    static const char on[] = "\x1b[?2004h";
+    wsp_write_all(STDOUT_FILENO, on, sizeof on - 1);
+    return 0;
+}
+
+void wsp_terminal_editing(int editing) { wsp_terminal_in_edit = editing; }
+
+void wsp_terminal_restore(void) {
+    int saved_errno = errno;
+    if (wsp_terminal_is_raw && wsp_terminal_fd >= 0) {
+        int fd = wsp_terminal_fd;
+        wsp_terminal_is_raw = 0;
+        if (wsp_terminal_in_edit) {
+            wsp_terminal_in_edit = 0;
+            wsp_write_all(STDOUT_FILENO, "\r\n", 2);
+        }
+        static const char reset[] = "\x1b[?2004l\x1b[?25h\x1b[0m";
+        wsp_write_all(STDOUT_FILENO, reset, sizeof reset - 1);
+        tcsetattr(fd, TCSAFLUSH, &wsp_saved_modes);
+        tcflush(fd, TCIFLUSH);
+    }
+    errno = saved_errno;
+}
+
+int wsp_terminal_columns(int fd) {
+    struct winsize size;
+    if (ioctl(fd, TIOCGWINSZ, &size) != 0) return 0;
+    return size.ws_col;
+}
+
+int wsp_terminal_in_foreground(int fd) {
+    pid_t group = tcgetpgrp(fd);
+    return group >= 0 && group == getpgrp();
+}
+
+static volatile sig_atomic_t wsp_continued = 0;
+static volatile sig_atomic_t wsp_stop_wake_fd = -1;
+
+static void wsp_on_continue(int signum) {
+    (void)signum;
+    int saved_errno = errno;
+    if (wsp_terminal_fd >= 0) {
+        wsp_continued = 1;
+        if (wsp_stop_wake_fd >= 0) wsp_eventfd_signal(wsp_stop_wake_fd);
+    }
+    errno = saved_errno;
+}
+
+static void wsp_on_stop(int signum) {
+    int saved_errno = errno;
+    wsp_terminal_restore();
+    wsp_raise_default(signum);  // stopped here until SIGCONT
+    wsp_signal(signum, wsp_on_stop);  // this handler again for the next time
+    errno = saved_errno;
+}
+
+void wsp_terminal_watch_stops(int wake_fd) {
+    wsp_stop_wake_fd = wake_fd;
+    wsp_signal(SIGCONT, wsp_on_continue);
+    wsp_signal(SIGTSTP, wsp_on_stop);
+}
+
+int wsp_terminal_take_continued(void) {
+    int continued = wsp_continued;
+    wsp_continued = 0;
+    return continued;
+}
 
 #include <locale.h>
 #include <stdio.h>

@@ -76,8 +76,12 @@ public struct ClientConfiguration: Sendable {
     public var staleTimeout: Double?
     /// Print each keepalive ping's round trip on stderr.
     public var printPingRTT = false
-    /// --send-file's contents: framed like stdin after every handshake, after --send.
+    /// --send-file's contents: framed like stdin after every handshake, at its place among
+    /// the preamble's steps.
     public var sendFile: [UInt8]?
+    /// The preamble (--send, --send-file, --expect in command-line order), --until and
+    /// their settings (Conversation/Conversation.swift).
+    package var conversation = ConversationScript()
     /// --bearer-file, read again before every reconnection attempt (tokens rotate).
     public var bearerFile: String?
 
@@ -140,6 +144,8 @@ public struct StdioConfiguration: Sendable {
     public var jsonLines = false
     /// --timestamps: "ts" in --jsonl output.
     public var timestamps = false
+    /// wspipe as a console (a person at a terminal: `ConsoleRule`); nil in a pipeline.
+    public var console: ConsoleSettings?
     /// --whole-input: all of stdin up to EOF is one message.
     public var wholeInput = false
     /// -n: close and exit after this many received messages.

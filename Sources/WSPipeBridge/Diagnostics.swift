@@ -71,7 +71,12 @@ public final class Diagnostics: @unchecked Sendable {
     /// sequences, and every diagnostic stays on one line.
     static func terminalSafe(_ text: String) -> String { TerminalText.safe(text) }
 
+    /// The console's screen, when wspipe is one: each line is printed above the line being
+    /// typed (from any thread) instead of over it. Set before any other thread starts.
+    var screen: ConsoleScreen?
+
     private func emit(_ line: String) {
+        if let screen { return screen.printAbove([Diagnostics.terminalSafe(line)], style: .diagnostic) }
         writeAll(2, Array(Diagnostics.terminalSafe(line).utf8) + [0x0A])
     }
 }

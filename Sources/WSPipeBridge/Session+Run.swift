@@ -9,7 +9,15 @@ extension Session {
     /// or ending the run when there is none, an opening cancelled), and the timers run.
     func startLoop() {
         Signals.install(wakeFD: loop.wakeFD)
-        loop.onWake = { [unowned self] in handleSignal() }
+        if let console {
+            loop.onWake = { [unowned self] in
+                handleSignal()
+                console.woken()
+            }
+            console.start()
+        } else {
+            loop.onWake = { [unowned self] in handleSignal() }
+        }
         Signals.exitAtOnce.store(false, ordering: .relaxed)
         startTimers()
     }
@@ -49,6 +57,7 @@ extension Session {
     /// status (its line printed), --stats. Its return is the run's last step.
     func finishRun(_ facts: @autoclosure () -> RunnerFacts = RunnerFacts()) -> ExitStatus {
         Signals.exitAtOnce.store(true, ordering: .relaxed)
+        console?.finish()
         submitOutput()
         stdout.drain()
         let facts = facts()

@@ -9,14 +9,15 @@ extension Session {
     /// Whether stdin should be read when it has data (the reader checks it is open): room in
     /// the socket queue, or in the offline queue while there is no connection.
     var wantsStdin: Bool {
-        guard let driver else { return offline?.acceptsMore == true }
+        if isConsole { return true }  // keys are read whatever the connection's state
+        guard let driver, conversation.preambleDone else { return offline?.acceptsMore == true }
         return driver.canSendData && driver.queuedBytes < outboundHighWater
     }
 
-    /// A turn of stdin reads is over: while there is no connection, what it put in the
-    /// offline queue may have dropped messages or overflowed it.
+    /// A turn of stdin reads is over: while there is no connection (or its preamble runs),
+    /// what it put in the offline queue may have dropped messages or overflowed it.
     func stdinTurnEnded() {
-        if driver == nil, let offline { queueChanged(offline) }
+        if driver == nil || !conversation.preambleDone, let offline { queueChanged(offline) }
     }
 
     /// One read of stdin, framed into the connection, or into the offline queue while there
@@ -29,16 +30,20 @@ extension Session {
             }
             switch read {
             case .data(let chunk):
+                if isConsole {
+                    console?.input(UnsafeRawBufferPointer(start: chunk.base, count: chunk.count))
+                    return stdin.open
+                }
                 // The two sinks are spelt out so that each is framed into directly (no
                 // existential on the per-message path).
-                if let driver {
+                if let driver, conversation.preambleDone {
                     try perform(framer.consume(chunk, into: driver))
                 } else if let offline {
                     try perform(framer.consume(chunk, into: offline))
                 }
                 return !framer.isDone
             case .end:
-                if let driver {
+                if let driver, conversation.preambleDone {
                     try perform(framer.finish(into: driver))
                 } else if let offline {
                     try perform(framer.finish(into: offline))
@@ -54,7 +59,7 @@ extension Session {
         } catch {
             log.error(error.description)
             // The lines before the bad one were sent: let their replies arrive first.
-            carryOut(ending.inputFailed(connection))
+            carryOut(ending.inputFailed(inputConnection))
             return false
         }
     }
@@ -63,8 +68,12 @@ extension Session {
     func endOfInput(at instant: Instant) {
         if face != .client, let driver { connectionDidProcessInput(driver) }  // -1's count may be waiting for this
         let close = config.stdio.closesAtEndOfInput ? endOfInputClose : nil
-        carryOut(ending.inputEnded(at: instant, close: close, linger: config.stdio.linger, connection))
+        carryOut(ending.inputEnded(at: instant, close: close, linger: config.stdio.linger, inputConnection))
     }
+
+    /// The connection as stdin's transitions see it: none while its preamble runs (stdin
+    /// then goes to the offline queue; its Close waits for the queue's delivery).
+    var inputConnection: SessionEnding.Connection { conversation.preambleDone ? connection : .none }
 
     /// The Close sent when stdin ends (--close-code, --close-reason).
     var endOfInputClose: ClosePayload {
@@ -80,7 +89,7 @@ extension Session {
                 if let driver, driver.ping(payload) { log.event("sending ping (\(payload.count) bytes) from stdin") }
             case .close(let payload):
                 if driver != nil { log.event("close requested on stdin") }
-                carryOut(ending.closeAsked(payload, connection))
+                carryOut(ending.closeAsked(payload, inputConnection))
             case .limitReached:
                 guard let driver else { stopStdin(); continue }
                 log.event("sent stdin's first message (-1); no more stdin")
@@ -88,6 +97,39 @@ extension Session {
                 if face != .client && limits.limitReached { connectionDidProcessInput(driver) }
             }
         }
+    }
+
+    // MARK: - The console's lines and commands
+
+    /// A line typed in the console, as one message: to the connection, or to the offline
+    /// queue between two (--reconnect). False when there is neither.
+    func consoleSend(_ opcode: Opcode, _ bytes: [UInt8]) -> Bool {
+        let sink: MessageSink
+        if let driver, driver.canSendData { sink = driver } else if let offline { sink = offline } else { return false }
+        sink.send(opcode, fin: true, bytes: bytes)
+        sent.messages += 1
+        sent.bytes += UInt64(bytes.count)
+        limits.sent()
+        if driver == nil, let offline { queueChanged(offline) }
+        return true
+    }
+
+    /// Ctrl-D on an empty line, /quit: the end of input (a Close with 1000, exit 0).
+    func consoleEndOfInput() {
+        stdin.open = false
+        log.event("end of input (Ctrl-D)")
+        endOfInput(at: Instant.now())
+        stopStdin()
+        // No connection to close (the stdio server between clients, a retry's wait): the
+        // run ends now rather than with the next one.
+        if driver == nil { carryOut([.endWithoutConnection]) }
+    }
+
+    /// /close CODE REASON: the client's run ends with its connection, as after a --jsonl
+    /// close; the stdio server closes this client and the console waits for the next.
+    func consoleClose(_ payload: ClosePayload) {
+        log.event("close requested in the console")
+        if face == .client { carryOut(ending.closeAsked(payload, connection)) } else { driver?.closeAfterDelivery(payload) }
     }
 
     /// No more stdin for this session (its end, an error, a close of ours).

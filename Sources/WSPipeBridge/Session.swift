@@ -34,6 +34,12 @@ final class Session: ConnectionDelegate, StdinReaderOwner {
     let stdout: StdoutWriter
     /// stdin (the same reader as --broadcast's); never read with --receive-only.
     let stdin: StdinReader
+    /// wspipe as a console (a person at a terminal): typed keys and the screen; nil in a
+    /// pipeline. Set once, in init. Received messages reach it through stdout's diversion
+    /// (`StdoutWriter.console`), not through a check here: one in the delegate's message
+    /// methods kept them from being inlined (scripts/profile's messages-down: +4 %).
+    private(set) var console: Console?
+    let isConsole: Bool
 
     /// How the last connection ended.
     var connectionEnding: ConnectionEnding?
@@ -50,8 +56,8 @@ final class Session: ConnectionDelegate, StdinReaderOwner {
     /// What the runner is told (all optional: the session runs alone without them).
     var hooks = Hooks()
     var mismatchWarned = false
-    /// Text mode writes a binary message raw, with a warning the first time.
-    lazy var warnsOnBinary = config.stdio.outputFormat == .raw(separator: config.stdio.separator)
+    /// Text mode writes a binary message raw, with a warning the first time (the console shows it).
+    lazy var warnsOnBinary = !isConsole && config.stdio.outputFormat == .raw(separator: config.stdio.separator)
     // Counted and timed sessions.
     let started = Instant.now()
     /// --send, -n, --timeout and --idle-timeout (ConnectionLimits): the run's, or each
@@ -63,6 +69,17 @@ final class Session: ConnectionDelegate, StdinReaderOwner {
     var deliveryConfirmed: Bool?
     var sent = (messages: UInt64(0), bytes: UInt64(0))  // --send messages (stdin's are the framer's)
     var timers: [EventLoop.Timer] = []
+    /// The client's preamble and --until (Session+Conversation.swift); empty when serving.
+    var conversation: Conversation
+    /// What the conversation decided while a message was being written, carried out once
+    /// the writer is done with it.
+    var conversationActions: [Conversation.Action] = []
+    /// --expect-timeout's timer for the current wait.
+    var expectTimer: EventLoop.Timer?
+    /// The last text message seen during a wait (at most 200 bytes), for a miss's line.
+    var lastSeen: [UInt8]?
+    /// Messages the current connection's preamble sent.
+    var preambleSent: UInt64 = 0
 
     var endedDriver: ConnectionDriver?  // the last one, for the ending's facts
     var lastReceived = Instant.now()    // --stale-timeout
@@ -87,6 +104,8 @@ final class Session: ConnectionDelegate, StdinReaderOwner {
         var endsWithoutConnection: (() -> Void)?
         /// A keepalive ping's round trip, in seconds.
         var roundTrip: ((Double) -> Void)?
+        /// The preamble completed on the current connection (what waited for it may go).
+        var preambleDone: (() -> Void)?
     }
 
     /// The client's session, on a loop of its own.
@@ -112,19 +131,34 @@ final class Session: ConnectionDelegate, StdinReaderOwner {
         self.face = face
         stdinReadSize = config.stdio.mode == .binary ? max(128 * 1024, config.stdio.chunkSize) : 64 * 1024
         outboundHighWater = stdinReadSize + min(stdinReadSize, 128 * 1024)
+        isConsole = config.stdio.console != nil
         framer = InputFramer(mode: config.stdio.inputMode, messageLimit: config.stdio.oneMessage ? 1 : nil)
         stdin = StdinReader(loop: loop, readSize: stdinReadSize)
         stdin.open = !config.stdio.receiveOnly
         stdout = StdoutWriter(loop: loop,
                               assembler: OutputAssembler(format: config.stdio.outputFormat, limit: config.stdio.maxMessages.map { UInt64($0) },
-                                                         discard: config.stdio.sendOnly),
-                              decompress: config.stdio.decompress, maximumMessageSize: config.maxMessageSize)
-        limits = LimitKeeper(config.stdio.limits(span: span, idleClock: .bothWaysReported), loop: loop, runStart: started) { _ in }
+                                                         discard: config.stdio.sendOnly || config.stdio.console != nil),
+                              decompress: config.stdio.decompress, maximumMessageSize: config.maxMessageSize,
+                              console: config.stdio.console != nil)
+        // The client sends --send as a step of its preamble (in order with the others).
+        var limitSettings = config.stdio.limits(span: span, idleClock: .bothWaysReported)
+        if face == .client { limitSettings.greeting = [] }
+        limits = LimitKeeper(limitSettings, loop: loop, runStart: started) { _ in }
+        conversation = Conversation(face == .client ? config.client.conversation : ConversationScript())
         stdin.owner = self
         stdout.onChange = { [unowned self] in refreshStdout() }
         stdout.watchesReader = { [unowned self] in ending.localEnd == nil && (driver?.state == .open || waitsForConnection) }
         stdout.onDecompressFailure = { [unowned self] error in decompressFailed(error) }
         limits.onLimit = { [unowned self] reason in limitUp(reason) }
+        if conversation.script.matches || conversation.script.printMatchOnly {
+            stdout.assembler.examiner = { [unowned self] kind, payload in examine(kind, payload) }
+        }
+        if let settings = config.stdio.console {
+            let console = Console(session: self, settings: settings)
+            log.screen = console.screen
+            stdout.console = console
+            self.console = console
+        }
     }
 
     /// --timeout (also between connections or before the first) and --idle-timeout.
@@ -138,6 +172,8 @@ final class Session: ConnectionDelegate, StdinReaderOwner {
         let driver = ConnectionDriver(loop: loop, stream: opened.stream, agreement: opened.agreement,
                                       maximumMessageSize: config.maxMessageSize, options: connectionOptions,
                                       received: received, parsed: opened.headLength, delegate: self)
+        console?.connected("connected to " + Diagnostics.redactedTarget(opened.url.description), subprotocol: opened.agreement.subprotocol,
+                           compressed: driver.compression != nil)
         begin(driver)
         driver.start()
         refreshStdin()
@@ -157,7 +193,7 @@ final class Session: ConnectionDelegate, StdinReaderOwner {
         return options
     }
 
-    /// A connection's driver, not started yet, comes under the session: --send first.
+    /// A connection's driver, not started yet, comes under the session: the preamble first.
     func begin(_ driver: ConnectionDriver) {
         self.driver = driver
         connectionEnding = nil
@@ -168,7 +204,7 @@ final class Session: ConnectionDelegate, StdinReaderOwner {
         let greeting = limits.attach(driver)  // --send; --idle-timeout counts from here
         sent.messages += greeting.messages
         sent.bytes += greeting.bytes
-        if let file = config.client.sendFile { sendFile(file, into: driver) }
+        converse(conversation.connected())
     }
 
     /// Receive buffers, measured with scripts/bench on 1 GiB transfers: larger ones buy no
@@ -191,6 +227,7 @@ final class Session: ConnectionDelegate, StdinReaderOwner {
 
     public func connectionDidEndMessage(_ connection: ConnectionDriver) {
         stdout.end()
+        if !conversationActions.isEmpty { conversationDecided() }
     }
 
     // MARK: - --decompress
@@ -215,6 +252,7 @@ final class Session: ConnectionDelegate, StdinReaderOwner {
     }
 
     public func connection(_ connection: ConnectionDriver, didReceivePong payload: [UInt8], roundTrip: Double?) {
+        console?.pong(payload)
         if let rtt = roundTrip {
             hooks.roundTrip?(rtt)
             if config.client.printPingRTT { log.always("wspipe: ping round trip \(formatMilliseconds(rtt)) ms") }
@@ -294,6 +332,8 @@ final class Session: ConnectionDelegate, StdinReaderOwner {
 
     public func connection(_ connection: ConnectionDriver, didEnd ending: ConnectionEnding) {
         connectionEnding = ending
+        conversationEnded(ending)
+        console?.ended(ending, peer: face.role == .client ? "server" : "client")
         switch ending {
         case .closed, .failed: break
         case .lost, .timedOut: stdout.assembler.discardPending()  // a partial message is dropped
@@ -383,8 +423,13 @@ final class Session: ConnectionDelegate, StdinReaderOwner {
         outcome.queueBounds = config.client.reconnect.map { (messages: $0.queueSize, bytes: $0.queueBytes) }
         if case .failed(let why) = stdout.sink.failure { outcome.stdoutFailure = why }
         outcome.shortfall = countShortfall
+        if config.stdio.requireCount, !ending.untilMatched, let until = config.client.conversation.until {
+            outcome.untilShortfall = until.description
+        }
         outcome.countReached = stdout.assembler.limit.map { stdout.assembler.messages >= $0 } ?? false
         outcome.deliveryConfirmed = deliveryConfirmed
+        outcome.expectMissed = ending.expectMissed
+        outcome.untilMatched = ending.untilMatched
         return outcome
     }
 

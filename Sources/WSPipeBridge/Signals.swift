@@ -36,6 +36,17 @@ enum Signals {
         }
     }
 
+    /// SIGWINCH came (the console's window changed size): the loop is woken to redraw.
+    static let resized = Atomic<Bool>(false)
+
+    /// The console's SIGWINCH handler (installed only when wspipe is a console).
+    static func watchResize() {
+        _ = wsp_signal(SIGWINCH) { _ in
+            Signals.resized.store(true, ordering: .relaxed)
+            if Signals.wakeFD >= 0 { wsp_eventfd_signal(Signals.wakeFD) }
+        }
+    }
+
     /// The signal received since the last call, if any.
     static func take() -> Int32? {
         let number = pending.exchange(0, ordering: .relaxed)

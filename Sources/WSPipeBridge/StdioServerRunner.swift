@@ -45,7 +45,11 @@ final class StdioServerRunner: ServerMode {
     }
 
     /// Its driver, before it starts: --send, then what stdin still holds for it.
-    func connectionWillStart(_ connection: ServerConnection, driver: ConnectionDriver) { session.clientBegins(driver) }
+    func connectionWillStart(_ connection: ServerConnection, driver: ConnectionDriver) {
+        session.console?.connected("client \(connection.info.remoteAddress) connected", subprotocol: connection.info.subprotocol,
+                                   compressed: connection.info.deflate?.configuration != nil)
+        session.clientBegins(driver)
+    }
 
     /// Its driver started: stdin flows, its timers run.
     func connectionDidStart(_ connection: ServerConnection) { session.clientStarted() }

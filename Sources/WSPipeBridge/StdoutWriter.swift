@@ -35,12 +35,17 @@ final class StdoutWriter {
     var stopped = false
     /// A payload did not inflate: the owner reports it and closes (nothing more is written).
     var onDecompressFailure: (ReceiveError) -> Void = { _ in }
+    /// The console (`console` at init): every message is diverted to it, the assembler
+    /// only counting it (its `discard`). The same one flag as --decompress guards it, so a
+    /// pipeline's message path is unchanged.
+    var console: Console?
 
-    init(loop: EventLoop, assembler: OutputAssembler, decompress: CompressionFormat? = nil, maximumMessageSize: UInt64 = 0) {
+    init(loop: EventLoop, assembler: OutputAssembler, decompress: CompressionFormat? = nil, maximumMessageSize: UInt64 = 0,
+         console: Bool = false) {
         self.loop = loop
         self.assembler = assembler
         decompression = decompress.map { Decompression(format: $0, limit: maximumMessageSize) }
-        decompresses = decompress != nil
+        decompresses = decompress != nil || console
     }
 
     // MARK: - Messages in pieces (the client and the stdio server)
@@ -117,6 +122,10 @@ final class StdoutWriter {
     /// the owner stopped) it is dropped, and after a failure every message is.
     @inline(never)
     private func startDiverted(_ kind: MessageKind) {
+        if let console {
+            diverted = true
+            return console.messageStarted(kind)
+        }
         guard let decompression else { return }
         diverted = decompression.failed || kind == .binary
         guard kind == .binary && !stopped else { return }
@@ -131,6 +140,10 @@ final class StdoutWriter {
     @inline(never)
     private func endDiverted() -> Bool {
         diverted = false
+        if let console {
+            console.messageEnded()
+            return true
+        }
         guard let decompression else { return false }
         do throws(ReceiveError) {
             return try decompression.finish { buffer, start, n in self.assembler.data(buffer, start, n) }
@@ -142,6 +155,7 @@ final class StdoutWriter {
 
     @inline(never)
     private func decompress(_ bytes: UnsafeMutableRawPointer, count: Int) {
+        if let console { return console.messageData(bytes, count: count) }
         guard let decompression else { return }
         do throws(ReceiveError) {
             try decompression.feed(bytes, count: count) { buffer, start, n in self.assembler.data(buffer, start, n) }

@@ -127,6 +127,7 @@ usage: wspipe [options] URL             send stdin to URL, print its replies
 
 URL: ws://host[:port]/path, wss://..., ws+unix:///run/app.sock:/path, or
 HOST:PORT[/PATH] (ws://). Options may follow the URL.
+At a terminal it is a console: a prompt, line editing, history, /help.
 
 
 """
@@ -140,7 +141,8 @@ ws://host[:port]/path or wss://...; IPv6 literals in brackets
 (ws://[::1]:9000/); for a Unix socket ws+unix:///run/app.sock:/path (and
 wss+unix://) or unix:/run/app.sock; HOST:PORT[/PATH] without a scheme is ws://
 (refused with credentials: they would go in clear). Options may follow the URL.
--l serves instead (SERVER in the man page).
+-l serves instead (SERVER in the man page). At a terminal (stdin and stdout)
+wspipe is a console: a prompt, line editing, history, /commands (CONSOLE).
 
 
 """
@@ -179,6 +181,7 @@ Exit status:
      came
   12 closed, but the server never confirmed reading every message (no pong at
      end of input)
+  13 an --expect missed: no match within --expect-timeout, or the server closed
   129/130/143 dies of SIGHUP/SIGINT/SIGTERM (a shell shows 128+N), every mode
 
 See man wspipe (man/wspipe.1) for details.

@@ -1,3 +1,4 @@
+import Glibc
 import WebSocketCore
 import WebSocketEngine
 import WebSocketTransport
@@ -22,11 +23,18 @@ struct Settings {
     var policy = HandshakePolicy()
     var requireBearer = false
     var maxClients: Int?
+    /// --max-clients-per-ip, --max-handshakes-per-ip, --ipv6-prefix (applied when one of the first two is set).
+    var addressLimits = AddressLimitSettings()
+    var ipv6PrefixBits: Int?
+    /// --rate-limit, --byte-rate, --rate-limit-action.
+    var rates = MessageRateSettings()
     var handshakeTimeout: Double?
     var oneshot = false
     var reusePort = false
     /// --metrics-public: the metrics without a token on a non-loopback listener.
     var metricsPublic = false
+    /// --trust-proxy, --proxy-protocol, --client-address-header.
+    var clientAddress = ClientAddressPolicy()
     /// --static (--staticdir) and --devconsole.
     var site = StaticSiteConfiguration()
     /// --bus, --bus-inbound, --bus-password-file, --bus-ping (--broadcast only).
@@ -50,8 +58,14 @@ struct Settings {
     var reconnect = false
     var reconnection = ClientConfiguration.Reconnection()
     var sendFile: String?
+    /// --until and --until-json given (one is taken).
+    var untils = 0
     /// --forward-listen's address (ForwardListenSettings.swift).
     var forwardListen: ListenAddress?
+    /// --interactive (true), --no-interactive (false), neither (nil: `ConsoleRule` decides).
+    var interactive: Bool?
+    /// --no-history: the console saves and loads no history.
+    var keepsHistory = true
 
     /// Adds a subprotocol (already checked) unless it is offered already.
     mutating func addSubprotocol(_ name: String) {
@@ -64,8 +78,10 @@ struct Settings {
         if listen != nil || given.contains(where: { Option.named($0)?.isServerOnly == true }) {
             return try finishServer(environment: environment, readFile: readFile)
         }
-        try checkCombinations()
         var config = self.config
+        config.stdio.console = try console(environment: environment)
+        try checkCombinations(console: config.stdio.console != nil)
+        try checkConversation()
         config.forwardListen = forwardListen
         config.client.tlsOptionsGiven = Option.tls.map(\.longName).filter { given.contains($0) }
         config.client.deflate = compression.disabled ? nil : compression.offer
@@ -99,8 +115,30 @@ struct Settings {
         return config
     }
 
+    /// Whether this run (the client, or the stdio server) is a console (issue 36): with
+    /// --interactive, or without --no-interactive where `ConsoleRule` holds; never in the
+    /// modes that are no person's (binary, NUL, JSON Lines, base64, one message of all of
+    /// stdin, one direction only, payloads inflated for stdout). Throws for --interactive
+    /// where it cannot be.
+    func console(environment: (String) -> String?) throws(UsageError) -> ConsoleSettings? {
+        guard interactive != false else { return nil }
+        let c = config.stdio
+        let excluded: String? = c.mode == .binary ? "--binary" : c.separator == 0 ? "-0/--null" : c.jsonLines ? "--jsonl"
+            : c.base64 ? "--base64" : c.wholeInput ? "--whole-input" : c.receiveOnly ? "--receive-only"
+            : c.sendOnly ? "--send-only" : c.decompress != nil ? "--decompress" : nil
+        if interactive == true {
+            if let excluded { throw UsageError("--interactive cannot be combined with \(excluded): the console types and shows lines of text") }
+            guard ConsoleRule.terminals else {
+                throw UsageError("--interactive needs a terminal on stdin and stdout (\(isatty(0) == 1 ? "stdout" : "stdin") is not one)")
+            }
+        } else if excluded != nil || !ConsoleRule.holds(term: environment("TERM")) {
+            return nil
+        }
+        return ConsoleRule.settings(history: keepsHistory, environment: environment)
+    }
+
     /// Options that contradict each other are refused rather than one silently ignored.
-    func checkCombinations() throws(UsageError) {
+    func checkCombinations(console: Bool = false) throws(UsageError) {
         func refuse(_ a: String, _ b: String, _ why: String) throws(UsageError) {
             throw UsageError("\(a) cannot be combined with \(b): \(why)")
         }
@@ -118,11 +156,13 @@ struct Settings {
         if compression.disabled, let first = compression.tuning.first {
             try refuse("--no-deflate", first, "with --no-deflate nothing is offered to tune")
         }
-        if c.stdio.timestamps && !c.stdio.jsonLines { throw UsageError("--timestamps needs --jsonl (it adds \"ts\" to each JSON line)") }
+        if c.stdio.timestamps && !c.stdio.jsonLines && !console {
+            throw UsageError("--timestamps needs --jsonl (it adds \"ts\" to each JSON line) or the console (a terminal)")
+        }
         if c.stdio.wholeInput && c.stdio.base64 { try refuse("--whole-input", "--base64", "--base64 reads one message per line") }
         if c.stdio.oneMessage && c.stdio.maxMessages != nil { try refuse("-1/--one-message", "-n/--max-messages", "-1 means -n 1") }
-        if c.stdio.requireCount && c.stdio.maxMessages == nil && !c.stdio.oneMessage {
-            throw UsageError("--require-count needs -n N or -1: the count to require")
+        if c.stdio.requireCount && c.stdio.maxMessages == nil && !c.stdio.oneMessage && c.client.conversation.until == nil {
+            throw UsageError("--require-count needs -n N, -1 or --until: the count (or the message) to require")
         }
         if c.stdio.receiveOnly && c.stdio.sendOnly { try refuse("--receive-only", "--send-only", "nothing would be bridged") }
         if c.stdio.linger != nil {

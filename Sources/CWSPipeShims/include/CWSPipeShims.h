@@ -31,6 +31,29 @@ int wsp_signal(int signum, void (*handler)(int));
 /// Async-signal-safe: also called from the signal handler.
 __attribute__((noreturn)) void wsp_die_of_signal(int signum);
 
+/// The console's terminal (issue 36): `wsp_terminal_raw` saves the modes of `fd` (once)
+/// and enters the console's raw mode (no ICANON, ECHO, ISIG, IEXTEN, IXON, ICRNL),
+/// bracketed paste on (written to stdout, the same terminal). `wsp_terminal_restore` undoes it: bracketed paste off, the cursor
+/// shown, colours reset, the saved modes back and typed input flushed (nothing is left
+/// for the shell). Async-signal-safe and idempotent: `wsp_die_of_signal` calls it before
+/// the process dies, so every exit path restores the terminal. `wsp_terminal_editing`
+/// says the cursor is in the console's edit rows (the restore then ends the line first).
+int wsp_terminal_raw(int fd);
+void wsp_terminal_restore(void);
+void wsp_terminal_editing(int editing);
+/// Columns of the terminal on `fd` (TIOCGWINSZ), 0 when unknown.
+int wsp_terminal_columns(int fd);
+/// Whether `fd` is a terminal whose foreground process group is ours.
+int wsp_terminal_in_foreground(int fd);
+/// The console's SIGTSTP and SIGCONT handlers: SIGTSTP (Ctrl-Z, or `kill -TSTP`) restores
+/// the terminal, then stops the process; SIGCONT (after it, or after SIGSTOP) notes that
+/// raw mode is to come back and wakes the loop through `wake_fd`
+/// (`wsp_terminal_take_continued`).
+void wsp_terminal_watch_stops(int wake_fd);
+/// Whether the process was continued since the last call.
+int wsp_terminal_take_continued(void);
+
+
 /// Ignores SIGPIPE so writes to a closed pipe or socket fail with EPIPE instead.
 void wsp_ignore_sigpipe(void);
 
