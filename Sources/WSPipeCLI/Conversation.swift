@@ -49,7 +49,8 @@ extension Option {
         do {
             return try make()
         } catch {
-            throw UsageError("\(name) '\(text)': \(error.description)")
+            // The error already names the option and the pattern: rename, don't prefix again.
+            throw UsageError(error.given(as: name).description)
         }
     }
 }

@@ -193,5 +193,18 @@ final class ConversationTests: IntegrationTestCase {
             XCTAssertEqual(result.exitCode, 2, "\(arguments): \(result)")
             XCTAssertTrue(result.stderr.contains(text), "\(arguments): \(result.stderr)")
         }
+        // One line naming the option given, once: not "--until-json 'x': --expect-json 'x': ...".
+        let named: [([String], String)] = [
+            (["--until-json", "x", "ws://127.0.0.1:1/"], "wspipe: --until-json 'x': no '=' between PATH and VALUE"),
+            (["--until", "(", "ws://127.0.0.1:1/"], "wspipe: --until '(': bad regular expression"),
+            (["--expect", "(", "ws://127.0.0.1:1/"], "wspipe: --expect '(': bad regular expression"),
+        ]
+        for (arguments, start) in named {
+            let result = try runWspipe(arguments)
+            XCTAssertEqual(result.exitCode, 2, "\(arguments): \(result)")
+            XCTAssertTrue(result.stderr.hasPrefix(start), "\(arguments): \(result.stderr)")
+            XCTAssertEqual(result.stderr.components(separatedBy: "'\(arguments[1])'").count, 2,
+                           "the pattern is named once: \(result.stderr)")
+        }
     }
 }
