@@ -287,9 +287,14 @@ public final class ServerDriver {
               let key = AddressKey(clientAddress, ipv6PrefixBits: settings.ipv6PrefixBits) else { return .unlimited }
         let now = RateKeeper.seconds(.now())
         let wait = request ? addressTable?.request(key, now: now) : nil
-        return HandshakeRoute.Standing(handshakeRetryAfter: wait.map { Int($0.rounded(.up)) }, clients: addressTable?.clients(key) ?? 0,
+        // Capped: a rate as slow as 1e-300/s asks for a wait no Int holds (it trapped).
+        let retryAfter = wait.map { Int(min($0.rounded(.up), Self.longestRetryAfter)) }
+        return HandshakeRoute.Standing(handshakeRetryAfter: retryAfter, clients: addressTable?.clients(key) ?? 0,
                                        maximumClients: settings.maximumClients)
     }
+
+    /// The longest Retry-After said, in seconds (a year).
+    static let longestRetryAfter: Double = 365 * 86400
 
     func noteLimited(_ reason: HandshakeRoute.AddressLimitReason) {
         switch reason {

@@ -68,6 +68,16 @@ final class ServerLimitsTests: IntegrationTestCase {
         XCTAssertEqual(try LimitsClient.get(port: port, path: "/health", source: "127.0.0.2").status, 200, "a second later, one more")
     }
 
+    func testAVerySlowHandshakeRateSaysAYearAndKeepsServing() throws {
+        // The wait of 1e300 s overflowed Int when Retry-After was written: the server trapped.
+        let (_, port) = try startListening(["--echo", "--max-handshakes-per-ip", "1e-300/s", "--health", "/health"])
+        XCTAssertEqual(try LimitsClient.get(port: port, path: "/health", source: "127.0.0.2").status, 200)
+        let refused = try LimitsClient.get(port: port, path: "/health", source: "127.0.0.2")
+        XCTAssertEqual(refused.status, 429)
+        XCTAssertTrue(refused.head.lowercased().contains("\r\nretry-after: 31536000\r\n"), refused.head)
+        XCTAssertEqual(try LimitsClient.get(port: port, path: "/health", source: "127.0.0.3").status, 200, "still serving")
+    }
+
     /// The p99 round trip of `count` echoes, one every 2 ms, in seconds.
     private func roundTrips(_ port: Int, count: Int) throws -> Double {
         let client = try LimitsClient(port: port, source: "127.0.0.3")
