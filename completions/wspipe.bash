@@ -16,7 +16,9 @@ _wspipe() {
         --reuseport
         --oneshot
         --metrics-public --devconsole
+        --proxy-protocol
         --print-ping-rtt --reconnect --reconnect-on-close
+        --print-match-only
         --no-deflate --deflate-client-no-context-takeover --deflate-server-no-context-takeover"
     local valued="--chunk-size --close-code --close-reason --close-timeout --connect-timeout
         --max-message-size --ping-interval --ping-timeout -H --header --protocol --origin
@@ -26,10 +28,13 @@ _wspipe() {
         -l --listen --path --allow-origin --health --response-header --max-clients --handshake-timeout
         --stale-timeout --retry-delay --retry-max-delay --max-retries --retry-reset
         --queue-size --queue-bytes --queue-policy --send-file
+        --expect --expect-json --expect-timeout --until --until-json
         --exec --sh --dir --close-grace --max-children --passenv --client-ca
         --forward --forward-tokens
         --metrics --static --staticdir --bus --bus-inbound --bus-password-file --bus-ping
         --forward-listen
+        --max-clients-per-ip --max-handshakes-per-ip --ipv6-prefix --rate-limit --byte-rate --rate-limit-action
+        --trust-proxy --client-address-header
         --deflate-client-window-bits --deflate-server-window-bits --decompress"
 
     # A value given as --OPTION=value: complete the part after "=" as the value.
@@ -45,7 +50,7 @@ _wspipe() {
     case $option in
         -h|--help)
             # --help CATEGORY: the categories of `wspipe --help` (Option.Category).
-            COMPREPLY=($(compgen -W "all modes formats limits ending connection compression reconnect network tls request output server access web bus programs gateway" -- "$cur"))
+            COMPREPLY=($(compgen -W "all modes formats limits ending connection compression reconnect conversation network tls request output server access web bus programs gateway" -- "$cur"))
             return ;;
         --cacert|--client-ca)
             compopt -o filenames 2>/dev/null
@@ -54,6 +59,9 @@ _wspipe() {
         --bearer-file|--cert|--key|--key-pass-file|--unix-socket|--send-file|--forward-tokens)
             compopt -o filenames 2>/dev/null
             COMPREPLY=($(compgen -f -- "$cur"))
+            return ;;
+        --client-address-header)
+            COMPREPLY=($(compgen -W "X-Forwarded-For Forwarded" -- "$cur"))
             return ;;
         --static|--staticdir)
             compopt -o filenames 2>/dev/null
@@ -100,6 +108,15 @@ _wspipe() {
             return ;;
         --queue-policy)
             COMPREPLY=($(compgen -W "block drop-oldest drop-newest fail" -- "$cur"))
+            return ;;
+        --rate-limit-action)
+            COMPREPLY=($(compgen -W "pause close" -- "$cur"))
+            return ;;
+        --rate-limit|--max-handshakes-per-ip)
+            COMPREPLY=($(compgen -W "10/s 100/s 1000/s:2000" -- "$cur"))
+            return ;;
+        --byte-rate)
+            COMPREPLY=($(compgen -W "64K/s 1M/s 1M/s:4M" -- "$cur"))
             return ;;
         --max-retries|--queue-size)
             COMPREPLY=($(compgen -W "0 1 3 10 100 1000 10000" -- "$cur"))

@@ -3,11 +3,11 @@
 #
 # Shows a request/reply exchange without any wrapper: jq builds the request (so the
 # parameters are real JSON, with no quoting surprises), --send sends it right after the
-# handshake, -n 1 reads one reply and closes cleanly, --timeout bounds the call, and jq
-# picks the result or turns an error reply into a message and exit status 1.
-# wspipe has no --jsonrpc option (websocat has one): this is all it takes. A server that
-# may send notifications before the reply needs -n with a larger count and
-# jq 'select(.id == $id)' instead.
+# handshake, --until-json id=N closes cleanly right after the reply with our id and
+# --print-match-only prints only that one (notifications the server sends before it are
+# not: try the server with --notifications 3), --timeout bounds the call, and jq picks the
+# result or turns an error reply into a message and exit status 1.
+# wspipe has no --jsonrpc option (websocat has one): this is all it takes.
 #
 # Run it against the local JSON-RPC server, from the repository root:
 #   .venv/bin/python examples/servers/jsonrpc_server.py --port 8767 &
@@ -50,7 +50,8 @@ else
     request=$(jq -nc --arg method "$method" --argjson id "$id" '{jsonrpc: "2.0", id: $id, method: $method}')
 fi
 
-reply=$("$wspipe" --quiet --send "$request" -n 1 --timeout "$limit" "$url" </dev/null)
+reply=$("$wspipe" --quiet --receive-only --send "$request" --until-json "id=$id" --print-match-only \
+             --require-count --timeout "$limit" "$url")
 status=$?
 if [ "$status" -ne 0 ]; then
     echo "jsonrpc-call: wspipe exited with status $status" >&2

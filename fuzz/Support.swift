@@ -42,3 +42,9 @@ func referenceFirstInvalid(_ bytes: [UInt8]) -> Int? {
         }
     }
 }
+
+/// The transport's helper IPAddress.swift uses (it lives in TCPConnector.swift, not compiled
+/// into the targets that take IPAddress.swift: tokens, proxyheader, clientaddress).
+func cString(_ chars: [CChar]) -> String {
+    String(decoding: chars.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+}

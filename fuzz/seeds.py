@@ -248,6 +248,37 @@ SEEDS["consolekeys"] = {
     "ctrl-d-ctrl-z": b"\x50\x00\x00\xff\x04x\x01\x04\x04\x1a\x0c",
 }
 
+
+# proxyheader: a connection's first bytes (a PROXY v1 line or v2 header, then its data).
+V2 = b"\r\n\r\n\x00\r\nQUIT\n"
+SEEDS["proxyheader"] = {
+    "v1-tcp4": b"PROXY TCP4 203.0.113.7 192.0.2.1 56324 443\r\nGET / HTTP/1.1\r\n",
+    "v1-tcp6": b"PROXY TCP6 2001:db8::1 ::1 4711 80\r\n\x16\x03\x01",
+    "v1-unknown": b"PROXY UNKNOWN ffff::1 ffff::2 1 2\r\n",
+    "v1-longest": b"PROXY TCP6 ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff 65535 65535\r\n",
+    "v1-malformed": b"PROXY TCP4 203.0.113.7 192.0.2.1 56324\r\n",
+    "v2-tcp4": V2 + b"\x21\x11\x00\x0c" + bytes([198, 51, 100, 9, 127, 0, 0, 1, 0x10, 0x92, 0x01, 0xbb]) + b"GET",
+    "v2-tcp6-tlv": V2 + b"\x21\x21\x00\x2a" + bytes(range(32)) + b"\x00\x50\x1f\x90" + b"\x05\x00\x03abc" + b"\x16",
+    "v2-local": V2 + b"\x20\x00\x00\x00",
+    "v2-unix": V2 + b"\x21\x31\x00\xd8" + b"/" * 216,
+    "v2-unknown-family": V2 + b"\x21\x51\x00\x0c" + bytes(12),
+    "v2-too-long": V2 + b"\x21\x11\xff\xff",
+    "tls": b"\x16\x03\x01\x02\x00\x01",
+}
+
+# clientaddress: byte 0 (bit 0 Forwarded, bit 1 trusted peer, bit 2 2001:db8::/32 trusted), then header lines.
+SEEDS["clientaddress"] = {
+    "xff": b"\x02203.0.113.9, 10.0.0.5\n10.0.0.7",
+    "xff-claims": b"\x021.1.1.1, 203.0.113.9:8080, [2001:db8::1]:4711, 10.0.0.5",
+    "xff-untrusted-peer": b"\x00203.0.113.9",
+    "xff-unknown": b"\x06unknown, 2001:db8::9, ::ffff:10.1.1.1",
+    "forwarded": b"\x03for=192.0.2.43, for=\"[2001:db8:cafe::17]:4711\";proto=https;by=10.0.0.1",
+    "forwarded-obfuscated": b"\x07For=_hidden, for=\"192.0.2.43:_port\", for=unknown",
+    "forwarded-quotes": b"\x03for=\"[2001:db8::1],x\", for=\"\\1\\9\\2.0.2.5\";for=1.2.3.4\nfor=\"unclosed",
+    "ranges": b"\x0210.0.0.0/8\n::ffff:10.0.0.0/104\nunix\n2001:db8::/129",
+}
+
+
 def main():
     for target, seeds in SEEDS.items():
         directory = os.path.join(HERE, "corpus", target)

@@ -10,12 +10,12 @@ final class LoopSide: ConnectionDelegate, @unchecked Sendable {
     /// Weak: a WebSocket nobody holds any more closes its connection from `deinit`.
     private weak var owner: WebSocket?
     private var driver: ConnectionDriver?
-    private var kind = MessageKind.text
+    @exclusivity(unchecked) private var kind = MessageKind.text
     /// A message's first piece stays in the receive buffer (one copy, into the message);
     /// a second piece moves it into `assembled`.
-    private var first: (start: UnsafeMutableRawPointer, count: Int, buffer: ByteBuffer)?
-    private var assembled: [UInt8] = []
-    private var pieces = 0
+    @exclusivity(unchecked) private var first: (start: UnsafeMutableRawPointer, count: Int, buffer: ByteBuffer)?
+    @exclusivity(unchecked) private var assembled: [UInt8] = []
+    @exclusivity(unchecked) private var pieces = 0
     /// Kept alive until the ending: the socket's own reference is weak in spirit (deinit
     /// closes).
     private var closeRequested = false
@@ -55,17 +55,32 @@ final class LoopSide: ConnectionDelegate, @unchecked Sendable {
 
     // MARK: - Owner's requests (submitted by the WebSocket)
 
-    func drainOutbox() {
+    /// The outbox's other array: the two change places at each drain.
+    private var spareOutbox: [Outgoing] = []
+
+    /// Gives queued sends to the driver while its queue is under its limit (`all`: every
+    /// one, before a close). The rest stay first in the outbox until `connectionHasRoom`:
+    /// a send past the limit would wait in the driver as a copy of its own (an allocation
+    /// per message), and the caller's `send` waits on the outbox's bytes all the same.
+    func drainOutbox(all: Bool = false) {
         guard let socket = owner else { return }
-        let items = socket.shared.withLock { state -> [Outgoing] in
+        var items = spareOutbox  // empty; its capacity becomes the outbox's
+        spareOutbox = []
+        socket.shared.withLock { state in
             state.drainScheduled = false
             state.outboxBytes = 0
-            defer { state.outbox.removeAll(keepingCapacity: true) }
-            return state.outbox
+            swap(&items, &state.outbox)  // no new buffer made under the lock
+        }
+        defer {
+            items.removeAll(keepingCapacity: items.capacity <= 16384)
+            spareOutbox = items
         }
         guard let driver else { return }
-        for item in items {
-            switch item {
+        let limit = driver.options.queueLimit
+        var index = items.startIndex
+        while index < items.endIndex {
+            if !all && driver.queuedBytes >= limit { break }
+            switch items[index] {
             case .text(var text):
                 text.withUTF8 { driver.send(.text, fin: true, UnsafeMutableRawPointer(mutating: $0.baseAddress), count: $0.count, in: nil) }
             case .binary(let bytes):
@@ -77,6 +92,17 @@ final class LoopSide: ConnectionDelegate, @unchecked Sendable {
                     // The driver dropped that message: a Close was sent or received.
                     completeWritten(through: token, .failure(.closed(code: socket.closeCode, reason: socket.closeReason ?? "")))
                 }
+            }
+            index += 1
+        }
+        if index < items.endIndex {
+            let rest = items[index...]
+            let restBytes = rest.reduce(0) { $0 + $1.byteCount }
+            socket.shared.withLock { state in
+                state.outbox.insert(contentsOf: rest, at: 0)
+                state.outboxBytes += restBytes
+                // `connectionHasRoom` drains the rest: no submitted drain is needed.
+                state.drainScheduled = true
             }
         }
         reportRoom()
@@ -97,7 +123,7 @@ final class LoopSide: ConnectionDelegate, @unchecked Sendable {
     func close(code: UInt16, reason: [UInt8], afterDelivery: Bool = false) {
         guard let driver, !closeRequested else { return }
         closeRequested = true
-        drainOutbox()  // messages sent before the close go first
+        drainOutbox(all: true)  // messages sent before the close go first
         let payload = ClosePayload(code: CloseCode(code), reason: reason)
         if afterDelivery { driver.closeAfterDelivery(payload) } else { driver.close(payload) }
         boundEndingIfPaused()
@@ -142,24 +168,33 @@ final class LoopSide: ConnectionDelegate, @unchecked Sendable {
             first = (bytes, count, buffer)
             return
         }
-        if let held = first {
-            assembled.removeAll(keepingCapacity: true)
-            assembled.append(contentsOf: UnsafeRawBufferPointer(start: held.start, count: held.count))
-            first = nil
-        }
+        moveHeldPiece(connection, before: count)
         assembled.append(contentsOf: UnsafeRawBufferPointer(start: bytes, count: count))
     }
 
     func connectionWillReleaseReceiveBuffer(_ connection: ConnectionDriver) {
         // The buffer will be reused: a held first piece moves out of it.
+        moveHeldPiece(connection, before: 0)
+    }
+
+    /// Moves the held first piece into `assembled`, sized for the rest of its frame (`next`
+    /// bytes already parsed come next): a message split between two socket reads is copied
+    /// once, into one allocation, instead of into an array that doubles (a 64 KiB message
+    /// would copy its first part twice and ask for 128 KiB, which malloc maps and unmaps).
+    /// The part of the frame not arrived yet counts up to 1 MiB: a peer that announces a
+    /// large frame and sends it slowly does not get its memory before its bytes.
+    private func moveHeldPiece(_ connection: ConnectionDriver, before next: Int) {
         guard let held = first else { return }
-        assembled.removeAll(keepingCapacity: true)
-        assembled.append(contentsOf: UnsafeRawBufferPointer(start: held.start, count: held.count))
         first = nil
+        let expected = held.count + next + Int(min(connection.core.frameBytesRemaining, 1 << 20))
+        assembled.removeAll(keepingCapacity: true)
+        assembled.reserveCapacity(expected)
+        assembled.append(contentsOf: UnsafeRawBufferPointer(start: held.start, count: held.count))
     }
 
     func connectionDidEndMessage(_ connection: ConnectionDriver) {
-        guard let socket = owner else { return }
+        // No look at the weak `owner` here (a side-table load and a slow release per
+        // message): `postMessages` checks it once per read.
         let message: Message
         if let held = first {
             let bytes = UnsafeRawBufferPointer(start: held.start, count: held.count)
@@ -172,33 +207,48 @@ final class LoopSide: ConnectionDelegate, @unchecked Sendable {
             assembled = []
         }
         pieces = 0
-        let limit = socket.receiveLimit
-        // Whole messages go to the inbox; a waiting consumer is resumed once per socket read
-        // (`connectionDidProcessInput`), not per message: one task hop per batch.
-        socket.shared.withLock { state in
-            state.inbox.append(message)
-            state.inboxBytes += message.byteCount
-            if state.inboxBytes >= limit && !state.readingPaused {
-                state.readingPaused = true
-                connection.pauseReading()
-            }
-        }
-        boundEndingIfPaused()
-        hasNews = true
+        // Whole messages wait here until the end of the socket read
+        // (`connectionDidProcessInput`): one lock, and at most one wake of a waiting
+        // consumer, per read rather than per message. Reading stops at the end of a read
+        // all the same, so the receive limit holds as before.
+        unposted.append(message)
+        unpostedBytes += message.byteCount
     }
 
-    /// Set when messages were added to the inbox during this socket read.
-    private var hasNews = false
+    /// Messages of the current socket read not yet in the inbox, and their bytes. (The
+    /// per-message state is only touched on the engine thread, one access at a time:
+    /// unchecked, as the engine's own.)
+    @exclusivity(unchecked) private var unposted: [Message] = []
+    @exclusivity(unchecked) private var unpostedBytes = 0
 
     func connectionDidProcessInput(_ connection: ConnectionDriver) {
-        guard hasNews, let socket = owner else { return }
-        hasNews = false
-        let (handOffs, caughtUp) = socket.shared.withLock { state in
-            (state.takeHandOffs(), state.unpauseIfCaughtUp(limit: socket.receiveLimit))
+        postMessages(connection)
+    }
+
+    /// Moves this read's messages to the inbox under one lock, pauses reading when the
+    /// inbox is full, and resumes the consumers waiting (one task hop per read).
+    private func postMessages(_ connection: ConnectionDriver) {
+        guard !unposted.isEmpty, let socket = owner else { return }
+        let limit = socket.receiveLimit
+        let (handOffs, pause, caughtUp) = socket.shared.withLock { state in
+            state.inbox.append(taking: &unposted)
+            state.inboxBytes += unpostedBytes
+            var pause = false
+            if state.inboxBytes >= limit && !state.readingPaused {
+                state.readingPaused = true
+                pause = true
+            }
+            return (state.takeHandOffs(), pause, state.unpauseIfCaughtUp(limit: limit))
         }
+        // What came back from the inbox is empty; it keeps room for a read's worth of small
+        // messages (a 256 KiB read holds 15,000 of 15 bytes), not more.
+        if unposted.capacity > 16384 { unposted = [] }
+        unpostedBytes = 0
         // As in `receive`: a message that filled the inbox by itself must not leave reading
         // paused once it is handed over (the Pong a close waits for would never be read).
-        if caughtUp { connection.resumeReading() }
+        if pause && !caughtUp { connection.pauseReading() }
+        if !pause && caughtUp { connection.resumeReading() }
+        boundEndingIfPaused()
         for (receiver, message) in handOffs { receiver.resume(returning: .success(message)) }
     }
 
@@ -218,7 +268,7 @@ final class LoopSide: ConnectionDelegate, @unchecked Sendable {
     }
 
     func connectionHasRoom(_ connection: ConnectionDriver) {
-        reportRoom()
+        drainOutbox()  // what waited for room, then the waiting senders
     }
 
     func connection(_ connection: ConnectionDriver, wroteThrough token: UInt64) {
@@ -258,6 +308,9 @@ final class LoopSide: ConnectionDelegate, @unchecked Sendable {
             state.ending = failure
             state.connectionEnding = ending
             state.side = nil
+            // Messages of the last read not posted yet (normally posted at its end).
+            state.inbox.append(taking: &unposted)
+            state.inboxBytes += unpostedBytes
             // Consumers waiting while messages are in the inbox get them, in order; the rest
             // get the end (the failure goes to the first of them).
             var receivers = state.takeHandOffs().map { ($0.0, Result<Message?, WebSocketError>.success($0.1)) }
@@ -272,6 +325,8 @@ final class LoopSide: ConnectionDelegate, @unchecked Sendable {
             let written = state.writeWaiters.takeAll().map(\.onWritten)
             return (receivers, state.senders, Array(state.pings.values), state.closeWaiters, written)
         }
+        unposted = []
+        unpostedBytes = 0
         // Logged before anyone waiting is resumed: the last line is there once they return.
         socket.log?(ConnectionLog.ending(failure: failure, code: socket.closeCode, reason: socket.closeReason))
         let gone = failure ?? .closed(code: socket.closeCode, reason: socket.closeReason ?? "")

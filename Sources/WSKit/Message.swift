@@ -43,12 +43,17 @@ public struct Messages: AsyncSequence, Sendable {
         /// `.cancelled` when the waiting task is cancelled (also before it waits).
         // Runs on the caller's executor: a message already buffered costs no executor hop.
         nonisolated(nonsending) public mutating func next() async throws(WebSocketError) -> Message? {
-            try await socket.receive()
+            // A buffered message is taken without the frame of another async call.
+            if let message = socket.receiveNow() { return message }
+            return try await socket.receive()
         }
 
-        /// The next message, as `next()`; the form `for try await` uses inside an actor.
-        public mutating func next(isolation actor: isolated (any Actor)?) async throws(WebSocketError) -> Message? {
-            try await socket.receive()
+        /// The next message, as `next()`; the form `for try await` uses (inside an actor or
+        /// not). Runs on the caller's executor, as `next()`: an `isolated` parameter would
+        /// switch executors on every call, a buffered message or not.
+        nonisolated(nonsending) public mutating func next(isolation actor: (any Actor)?) async throws(WebSocketError) -> Message? {
+            if let message = socket.receiveNow() { return message }
+            return try await socket.receive()
         }
     }
 }

@@ -443,8 +443,12 @@ public final class WebSocket: Sendable {
     private func enqueue(_ outgoing: Outgoing,
                          onWritten: (@Sendable (Result<Void, WebSocketError>) -> Void)? = nil) throws(WebSocketError) -> (wake: Bool, full: Bool) {
         let result = shared.withLock { state -> Result<(Bool, Bool), WebSocketError> in
-            if let ending = state.ending { return .failure(ending) }
-            guard state.state == .open else { return .failure(.closed(code: state.closeCode, reason: state.closeReason ?? "")) }
+            // `ending` is only set with `.closed`: the open state is checked first, so a send
+            // does not copy the optional error.
+            guard state.state == .open else {
+                if let ending = state.ending { return .failure(ending) }
+                return .failure(.closed(code: state.closeCode, reason: state.closeReason ?? ""))
+            }
             state.outbox.append(outgoing)
             state.outboxBytes += outgoing.byteCount
             if let onWritten {
@@ -594,6 +598,18 @@ struct FIFO<Element> {
     var count: Int { items.count - head }
     var first: Element? { head < items.count ? items[head] : nil }
     mutating func append(_ item: Element) { items.append(item) }
+    /// Appends every element of `more`, leaving it empty: into an empty queue by swapping
+    /// the arrays (`more` gets this queue's spare capacity back, nothing is copied).
+    mutating func append(taking more: inout [Element]) {
+        if isEmpty {
+            items.removeAll(keepingCapacity: true)
+            head = 0
+            swap(&items, &more)
+        } else {
+            items.append(contentsOf: more)
+            more.removeAll(keepingCapacity: true)
+        }
+    }
     mutating func popFirst() -> Element? {
         guard head < items.count else { return nil }
         let item = items[head]

@@ -601,7 +601,7 @@ final class ServerSide: @unchecked Sendable {
             switch event {
             case .connected: inbox.clientsChanged(by: 1)
             case .disconnected: inbox.clientsChanged(by: -1)
-            case .refused, .notHTTP, .tlsFailed, .compressionUnavailable, .notServed: break
+            case .refused, .notHTTP, .tlsFailed, .proxyHeaderRefused, .compressionUnavailable, .notServed: break
             }
         }
         // The server (and so this side) lives until its last client has ended.

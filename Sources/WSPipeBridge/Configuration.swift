@@ -76,8 +76,12 @@ public struct ClientConfiguration: Sendable {
     public var staleTimeout: Double?
     /// Print each keepalive ping's round trip on stderr.
     public var printPingRTT = false
-    /// --send-file's contents: framed like stdin after every handshake, after --send.
+    /// --send-file's contents: framed like stdin after every handshake, at its place among
+    /// the preamble's steps.
     public var sendFile: [UInt8]?
+    /// The preamble (--send, --send-file, --expect in command-line order), --until and
+    /// their settings (Conversation/Conversation.swift).
+    package var conversation = ConversationScript()
     /// --bearer-file, read again before every reconnection attempt (tokens rotate).
     public var bearerFile: String?
 

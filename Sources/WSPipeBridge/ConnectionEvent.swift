@@ -17,12 +17,17 @@ enum ConnectionEvent: Equatable {
     case disconnected(code: UInt16?, reason: String?, cause: Cause, upSeconds: Double)
     /// `seconds` until the next attempt; `retryAfter`: the server's Retry-After set it.
     case retry(seconds: Double, attempt: Int, retryAfter: Bool)
+    /// The preamble completed on a connection (`messages` sent by it).
     case resubscribed(messages: Int)
+    /// An --expect missed: the step, its pattern, why ("timeout" or "closed" with the
+    /// server's code) and the last message seen (at most 200 bytes).
+    case expectFailed(Conversation.Miss, lastMessage: [UInt8]?)
     case dropped(count: Int)
     case givingUp(attempts: Int, exit: Int32)
 
     /// The "type" members stdin ignores in --jsonl mode, so output replays as input.
-    static let types: Set<String> = ["connecting", "connected", "disconnected", "retry", "resubscribed", "dropped", "giving_up"]
+    static let types: Set<String> = ["connecting", "connected", "disconnected", "retry", "resubscribed", "expect_failed", "dropped",
+                                          "giving_up"]
 
     var json: [UInt8] {
         var out: [UInt8] = []
@@ -46,6 +51,15 @@ enum ConnectionEvent: Equatable {
             raw(#"{"type":"retry","in_s":\#(Self.rounded(seconds)),"attempt":\#(attempt),"retry_after":\#(retryAfter)}"#)
         case .resubscribed(let messages):
             raw(#"{"type":"resubscribed","messages":\#(messages)}"#)
+        case .expectFailed(let miss, let last):
+            raw(#"{"type":"expect_failed","step":"#); string(miss.step); raw(#","pattern":"#); string(miss.pattern)
+            switch miss.why {
+            case .timedOut: raw(#","reason":"timeout","code":null"#)
+            case .closed(let code): raw(#","reason":"closed","code":\#(code.map { String($0) } ?? "null")"#)
+            }
+            raw(#","last":"#)
+            if let last { string(String(decoding: last, as: UTF8.self)) } else { raw("null") }
+            raw("}")
         case .dropped(let count):
             raw(#"{"type":"dropped","count":\#(count)}"#)
         case .givingUp(let attempts, let exit):
@@ -65,7 +79,9 @@ enum ConnectionEvent: Equatable {
             return "disconnected (\(cause.rawValue))\(close) after \(formatSeconds(Self.rounded(up))) s"
         case .retry(let seconds, let attempt, let retryAfter):
             return "retry in \(formatSeconds(Self.rounded(seconds))) s (attempt \(attempt)\(retryAfter ? ", the server's Retry-After" : ""))"
-        case .resubscribed(let messages): return "resubscribed: sent \(messages) message\(messages == 1 ? "" : "s") (--send, --send-file)"
+        case .resubscribed(let messages):
+            return "resubscribed: preamble done, sent \(messages) message\(messages == 1 ? "" : "s") (--send, --send-file, --expect)"
+        case .expectFailed(let miss, let last): return miss.sentence(lastMessage: last)
         case .dropped(let count): return "offline queue full: dropped \(count) message\(count == 1 ? "" : "s")"
         case .givingUp(let attempts, let exit): return "giving up after \(attempts) attempt\(attempts == 1 ? "" : "s"); exit \(exit)"
         }
@@ -126,7 +142,7 @@ final class ReconnectionNotices {
         case .givingUp:
             ended = nil
             firstFailure = nil
-        case .connecting, .resubscribed, .dropped:
+        case .connecting, .resubscribed, .expectFailed, .dropped:
             break
         }
     }

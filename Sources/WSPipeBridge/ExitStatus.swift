@@ -35,6 +35,9 @@ public enum ExitStatus: Int32, Sendable, CaseIterable {
     /// The closing handshake completed, but the server never confirmed reading every message
     /// before it (no pong to the end-of-input ping): replies to the last ones may be missing.
     case deliveryUnconfirmed = 12
+    /// An --expect missed: no match within --expect-timeout, or the server closed during
+    /// the wait (with --reconnect: on the last attempt, once the retries ran out).
+    case expectFailed = 13
     /// --timeout expired (after a closing handshake), as timeout(1) does.
     case timedOut = 124
     /// SIGHUP, SIGINT, SIGTERM: closing handshake with 1001, then the process dies of the

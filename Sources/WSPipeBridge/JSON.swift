@@ -152,7 +152,7 @@ struct JSONError: Error, Equatable, CustomStringConvertible {
 struct JSONParser {
     private let bytes: UnsafeRawBufferPointer
     private var index = 0
-    private static let maximumDepth = 64
+    static let maximumDepth = 64
 
     static func parse(_ bytes: UnsafeRawBufferPointer) throws(JSONError) -> JSONValue {
         var parser = JSONParser(bytes: bytes)

@@ -55,12 +55,18 @@ struct Outcome {
     /// stdout could not be written (its error, said when the run ends).
     var stdoutFailure: String?
     var shortfall: Shortfall?
+    /// --require-count with --until: the pattern no message matched.
+    var untilShortfall: String?
     /// -n N (or -1's one reply) came and was written: the run did what it was asked, so how
     /// the peer ends the connection after that does not change the status (the man page's
     /// -n: exit 0 once N messages were received and written).
     var countReached = false
     /// The end-of-input ping: answered (true), given up on (false), or not sent (nil).
     var deliveryConfirmed: Bool?
+    /// An --expect missed (said when it happened).
+    var expectMissed = false
+    /// --until's message came: the run did what it was asked.
+    var untilMatched = false
 
     /// The exit status and the one line for it.
     struct Verdict: Equatable {
@@ -105,17 +111,19 @@ struct Outcome {
         if !connected && localEnd == .readerGone { return .said(.success) }
         if !connected && localEnd == .outputError { return .said(.localError) }
         if !connected, let openError { return .report(.open(openError)) }
+        if expectMissed { return .said(.expectFailed) }
         if let stale { return .report(.stale(seconds: stale)) }
         if case .failed = ending { return .said(.protocolViolation) }
         if localEnd == .inputError || localEnd == .outputError || localEnd == .decompressError { return .said(.localError) }
         if let timedOut { return .report(.timedOut(seconds: timedOut)) }
         if let stdoutFailure { return .report(.localOutput(why: stdoutFailure)) }
         if localEnd == .readerGone { return .said(.success) }
-        if countReached { return .said(.success) }
+        if countReached || untilMatched { return .said(.success) }
         switch ending {
         case .closed(let handshake):
             guard handshake.isNormal else { return .report(.closedByPeer(handshake.received)) }
             // --require-count's shortfall before the barrier: the user asked for that status.
+            if let untilShortfall { return .report(.untilNotMatched(pattern: untilShortfall)) }
             if let shortfall { return .report(.countNotReached(received: shortfall.received, required: shortfall.required)) }
             return .said(deliveryConfirmed == false ? .deliveryUnconfirmed : .success)
         case .lost(let loss):

@@ -42,6 +42,12 @@ struct OutputAssembler {
     private(set) var messages: UInt64 = 0
     private(set) var bytes: UInt64 = 0
     private(set) var currentKind: MessageKind?
+    /// --expect and --until look at each message before it is written: given its kind and
+    /// its payload's first `examinedBytes`, it says whether the message is written
+    /// (--print-match-only writes only the match). Nil: every message is (one check each).
+    var examiner: ((MessageKind, UnsafeRawBufferPointer) -> Bool)?
+    /// Only a message's first MiB is examined, so a huge one cannot stall the loop.
+    static let examinedBytes = 1 << 20
 
     init(format: OutputFormat, limit: UInt64? = nil, discard: Bool = false) {
         self.format = format
@@ -80,7 +86,7 @@ struct OutputAssembler {
     mutating func data(_ owner: ByteBuffer, _ start: UnsafeMutableRawPointer, _ count: Int) {
         bytes += UInt64(count)
         // Past the limit, or discarding: nothing is kept, so no buffer stays alive for it.
-        if discard || limitReached || count == 0 { return }
+        if discard && examiner == nil || limitReached || count == 0 { return }
         if first == nil {
             first = Segment(owner: owner, start: start, count: count)
         } else if pending.isEmpty, let held = first, held.owner === owner, held.start + held.count == start {
@@ -94,6 +100,11 @@ struct OutputAssembler {
         let size = pendingSize
         let kind = currentKind ?? .binary
         currentKind = nil
+        if let examiner, !limitReached, !withExaminedPayload({ examiner(kind, $0) }) || discard {
+            clearPending()
+            messages += 1
+            return
+        }
         guard !discard && !limitReached else {
             clearPending()
             messages += 1
@@ -252,6 +263,21 @@ struct OutputAssembler {
             offset += segment.count
         }
         return offset
+    }
+
+    /// The current message's first `examinedBytes`, in place when it is in one piece.
+    private func withExaminedPayload(_ body: (UnsafeRawBufferPointer) -> Bool) -> Bool {
+        if pending.isEmpty {
+            guard let first else { return body(UnsafeRawBufferPointer(start: nil, count: 0)) }
+            return body(UnsafeRawBufferPointer(start: first.start, count: min(first.count, Self.examinedBytes)))
+        }
+        var prefix: [UInt8] = []
+        prefix.reserveCapacity(min(pendingSize, Self.examinedBytes))
+        for segment in (first.map { [$0] } ?? []) + pending.segments where prefix.count < Self.examinedBytes {
+            let take = min(segment.count, Self.examinedBytes - prefix.count)
+            prefix.append(contentsOf: UnsafeRawBufferPointer(start: segment.start, count: take))
+        }
+        return prefix.withUnsafeBytes(body)
     }
 
     private func contiguousPending() -> [UInt8] {

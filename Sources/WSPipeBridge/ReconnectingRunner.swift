@@ -56,7 +56,8 @@ final class ReconnectingRunner {
     func run() -> ExitStatus {
         session.hooks = Session.Hooks(continuesAfter: { [unowned self] ending in connectionEnded(ending) },
                                       endsWithoutConnection: { [unowned self] in endWithoutConnection() },
-                                      roundTrip: { [unowned self] seconds in metrics.roundTrip(seconds) })
+                                      roundTrip: { [unowned self] seconds in metrics.roundTrip(seconds) },
+                                      preambleDone: { [unowned self] in session.sendQueuedInput() })
         session.startLoop()
         loop.later { [unowned self] in attempt() }
         session.queueInput(in: offlineQueue)
@@ -80,8 +81,8 @@ final class ReconnectingRunner {
         }
     }
 
-    /// An attempt's result: the connection goes under the session (--send and --send-file
-    /// again, then what was queued), or the next attempt is scheduled.
+    /// An attempt's result: the connection goes under the session (its preamble again,
+    /// then what was queued: `Hooks.preambleDone`), or the next attempt is scheduled.
     private func opened(_ result: ClientOpening.Result) {
         let done: ClientOpening.Opened
         switch result {
@@ -112,12 +113,7 @@ final class ReconnectingRunner {
         say(.connected(url: Diagnostics.redactedTarget(done.opened.url.description), subprotocol: done.opened.subprotocol,
                                 attempt: attempts))
         session.submitOutput()
-        guard let resent = session.connectionOpened(done.opened, received: done.buffer) else { return }
-        // --send and --send-file went first on this connection, again.
-        if !config.stdio.sendMessages.isEmpty || config.client.sendFile != nil {
-            say(.resubscribed(messages: Int(resent)))
-        }
-        session.sendQueuedInput()
+        session.connectionOpened(done.opened, received: done.buffer)
         session.submitOutput()
     }
 
@@ -132,22 +128,25 @@ final class ReconnectingRunner {
     /// Decides, when a connection ended, whether to go on; schedules the next attempt.
     private func connectionEnded(_ ending: ConnectionEnding) -> Bool {
         let up = metrics.disconnected(at: .now())
-        backoff.connectionEnded(upFor: up)
+        // A preamble that missed is a failed attempt: the backoff goes on growing.
+        let missed = session.preambleMissed
+        if !missed { backoff.connectionEnded(upFor: up) }
         let stale = session.connectionWasStale
         say(Self.disconnection(ending, stale: stale, up: up))
         session.submitOutput()
         guard !session.endedByItself else { return false }
-        if session.inputCloses {
+        if session.inputCloses && !missed {
             // stdin is over and its end closes: what went on this connection is not sent
             // again, so a retry would have nothing to send, and its connection nothing to
             // end it (the run sat on it until killed: the server's Close had come before
             // ours, a 1001 or --reconnect-on-close). It ends here, as this ending says;
             // messages still in the offline queue go on the next connection, then its Close.
+            // (A preamble that missed delivered nothing of stdin: the next one does.)
             guard !offlineQueue.isEmpty else { return false }
             session.closeNextConnectionAtEndOfInput()
         }
-        guard scheduleRetry(stale ? .stale : .ended(ending), retryAfter: nil) else {
-            let status = Session.status(of: ending, stale: stale)
+        guard scheduleRetry(missed ? .preambleFailed : stale ? .stale : .ended(ending), retryAfter: nil) else {
+            let status = missed ? .expectFailed : Session.status(of: ending, stale: stale)
             if status != .success { givingUp = status.rawValue }
             return false
         }
@@ -248,13 +247,11 @@ extension Session {
         refreshStdin()
     }
 
-    /// An attempt's connection comes under the session (--send and --send-file go first,
-    /// then stdin flows): how many messages went first; nil when it ended as it started.
-    func connectionOpened(_ opened: Opener.Opened, received: ByteBuffer) -> UInt64? {
+    /// An attempt's connection comes under the session: its preamble goes first, then
+    /// what was queued (`Hooks.preambleDone`) and stdin.
+    func connectionOpened(_ opened: Opener.Opened, received: ByteBuffer) {
         endedDriver = nil
-        let sentBefore = sent.messages
         attach(opened, received: received)
-        return driver.map { _ in sent.messages - sentBefore }
     }
 
     /// What stdin left while there was no connection goes on the new one: the offline

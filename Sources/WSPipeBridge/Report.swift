@@ -34,6 +34,12 @@ public enum Failure: Error {
     /// --require-count: the session ended cleanly after `received` of the `required`
     /// messages (exit 11).
     case countNotReached(received: UInt64, required: Int)
+    /// --require-count with --until: the session ended cleanly before a message matched
+    /// (exit 11).
+    case untilNotMatched(pattern: String)
+    /// An --expect missed: the line naming the step, its pattern, why, and the last message
+    /// seen (`Conversation.Miss.sentence`) (exit 13).
+    case expectMissed(line: String)
     /// The server broke the protocol; we failed the connection with `closeCode` (exit 6).
     case protocolFailure(ReceiveError)
     /// The connection ended without a closing handshake, or no pong within `--ping-timeout`
@@ -94,6 +100,10 @@ public func report(_ failure: Failure, as role: Role = .client) -> (message: Str
     case .countNotReached(let received, let required):
         return ("the connection ended after \(received) of \(required) message\(required == 1 ? "" : "s") (--require-count)",
                 .countNotReached)
+    case .untilNotMatched(let pattern):
+        return ("the connection ended before a message matched --until '\(pattern)' (--require-count)", .countNotReached)
+    case .expectMissed(let line):
+        return (line, .expectFailed)
     case .protocolFailure(let error):
         return ("\(error.description); closing the connection with \(error.closeCode)", .protocolViolation)
     case .lost(let loss):

@@ -26,6 +26,10 @@ public func runServer(_ config: BridgeConfiguration, _ serve: ServeConfiguration
         log.warning("--static '\(Diagnostics.terminalSafe(root))' is the root directory: whoever reaches this listener can read "
                     + "every file this process may read (dotfiles aside)")
     }
+    if serve.server.clientAddress.proxyProtocol && serve.server.clientAddress.trusted.isEmpty && !serve.listen.isLoopback {
+        log.warning("--proxy-protocol without --trust-proxy on \(serve.listen): any client that reaches it can claim any address "
+                    + "(give the proxies' range with --trust-proxy)")
+    }
     var configuration = serve.server
     // --oneshot: one client, whose ending gives the exit status.
     if serve.oneshot { configuration.oneClientAtATime = true }
@@ -150,6 +154,9 @@ struct ServerEventLog {
             return
         case .tlsFailed(let remote, let why):
             log.event("TLS handshake with \(remote) failed: \(tlsFailureText(why))")
+            return
+        case .proxyHeaderRefused(let remote, let why):
+            log.event("connection from \(remote) closed: \(Diagnostics.terminalSafe(why))")
             return
         case .compressionUnavailable(let reason):
             log.warning("permessage-deflate declined: \(reason)")

@@ -10,14 +10,14 @@ extension Session {
     /// the socket queue, or in the offline queue while there is no connection.
     var wantsStdin: Bool {
         if isConsole { return true }  // keys are read whatever the connection's state
-        guard let driver else { return offline?.acceptsMore == true }
+        guard let driver, conversation.preambleDone else { return offline?.acceptsMore == true }
         return driver.canSendData && driver.queuedBytes < outboundHighWater
     }
 
-    /// A turn of stdin reads is over: while there is no connection, what it put in the
-    /// offline queue may have dropped messages or overflowed it.
+    /// A turn of stdin reads is over: while there is no connection (or its preamble runs),
+    /// what it put in the offline queue may have dropped messages or overflowed it.
     func stdinTurnEnded() {
-        if driver == nil, let offline { queueChanged(offline) }
+        if driver == nil || !conversation.preambleDone, let offline { queueChanged(offline) }
     }
 
     /// One read of stdin, framed into the connection, or into the offline queue while there
@@ -36,14 +36,14 @@ extension Session {
                 }
                 // The two sinks are spelt out so that each is framed into directly (no
                 // existential on the per-message path).
-                if let driver {
+                if let driver, conversation.preambleDone {
                     try perform(framer.consume(chunk, into: driver))
                 } else if let offline {
                     try perform(framer.consume(chunk, into: offline))
                 }
                 return !framer.isDone
             case .end:
-                if let driver {
+                if let driver, conversation.preambleDone {
                     try perform(framer.finish(into: driver))
                 } else if let offline {
                     try perform(framer.finish(into: offline))
@@ -59,7 +59,7 @@ extension Session {
         } catch {
             log.error(error.description)
             // The lines before the bad one were sent: let their replies arrive first.
-            carryOut(ending.inputFailed(connection))
+            carryOut(ending.inputFailed(inputConnection))
             return false
         }
     }
@@ -68,8 +68,12 @@ extension Session {
     func endOfInput(at instant: Instant) {
         if face != .client, let driver { connectionDidProcessInput(driver) }  // -1's count may be waiting for this
         let close = config.stdio.closesAtEndOfInput ? endOfInputClose : nil
-        carryOut(ending.inputEnded(at: instant, close: close, linger: config.stdio.linger, connection))
+        carryOut(ending.inputEnded(at: instant, close: close, linger: config.stdio.linger, inputConnection))
     }
+
+    /// The connection as stdin's transitions see it: none while its preamble runs (stdin
+    /// then goes to the offline queue; its Close waits for the queue's delivery).
+    var inputConnection: SessionEnding.Connection { conversation.preambleDone ? connection : .none }
 
     /// The Close sent when stdin ends (--close-code, --close-reason).
     var endOfInputClose: ClosePayload {
@@ -85,7 +89,7 @@ extension Session {
                 if let driver, driver.ping(payload) { log.event("sending ping (\(payload.count) bytes) from stdin") }
             case .close(let payload):
                 if driver != nil { log.event("close requested on stdin") }
-                carryOut(ending.closeAsked(payload, connection))
+                carryOut(ending.closeAsked(payload, inputConnection))
             case .limitReached:
                 guard let driver else { stopStdin(); continue }
                 log.event("sent stdin's first message (-1); no more stdin")

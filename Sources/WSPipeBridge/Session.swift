@@ -69,6 +69,17 @@ final class Session: ConnectionDelegate, StdinReaderOwner {
     var deliveryConfirmed: Bool?
     var sent = (messages: UInt64(0), bytes: UInt64(0))  // --send messages (stdin's are the framer's)
     var timers: [EventLoop.Timer] = []
+    /// The client's preamble and --until (Session+Conversation.swift); empty when serving.
+    var conversation: Conversation
+    /// What the conversation decided while a message was being written, carried out once
+    /// the writer is done with it.
+    var conversationActions: [Conversation.Action] = []
+    /// --expect-timeout's timer for the current wait.
+    var expectTimer: EventLoop.Timer?
+    /// The last text message seen during a wait (at most 200 bytes), for a miss's line.
+    var lastSeen: [UInt8]?
+    /// Messages the current connection's preamble sent.
+    var preambleSent: UInt64 = 0
 
     var endedDriver: ConnectionDriver?  // the last one, for the ending's facts
     var lastReceived = Instant.now()    // --stale-timeout
@@ -93,6 +104,8 @@ final class Session: ConnectionDelegate, StdinReaderOwner {
         var endsWithoutConnection: (() -> Void)?
         /// A keepalive ping's round trip, in seconds.
         var roundTrip: ((Double) -> Void)?
+        /// The preamble completed on the current connection (what waited for it may go).
+        var preambleDone: (() -> Void)?
     }
 
     /// The client's session, on a loop of its own.
@@ -127,12 +140,19 @@ final class Session: ConnectionDelegate, StdinReaderOwner {
                                                          discard: config.stdio.sendOnly || config.stdio.console != nil),
                               decompress: config.stdio.decompress, maximumMessageSize: config.maxMessageSize,
                               console: config.stdio.console != nil)
-        limits = LimitKeeper(config.stdio.limits(span: span, idleClock: .bothWaysReported), loop: loop, runStart: started) { _ in }
+        // The client sends --send as a step of its preamble (in order with the others).
+        var limitSettings = config.stdio.limits(span: span, idleClock: .bothWaysReported)
+        if face == .client { limitSettings.greeting = [] }
+        limits = LimitKeeper(limitSettings, loop: loop, runStart: started) { _ in }
+        conversation = Conversation(face == .client ? config.client.conversation : ConversationScript())
         stdin.owner = self
         stdout.onChange = { [unowned self] in refreshStdout() }
         stdout.watchesReader = { [unowned self] in ending.localEnd == nil && (driver?.state == .open || waitsForConnection) }
         stdout.onDecompressFailure = { [unowned self] error in decompressFailed(error) }
         limits.onLimit = { [unowned self] reason in limitUp(reason) }
+        if conversation.script.matches || conversation.script.printMatchOnly {
+            stdout.assembler.examiner = { [unowned self] kind, payload in examine(kind, payload) }
+        }
         if let settings = config.stdio.console {
             let console = Console(session: self, settings: settings)
             log.screen = console.screen
@@ -173,7 +193,7 @@ final class Session: ConnectionDelegate, StdinReaderOwner {
         return options
     }
 
-    /// A connection's driver, not started yet, comes under the session: --send first.
+    /// A connection's driver, not started yet, comes under the session: the preamble first.
     func begin(_ driver: ConnectionDriver) {
         self.driver = driver
         connectionEnding = nil
@@ -184,7 +204,7 @@ final class Session: ConnectionDelegate, StdinReaderOwner {
         let greeting = limits.attach(driver)  // --send; --idle-timeout counts from here
         sent.messages += greeting.messages
         sent.bytes += greeting.bytes
-        if let file = config.client.sendFile { sendFile(file, into: driver) }
+        converse(conversation.connected())
     }
 
     /// Receive buffers, measured with scripts/bench on 1 GiB transfers: larger ones buy no
@@ -207,6 +227,7 @@ final class Session: ConnectionDelegate, StdinReaderOwner {
 
     public func connectionDidEndMessage(_ connection: ConnectionDriver) {
         stdout.end()
+        if !conversationActions.isEmpty { conversationDecided() }
     }
 
     // MARK: - --decompress
@@ -311,6 +332,7 @@ final class Session: ConnectionDelegate, StdinReaderOwner {
 
     public func connection(_ connection: ConnectionDriver, didEnd ending: ConnectionEnding) {
         connectionEnding = ending
+        conversationEnded(ending)
         console?.ended(ending, peer: face.role == .client ? "server" : "client")
         switch ending {
         case .closed, .failed: break
@@ -401,8 +423,13 @@ final class Session: ConnectionDelegate, StdinReaderOwner {
         outcome.queueBounds = config.client.reconnect.map { (messages: $0.queueSize, bytes: $0.queueBytes) }
         if case .failed(let why) = stdout.sink.failure { outcome.stdoutFailure = why }
         outcome.shortfall = countShortfall
+        if config.stdio.requireCount, !ending.untilMatched, let until = config.client.conversation.until {
+            outcome.untilShortfall = until.description
+        }
         outcome.countReached = stdout.assembler.limit.map { stdout.assembler.messages >= $0 } ?? false
         outcome.deliveryConfirmed = deliveryConfirmed
+        outcome.expectMissed = ending.expectMissed
+        outcome.untilMatched = ending.untilMatched
         return outcome
     }
 

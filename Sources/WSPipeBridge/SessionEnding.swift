@@ -49,6 +49,10 @@ struct SessionEnding: Equatable {
     private(set) var timedOut = false
     /// -n's count came: the session closes (and stops counting).
     private(set) var countClosing = false
+    /// --until's message came: the session closes.
+    private(set) var untilMatched = false
+    /// An --expect missed on the current connection (exit 13 unless a retry follows).
+    private(set) var expectMissed = false
     /// --stale-timeout declared the current connection dead.
     private(set) var stale = false
     /// A --jsonl close object: stdin's end, with its Close.
@@ -101,6 +105,23 @@ struct SessionEnding: Equatable {
         guard !countClosing else { return [] }
         countClosing = true
         return [.stopStdin, .submitOutput, .closeUnlessEndedLocally(ClosePayload(code: .normalClosure))]
+    }
+
+    /// --until's message came: once, what stdout holds goes out first, then a normal
+    /// Close (what arrives after it is not written).
+    mutating func untilReached() -> [Action] {
+        guard !untilMatched else { return [] }
+        untilMatched = true
+        return [.stopStdin, .submitOutput, .closeUnlessEndedLocally(ClosePayload(code: .normalClosure))]
+    }
+
+    /// An --expect missed (its timeout, or the connection ended during the wait): an open
+    /// connection closes with `close` (1000 or --close-code); the run ends with 13 unless a
+    /// retry follows (`connectionLeft`). stdin stays for the next connection.
+    mutating func expectFailed(close: ClosePayload, _ connection: Connection) -> [Action] {
+        expectMissed = true
+        guard case .open(closeSent: false) = connection else { return [] }
+        return [.cancelLinger, .close(close)]
     }
 
     /// --stale-timeout: nothing came for that long on an open connection.
@@ -168,7 +189,10 @@ struct SessionEnding: Equatable {
     }
 
     /// A connection ended and another follows: --stale-timeout's verdict was that one's.
-    mutating func connectionLeft() { stale = false }
+    mutating func connectionLeft() {
+        stale = false
+        expectMissed = false
+    }
 
     /// A retried connection ended after stdin's end, with messages still queued: they go on
     /// the next one, then this Close (unless stdin asked for one already).
@@ -186,7 +210,7 @@ struct SessionEnding: Equatable {
 
     /// The session ended the run itself (a local end, --timeout, -n's Close): no other
     /// connection follows.
-    var endedByItself: Bool { localEnd != nil || timedOut || countClosing }
+    var endedByItself: Bool { localEnd != nil || timedOut || countClosing || untilMatched }
 
     /// stdin has ended and its end closes (`closesAtEndOfInput`), or it asked for a Close:
     /// the connection's end is then the run's.
@@ -197,7 +221,7 @@ struct SessionEnding: Equatable {
     /// A stdin error while disconnected ended the input but not the run: the lines before
     /// the bad one (queued) and its Close go on the next connection, whose end is the run's.
     var leftForNextConnection: Bool {
-        localEnd == .inputError && closeForNextConnection != nil && !timedOut && !countClosing
+        localEnd == .inputError && closeForNextConnection != nil && !timedOut && !countClosing && !untilMatched
     }
 
     /// Neither a local end nor stdin's end: stdin may flow to another client.

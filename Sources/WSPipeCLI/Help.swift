@@ -181,6 +181,7 @@ Exit status:
      came
   12 closed, but the server never confirmed reading every message (no pong at
      end of input)
+  13 an --expect missed: no match within --expect-timeout, or the server closed
   129/130/143 dies of SIGHUP/SIGINT/SIGTERM (a shell shows 128+N), every mode
 
 See man wspipe (man/wspipe.1) for details.

@@ -123,7 +123,7 @@ extension Option {
 
     /// The sections of --help: `wspipe --help NAME` shows one, `--help all` every one.
     public enum Category: String, CaseIterable, Sendable {
-        case modes, formats, limits, ending, connection, compression, reconnect, network, tls, request, output
+        case modes, formats, limits, ending, connection, compression, reconnect, conversation, network, tls, request, output
         case server, access, web, bus, programs, gateway
 
         /// The section's heading.
@@ -136,6 +136,7 @@ extension Option {
             case .connection: return "Connection:"
             case .compression: return "Compression (permessage-deflate, RFC 7692; offered by default):"
             case .reconnect: return "Staying connected (see RECONNECTION in the man page):"
+            case .conversation: return "Conversations (see CONVERSATIONS in the man page):"
             case .network: return "Network (proxies from the environment unless --proxy; see NETWORK):"
             case .tls: return "TLS:"
             case .request: return "Request:"
@@ -159,6 +160,7 @@ extension Option {
             case .connection: return "timeouts, pings, sizes"
             case .compression: return "permessage-deflate"
             case .reconnect: return "staying connected"
+            case .conversation: return "expect, until"
             case .network: return "proxies, sockets, DNS"
             case .tls: return "certificates, versions"
             case .request: return "headers, origin, tokens"

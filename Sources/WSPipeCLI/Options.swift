@@ -18,14 +18,16 @@ extension Option {
         closeReason, closeTimeout, connectTimeout, maxMessageSize, pingInterval, pingTimeout, staleTimeout,
         printPingRTT, noDeflate, deflateClientWindowBits, deflateServerWindowBits,
         deflateClientNoContextTakeover, deflateServerNoContextTakeover, decompress, reconnect, reconnectOnClose,
-        retryDelay, retryMaxDelay, maxRetries, retryReset, queueSize, queueBytes, queuePolicy, sendFile, proxy,
+        retryDelay, retryMaxDelay, maxRetries, retryReset, queueSize, queueBytes, queuePolicy, sendFile, expect,
+        expectJSON, expectTimeout, until, untilJSON, printMatchOnly, proxy,
         socks5, noproxy, unixSocket, connectTo, resolve, ipv4, ipv6, location, maxRedirs, insecure, cacert,
         cert, key, keyPassEnv, keyPassFile, tlsMin, sni, header, subprotocol, origin, userAgent, bearerFile,
         bearer, verbose, quiet, stats, help, version, listen, reuseport, echo, broadcast, oneshot, maxClients,
-        handshakeTimeout, responseHeader, clientCA, path, allowOrigin, sameOrigin, requireProtocol,
+        maxClientsPerIP, maxHandshakesPerIP, ipv6Prefix, rateLimit, byteRate, rateLimitAction, handshakeTimeout, responseHeader, clientCA, path, allowOrigin, sameOrigin, requireProtocol,
         requireBearer, health, metrics, metricsPublic, staticFiles, staticDir, devConsole, bus, busInbound,
         busPasswordFile, busPing, exec, sh, dir, closeGrace, maxChildren, passenv, forward, forwardTokens,
-        forwardListen
+        forwardListen,
+        trustProxy, proxyProtocol, clientAddressHeader
     ]
 
     /// The client's TLS options (a URL without a scheme is ws://, which they do not apply to).
@@ -108,14 +110,18 @@ extension Option {
         $0.config.stdio.oneMessage = true
     }
     static let requireCount = Option("--require-count", in: .limits, applies: [.client, .stdioServer],
-                                     help: "with -n N or -1: exit 11 when the connection ends before N messages",
+                                     help: "with -n N, -1 or --until: exit 11 when the connection ends before N messages",
                                      "came (default: 0 for a clean close, however many came)") {
         $0.config.stdio.requireCount = true
     }
     static let send = Option("--send", value: "TEXT",
                              in: .limits, applies: [.client, .stdioServer, .echo, .broadcast, .exec],
-                             help: "send this text message right after the handshake, before stdin (repeatable)") { text, _ in
-        { $0.config.stdio.sendMessages.append(text) }
+                             help: "send this text message right after the handshake, before stdin (repeatable;",
+                             "in order with --send-file and --expect)") { text, _ in
+        {
+            $0.config.stdio.sendMessages.append(text)  // each client's greeting, when serving
+            $0.config.client.conversation.steps.append(.send(text))
+        }
     }
     static let timeout = seconds("--timeout", in: .limits, applies: [.client, .server],
                                  help: "limit for the whole session: then a closing handshake and exit 124") {
@@ -323,8 +329,12 @@ extension Option {
     }
     static let sendFile = Option("--send-file", value: "FILE",
                                  in: .reconnect, applies: .client,
-                                 help: "send FILE's lines (JSON lines with --jsonl) after every handshake, after --send") { text, _ in
-        { $0.sendFile = text }
+                                 help: "send FILE's lines (JSON lines with --jsonl) after every handshake, in order",
+                                 "with --send and --expect") { text, _ in
+        {
+            $0.sendFile = text
+            $0.config.client.conversation.steps.append(.sendFile)
+        }
     }
 
     // MARK: Network
@@ -666,6 +676,43 @@ extension Option {
                                    help: "connected clients beyond which handshakes get 503 (default 10000)") { text, name throws(UsageError) in
         guard let count = Int(text), count >= 1 else { throw UsageError("\(name) '\(text)' is not a positive number of clients") }
         return { $0.maxClients = count }
+    }
+    static let maxClientsPerIP = Option("--max-clients-per-ip", value: "N", in: .server, applies: .server,
+                                        help: "connected clients from one address beyond which handshakes get 429",
+                                        "(an IPv6 address counts by its --ipv6-prefix; per process)") { text, name throws(UsageError) in
+        guard let count = Int(text), count >= 1 else { throw UsageError("\(name) '\(text)' is not a positive number of clients") }
+        return { $0.addressLimits.maximumClients = count }
+    }
+    static let maxHandshakesPerIP = Option("--max-handshakes-per-ip", value: "N/s[:BURST]", in: .server, applies: .server,
+                                           help: "requests (handshakes and plain GETs) one address may make; 429 beyond") { text, name throws(UsageError) in
+        let rate = try parseRate(text, option: name) { Double($0) }
+        return { $0.addressLimits.requestRate = rate }
+    }
+    static let ipv6Prefix = Option("--ipv6-prefix", value: "BITS", in: .server, applies: .server,
+                                   help: "IPv6 addresses count together by their first BITS bits for the per-address limits (default 64)") { text, name throws(UsageError) in
+        guard let bits = Int(text), (1...128).contains(bits) else { throw UsageError("\(name) '\(text)' is not a prefix length from 1 to 128") }
+        return { $0.ipv6PrefixBits = bits }
+    }
+    static let rateLimit = Option("--rate-limit", value: "N/s[:BURST]", in: .server, applies: .server,
+                                  help: "messages one client may send; beyond, its connection is not read until it is under the rate") { text, name throws(UsageError) in
+        let rate = try parseRate(text, option: name) { Double($0) }
+        return { $0.rates.messages = rate }
+    }
+    static let byteRate = Option("--byte-rate", value: "SIZE/s[:BURST]", in: .server, applies: .server,
+                                 help: "payload bytes one client may send (K, M, G suffixes), as --rate-limit") { text, name throws(UsageError) in
+        let rate = try parseRate(text, option: name) { amount in
+            // Not `.map(Double.init)`: that is init(bitPattern:) for a UInt64.
+            (try? parseSize(String(amount), option: name)).map { Double($0) }
+        }
+        return { $0.rates.bytes = rate }
+    }
+    static let rateLimitAction = Option("--rate-limit-action", value: "pause|close", in: .server, applies: .server,
+                                        help: "over --rate-limit or --byte-rate: stop reading (pause, the default) or close with 1008") { text, name throws(UsageError) in
+        switch text {
+        case "pause": return { $0.rates.action = .pause }
+        case "close": return { $0.rates.action = .close }
+        default: throw UsageError("\(name) '\(text)' is not pause or close")
+        }
     }
     static let handshakeTimeout = seconds("--handshake-timeout",
                                           in: .server, applies: .server,

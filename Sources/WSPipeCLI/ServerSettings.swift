@@ -55,7 +55,8 @@ extension Settings {
         // A TLS bus (rediss://) is dialed as a client: it takes --cacert and -k.
         let busTakes: [Option] = bus.address?.tls == true ? [.cacert, .insecure] : []
         if let option = Option.allCases.first(where: { $0.isClientOnly && given.contains($0.longName) && !busTakes.contains($0) }) {
-            let hint = option == Option.cacert ? " (the CAs of client certificates: --client-ca)" : ""
+            let hint = option == Option.cacert ? " (the CAs of client certificates: --client-ca)"
+                : option.category == .conversation ? " (a conversation is the client's: it waits for a server's answers)" : ""
             throw UsageError("\(option.longName) is a client option; it cannot be used with -l/--listen\(hint)")
         }
         let modes = try ServerModeDescriptor.given(in: self)
@@ -113,9 +114,14 @@ extension Settings {
         }
         serve.server.policy = policy
         serve.server.site = site
+        serve.server.clientAddress = clientAddress
+        if given.contains(Option.clientAddressHeader.longName) && clientAddress.trusted.isEmpty {
+            throw UsageError("--client-address-header needs --trust-proxy: the header is read only from those proxies")
+        }
         serve.server.policy.servesTLS = serve.tls != nil
         serve.server.policy.subprotocols = config.subprotocols
         if let maxClients { serve.server.maximumClients = maxClients }
+        try applyLimits(&serve.server)
         if let handshakeTimeout { serve.server.handshakeTimeout = handshakeTimeout }
         serve.server.maximumMessageSize = config.maxMessageSize
         serve.server.connection.closeTimeout = config.closeTimeout
@@ -288,5 +294,25 @@ extension Settings {
         serving.caFile = config.client.caFile
         serving.insecure = config.client.insecure
         return serving
+    }
+}
+
+extension Settings {
+    /// The per-address and rate limits: set only when asked for (a server without them
+    /// keeps no table and no bucket).
+    func applyLimits(_ server: inout ServerConfiguration) throws(UsageError) {
+        var perAddress = addressLimits
+        if let ipv6PrefixBits {
+            guard perAddress != AddressLimitSettings() else {
+                throw UsageError("--ipv6-prefix is for --max-clients-per-ip or --max-handshakes-per-ip")
+            }
+            perAddress.ipv6PrefixBits = ipv6PrefixBits
+        }
+        if perAddress != AddressLimitSettings() { server.perAddress = perAddress }
+        if rates.messages != nil || rates.bytes != nil {
+            server.rates = rates
+        } else if rates.action != .pause {
+            throw UsageError("--rate-limit-action is for --rate-limit or --byte-rate")
+        }
     }
 }

@@ -23,11 +23,18 @@ struct Settings {
     var policy = HandshakePolicy()
     var requireBearer = false
     var maxClients: Int?
+    /// --max-clients-per-ip, --max-handshakes-per-ip, --ipv6-prefix (applied when one of the first two is set).
+    var addressLimits = AddressLimitSettings()
+    var ipv6PrefixBits: Int?
+    /// --rate-limit, --byte-rate, --rate-limit-action.
+    var rates = MessageRateSettings()
     var handshakeTimeout: Double?
     var oneshot = false
     var reusePort = false
     /// --metrics-public: the metrics without a token on a non-loopback listener.
     var metricsPublic = false
+    /// --trust-proxy, --proxy-protocol, --client-address-header.
+    var clientAddress = ClientAddressPolicy()
     /// --static (--staticdir) and --devconsole.
     var site = StaticSiteConfiguration()
     /// --bus, --bus-inbound, --bus-password-file, --bus-ping (--broadcast only).
@@ -51,6 +58,8 @@ struct Settings {
     var reconnect = false
     var reconnection = ClientConfiguration.Reconnection()
     var sendFile: String?
+    /// --until and --until-json given (one is taken).
+    var untils = 0
     /// --forward-listen's address (ForwardListenSettings.swift).
     var forwardListen: ListenAddress?
     /// --interactive (true), --no-interactive (false), neither (nil: `ConsoleRule` decides).
@@ -72,6 +81,7 @@ struct Settings {
         var config = self.config
         config.stdio.console = try console(environment: environment)
         try checkCombinations(console: config.stdio.console != nil)
+        try checkConversation()
         config.forwardListen = forwardListen
         config.client.tlsOptionsGiven = Option.tls.map(\.longName).filter { given.contains($0) }
         config.client.deflate = compression.disabled ? nil : compression.offer
@@ -151,8 +161,8 @@ struct Settings {
         }
         if c.stdio.wholeInput && c.stdio.base64 { try refuse("--whole-input", "--base64", "--base64 reads one message per line") }
         if c.stdio.oneMessage && c.stdio.maxMessages != nil { try refuse("-1/--one-message", "-n/--max-messages", "-1 means -n 1") }
-        if c.stdio.requireCount && c.stdio.maxMessages == nil && !c.stdio.oneMessage {
-            throw UsageError("--require-count needs -n N or -1: the count to require")
+        if c.stdio.requireCount && c.stdio.maxMessages == nil && !c.stdio.oneMessage && c.client.conversation.until == nil {
+            throw UsageError("--require-count needs -n N, -1 or --until: the count (or the message) to require")
         }
         if c.stdio.receiveOnly && c.stdio.sendOnly { try refuse("--receive-only", "--send-only", "nothing would be bridged") }
         if c.stdio.linger != nil {

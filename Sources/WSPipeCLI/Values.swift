@@ -1,5 +1,6 @@
 import Glibc
 import WebSocketCore
+import WebSocketEngine
 import WSPipeBridge
 
 // Checks and conversions of option values, and the file reading the options need.
@@ -88,6 +89,15 @@ func parseSize(_ text: String, option: String) throws(UsageError) -> UInt64 {
     let (bytes, overflow) = number.multipliedReportingOverflow(by: multiplier)
     guard !overflow else { throw UsageError("\(option) '\(text)' is too large") }
     return bytes
+}
+
+/// `N/s[:BURST]`: `amount` reads N and BURST.
+func parseRate(_ text: String, option: String, amount: (Substring) -> Double?) throws(UsageError) -> RateLimit {
+    do throws(RateLimit.Problem) {
+        return try RateLimit.parse(text, amount: amount)
+    } catch {
+        throw UsageError("\(option) '\(text.prefix(40))' \(error)")
+    }
 }
 
 /// A positive number of seconds ("5", "0.25").

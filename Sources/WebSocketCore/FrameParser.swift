@@ -36,6 +36,12 @@ public struct FrameParser: Sendable {
         return false
     }
 
+    /// Payload bytes of the current frame still to come (0 between frames).
+    public var payloadRemaining: UInt64 {
+        if case .payload(let remaining) = state { return remaining }
+        return 0
+    }
+
     /// The next event from `input[index...]`, or nil when more input is needed.
     /// Throws `.protocolError` for a reserved opcode or an oversized 64-bit length.
     public mutating func next(_ input: UnsafeRawBufferPointer, _ index: inout Int) throws(ReceiveError) -> Event? {

@@ -69,6 +69,8 @@ public struct MessageReader: Sendable {
 
     /// True when a data message has started and not yet ended.
     public var isInsideMessage: Bool { message != nil }
+    /// Payload bytes of the current frame still to come (on the wire: compressed, if so).
+    public var frameBytesRemaining: UInt64 { parser.payloadRemaining }
 
     /// The next event from `input[index...]`, advancing `index`; nil when all input is
     /// consumed (or the reader is finished). Throws `ReceiveError` when the peer broke a

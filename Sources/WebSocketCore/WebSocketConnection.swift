@@ -87,6 +87,9 @@ public struct WebSocketConnection: Sendable {
 
     /// Whether a data message from the peer is partly received.
     public var isReceivingMessage: Bool { reader.isInsideMessage }
+    /// Payload bytes of the frame being received still to come: a receiver that assembles
+    /// a message can size its storage once.
+    public var frameBytesRemaining: UInt64 { reader.frameBytesRemaining }
 
     /// The next event from `input[index...]` (see `MessageReader`), with the automatic
     /// replies queued: a pong for each ping (unless we already sent a Close), the echo of the

@@ -53,6 +53,12 @@ public final class ConnectionDriver: MessageSink {
     /// it, and may yet replace it with another code through `close`): `holdClose`,
     /// `releaseClose`.
     public private(set) var holdsClose = false
+    /// Reading is stopped by a rate limit (`throttle`), apart from the owner's pause: the
+    /// owner's `resumeReading` does not end it, and what was read stays unprocessed from
+    /// the event that went over the rate until `unthrottle`.
+    public private(set) var throttled = false
+    /// A throttle stopped `processReceived` before the end of what was read.
+    private var holdsInput = false
 
     /// Stops reading the socket until `resumeReading`.
     public func pauseReading() {
@@ -64,6 +70,21 @@ public final class ConnectionDriver: MessageSink {
     public func resumeReading() {
         guard pausesReading else { return }
         pausesReading = false
+        readingWaited(at: .now())
+        scheduleService()
+    }
+
+    /// Stops reading, and handling what was read, after the current event, until
+    /// `unthrottle` (--rate-limit, --byte-rate): the peer's Pings and Close wait too.
+    public func throttle() {
+        guard !throttled else { return }
+        throttled = true
+        readingWaited(at: .now())
+    }
+
+    public func unthrottle() {
+        guard throttled else { return }
+        throttled = false
         readingWaited(at: .now())
         scheduleService()
     }
@@ -211,7 +232,7 @@ public final class ConnectionDriver: MessageSink {
     private var drained: Bool { socket.drained }
 
     private var mayRead: Bool {
-        !socket.endOfStream && socket.discardedAfterClose <= ConnectionDriver.drainLimit && !pausesReading
+        !socket.endOfStream && socket.discardedAfterClose <= ConnectionDriver.drainLimit && !pausesReading && !throttled
     }
 
     private func handle(_ events: IOEvents) {
@@ -230,6 +251,11 @@ public final class ConnectionDriver: MessageSink {
     private func service() {
         serviceQueued = false
         guard ending == nil else { return }
+        // What a throttle left unprocessed goes first, before more is read.
+        if holdsInput && mayRead {
+            holdsInput = false
+            processReceived(resuming: true)
+        }
         if socket.readReady && mayRead { readSocket() }
         guard ending == nil else { return }
         checkTimers(now: .now())
@@ -250,7 +276,7 @@ public final class ConnectionDriver: MessageSink {
         if let blocked = socket.writeBlocked { interest.insert(IOEvents(blocked)) }
         if drained { interest.insert(.readHangUp) }
         // Paused, the socket is out of epoll: a peer that goes away would go unnoticed.
-        if pausesReading && !socket.endOfStream && !socket.shutDownWhilePaused { interest.insert(.readHangUp) }
+        if (pausesReading || throttled) && !socket.endOfStream && !socket.shutDownWhilePaused { interest.insert(.readHangUp) }
         loop.setInterest(watch, interest)
         // readReady stays set while a read may find more (bytes the stream holds count: a
         // read goes on past a short one then). Buffered input after a read met EAGAIN is a
@@ -319,8 +345,10 @@ public final class ConnectionDriver: MessageSink {
     }
 
     /// Hands everything new in the receive buffer to the protocol and reports the events.
-    private func processReceived() {
-        guard let buffer = receiveBuffer, parsed < buffer.count, let delegate else { return }
+    /// `resuming`: after a throttle, the core may still owe events for bytes already parsed
+    /// (a message's end after its last data).
+    private func processReceived(resuming: Bool = false) {
+        guard let buffer = receiveBuffer, parsed < buffer.count || resuming, let delegate else { return }
         // Mutable: a server unmasks client payloads in place.
         let input = UnsafeMutableRawBufferPointer(start: buffer.base, count: buffer.count)
         do throws(ReceiveError) {
@@ -353,6 +381,10 @@ public final class ConnectionDriver: MessageSink {
                     }
                 case .close(let payload):
                     peerClosed(payload, delegate: delegate)
+                }
+                if throttled {
+                    holdsInput = true
+                    break
                 }
             }
         } catch {
@@ -418,7 +450,7 @@ public final class ConnectionDriver: MessageSink {
         // may be behind what we have not read yet): that is progress of ours, not silence
         // of the peer's.
         if holdsClose && closing.closePending || awaitsOwnersAnswer { closing.progressed(at: now) }
-        if pausesReading { readingWaited(at: now) }
+        if pausesReading || throttled { readingWaited(at: now) }
         if pings.pingDue(at: now), core.state == .open {
             let payload = pings.nextPayload()
             core.ping(payload)

@@ -13,8 +13,7 @@ final class HandshakeExchange {
     /// The accepted socket (its addresses); `stream` is it, or the TLS stream over it.
     private let connection: TCPStream
     private let stream: ByteStream
-    /// Set on a TLS listener until the TLS handshake is done.
-    private var tlsHandshake: TLSStream?
+    private var phase: Phase
     private weak var server: ServerDriver?
     private var watch: EventLoop.Watch?
     private var timer: EventLoop.Timer?
@@ -22,34 +21,64 @@ final class HandshakeExchange {
     private let maximumHeadSize: Int
     /// The request's bytes; after the head, frames the client sent without waiting.
     private var buffer: ByteBuffer?
+    /// The response being written (`writingUpgrade`, `writingRefusal`) and how much of it is out.
     private var response: [UInt8] = []
     private var written = 0
-    private var accepted: (request: HandshakeRequest, subprotocol: String?, parsed: Int,
-                           deflate: (response: ExtensionOffer, agreed: PerMessageDeflate)?)?
-    /// After a refusal is written: our side is shut, and the client's bytes are drained until
-    /// it closes (closing with unread bytes sends a reset that can destroy the refusal).
-    private var lingering = false
-    /// After a failed TLS handshake the lingering reads the socket itself: TLS is over.
-    private var drainsRawTCP = false
-    /// A handshake the mode decides later (`ServerMode.decidesLater`): waiting for its verdict.
-    private var pending: PendingHandshake?
-    /// An accepted pending handshake while its 101 is written, and its client's delegate.
-    private var handing: (pending: PendingHandshake, delegate: ConnectionDelegate)?
     /// A kept-alive connection's next requests, already received (`resuming`).
     private var primed: [UInt8] = []
     /// The request's Origin header, once its head is read: a refusal's event names it.
     private var origin: String?
+    /// The socket's peer, or the client its PROXY header named (--proxy-protocol).
+    private let connectionAddress: PeerAddress
+    /// Who the client is: `connectionAddress`, or whom a trusted proxy's header named once
+    /// the head is read (--trust-proxy, --client-address-header). Events, the programs'
+    /// REMOTE_ADDR and the per-address limits use this one value.
+    private(set) var clientAddress: PeerAddress
+
+    /// Where the exchange is; each phase says what an event on the socket means.
+    private enum Phase {
+        /// A TLS listener's handshake, before the request head.
+        case tlsHandshake(TLSStream)
+        /// Reading the request head.
+        case readingHead
+        /// A handshake the mode decides later (`ServerMode.decidesLater`): nothing is read
+        /// while it waits for the verdict.
+        case awaitingVerdict(PendingHandshake)
+        /// Writing the 101; then the stream goes to the server.
+        case writingUpgrade(Accepted)
+        /// Writing a refusal or a plain answer; then lingering.
+        case writingRefusal
+        /// After a refusal is written: our side is shut, and the client's bytes are drained
+        /// until it closes (closing with unread bytes sends a reset that can destroy the
+        /// refusal). `rawTCP`: after a failed TLS handshake the socket itself is read.
+        case lingering(rawTCP: Bool)
+        /// Closed and forgotten.
+        case ended
+    }
+
+    /// An accepted upgrade while its 101 is written; a reviewed one's pending handshake and
+    /// its client's delegate.
+    private struct Accepted {
+        var request: HandshakeRequest
+        var subprotocol: String?
+        var parsed: Int
+        var deflate: (response: ExtensionOffer, agreed: PerMessageDeflate)?
+        var handing: (pending: PendingHandshake, delegate: ConnectionDelegate)?
+    }
 
     /// Read size: a typical request head fits one read.
     static let readSize = 4096
     /// Longest wait, in seconds, for a refused client to close after reading the refusal.
     static let lingerTime = 1.0
 
-    init(loop: EventLoop, connection: TCPStream, stream: ByteStream, server: ServerDriver, maximumHeadSize: Int) {
+    init(loop: EventLoop, connection: TCPStream, stream: ByteStream, server: ServerDriver, maximumHeadSize: Int,
+         connectionAddress: PeerAddress) {
+        self.connectionAddress = connectionAddress
+        clientAddress = connectionAddress
         self.loop = loop
         self.connection = connection
         self.stream = stream
-        tlsHandshake = stream as? TLSStream
+        phase = (stream as? TLSStream).map { .tlsHandshake($0) } ?? .readingHead
         self.server = server
         self.maximumHeadSize = maximumHeadSize
         parser = HTTPRequestHeadParser(maximumSize: maximumHeadSize)
@@ -59,7 +88,7 @@ final class HandshakeExchange {
     /// is what the client pipelined); the handshake timeout is then its idle timeout.
     /// `closing`: the last answer said `Connection: close`, so the connection is shut and drained.
     func resume(received: [UInt8], closing: Bool, timeout: Double) {
-        tlsHandshake = nil
+        phase = .readingHead
         primed = received
         start(timeout: closing ? HandshakeExchange.lingerTime : timeout)
         if closing {
@@ -81,33 +110,34 @@ final class HandshakeExchange {
     }
 
     private func handle(_ events: IOEvents) {
-        if tlsHandshake != nil { continueTLS(); return }
-        if lingering { drain(); return }
-        if pending != nil {
-            // Waiting for the mode's verdict, nothing is read; a client that shut its side,
-            // reset or hung up ends it (the verdict then finds it gone).
+        switch phase {
+        case .tlsHandshake(let tls): continueTLS(tls)
+        case .readingHead: readRequest()
+        case .awaitingVerdict:
+            // Nothing is read; a client that shut its side, reset or hung up ends it (the
+            // verdict then finds it gone).
             if !events.intersection([.error, .hangUp, .readHangUp]).isEmpty { end() }
-            return
+        case .writingUpgrade, .writingRefusal: writeResponse()
+        case .lingering(let rawTCP): drain(rawTCP: rawTCP)
+        case .ended: return
         }
-        if !response.isEmpty { writeResponse(); return }
-        readRequest()
     }
 
     /// One step of the TLS handshake; when it is done, the request head may already wait.
-    private func continueTLS() {
-        guard let tls = tlsHandshake, let watch else { return }
+    private func continueTLS(_ tls: TLSStream) {
+        guard let watch else { return }
         switch tls.acceptStep() {
         case .done:
-            tlsHandshake = nil
+            phase = .readingHead
             loop.setInterest(watch, .readable)
             readRequest()
         case .wouldBlock(let interest):
             loop.setInterest(watch, interest == .read ? .readable : .writable)
         case .endOfStream:
-            server?.noteTLSFailure(remoteAddress: connection.remoteAddress, .closed)
+            server?.noteTLSFailure(remoteAddress: clientAddress.description, .closed)
             end()
         case .failed(let why):
-            server?.noteTLSFailure(remoteAddress: connection.remoteAddress, why)
+            server?.noteTLSFailure(remoteAddress: clientAddress.description, why)
             lingerAfterTLSFailure(why)
         }
     }
@@ -116,8 +146,6 @@ final class HandshakeExchange {
     /// send a reset that can destroy it): our side is shut and its bytes drained, as after
     /// a refusal. A plain HTTP request gets a plain 400 that says why (as nginx does).
     private func lingerAfterTLSFailure(_ why: StreamFailure) {
-        tlsHandshake = nil
-        drainsRawTCP = true
         if case .tls(let alert) = why, alert.detail.contains("http request") {
             let answer = HTTPResponse.refusalBytesOrPlain(status: 400, headers: [],
                                                           body: "this server speaks TLS: use wss:// (or https://)")
@@ -128,7 +156,7 @@ final class HandshakeExchange {
             }
         }
         connection.shutdownOutput()
-        startLingering()
+        startLingering(rawTCP: true)
     }
 
     private func readRequest() {
@@ -185,7 +213,7 @@ final class HandshakeExchange {
     /// at once and its bytes drained until it closes (no reset), so a wss:// client fails
     /// now with its plain-server hint instead of at its timeout.
     private func closeNotHTTP(firstByte: UInt8) {
-        server?.noteNotHTTP(remoteAddress: connection.remoteAddress, firstByte: firstByte)
+        server?.noteNotHTTP(remoteAddress: clientAddress.description, firstByte: firstByte)
         stream.shutdownOutput()
         startLingering()
     }
@@ -193,61 +221,49 @@ final class HandshakeExchange {
     private func decide(_ head: HTTPRequestHead, parsed: Int) {
         guard let server else { return end() }
         origin = head.values("Origin").first
-        let request: HandshakeRequest
-        do throws(HandshakeRefusal) {
-            request = try ServerHandshake.validate(head)
-        } catch {
-            if HandshakeExchange.isPlainRequest(error, head) {
-                if let answer = server.configuration.policy.metricsAnswer(head, text: { server.exposition.text }) { return refuse(answer) }
-                if let health = server.configuration.policy.answerPlainGet(method: head.method, target: head.target) {
-                    return refuse(health)
-                }
-                if let answer = server.site?.answer(head, policy: server.configuration.policy,
-                                                    mayKeepAlive: !server.configuration.oneClientAtATime,
-                                                    servesUpgrades: { server.mode?.servesUpgrades(at: $0) ?? false }) {
-                    return handToSite(answer, parsed: parsed)
-                }
-            }
-            return refuse(error.response)
+        let addressPolicy = server.configuration.clientAddress
+        if !addressPolicy.trusted.isEmpty {
+            clientAddress = addressPolicy.client(of: connectionAddress, header: head.values(addressPolicy.header.rawValue))
         }
-        if server.isFull {
-            return refuse(HTTPResponse.refusalBytesOrPlain(status: 503, headers: [HTTPHeader(name: "Retry-After", value: "1")],
-                                                          body: "too many clients (the limit is \(server.configuration.maximumClients))"))
-        }
-        switch server.configuration.policy.decide(request) {
-        case .refuse(let status, let headers, let body):
-            refuse(HTTPResponse.refusalBytesOrPlain(status: status, headers: headers, body: body))
-        case .accept(let subprotocol):
-            if let refusal = server.mode?.refusal(for: request) {
-                return refuse(HTTPResponse.refusalBytesOrPlain(status: refusal.status, headers: refusal.headers, body: refusal.body))
+        switch server.route.route(head, peer: server.standing(of: clientAddress, request: true), load: server.load) {
+        case .metrics:
+            refuse(server.configuration.policy.metricsAnswer(head, text: { server.exposition.text }) ?? [])
+        case .answer(let bytes):
+            refuse(bytes)
+        case .site(let otherwise):
+            guard let answer = server.site?.answer(head, policy: server.configuration.policy,
+                                                   mayKeepAlive: !server.configuration.oneClientAtATime,
+                                                   servesUpgrades: { server.mode?.servesUpgrades(at: $0) ?? false }) else {
+                return refuse(otherwise)
             }
-            if let mode = server.mode, mode.decidesLater {
-                let local = connection.localAddress ?? connection.remoteAddress
-                let waiting = PendingHandshake(exchange: self, request: request, subprotocol: subprotocol,
-                                               remoteAddress: connection.remoteAddress, localAddress: local,
-                                               isSecure: stream is TLSStream, clientCertificateSubject: (stream as? TLSStream)?.peerSubject,
-                                               parsed: parsed)
-                pending = waiting
-                if let watch { loop.setInterest(watch, .readHangUp) }
-                return mode.review(waiting)
-            }
-            do throws(ResponseBuildError) {
-                try respond(request, subprotocol: subprotocol, headers: server.configuration.policy.responseHeaders, parsed: parsed)
-            } catch {
-                return refuse(HTTPResponse.refusalBytesOrPlain(status: 500, headers: [], body: "the server's response headers are not valid"))
-            }
+            handToSite(answer, parsed: parsed)
+        case .refuse(let bytes):
+            refuse(bytes)
+        case .limited(let reason, let bytes):
+            server.noteLimited(reason)
+            refuse(bytes)
+        case .review(let request, let subprotocol):
+            guard let mode = server.mode else { return upgrade(request, subprotocol: subprotocol, parsed: parsed) }
+            let local = connection.localAddress ?? connection.remoteAddress
+            let waiting = PendingHandshake(exchange: self, request: request, subprotocol: subprotocol,
+                                           remoteAddress: clientAddress.description, localAddress: local,
+                                           isSecure: stream is TLSStream, clientCertificateSubject: (stream as? TLSStream)?.peerSubject,
+                                           parsed: parsed)
+            phase = .awaitingVerdict(waiting)
+            if let watch { loop.setInterest(watch, .readHangUp) }
+            mode.review(waiting)
+        case .upgrade(let request, let subprotocol):
+            upgrade(request, subprotocol: subprotocol, parsed: parsed)
         }
     }
 
-    /// A request that asks for no WebSocket: --metrics, --health and the site may answer it.
-    /// RFC 6455's method and version rules are the upgrade's, not plain HTTP's: a HEAD
-    /// (refused as a method first) and an HTTP/1.0 request without `Upgrade: websocket` are
-    /// plain requests too (HAProxy's httpchk and `curl -0` send HTTP/1.0).
-    static func isPlainRequest(_ refusal: HandshakeRefusal, _ head: HTTPRequestHead) -> Bool {
-        switch refusal {
-        case .notWebSocketUpgrade, .methodNotAllowed: return true
-        case .unsupportedHTTPVersion: return head.http1MinorVersion == 0 && !head.listContains("Upgrade", "websocket")
-        default: return false
+    /// The 101 for a request the route accepted at once.
+    private func upgrade(_ request: HandshakeRequest, subprotocol: String?, parsed: Int) {
+        guard let server else { return end() }
+        do throws(ResponseBuildError) {
+            try respond(request, subprotocol: subprotocol, headers: server.configuration.policy.responseHeaders, parsed: parsed)
+        } catch {
+            refuse(HTTPResponse.refusalBytesOrPlain(status: 500, headers: [], body: "the server's response headers are not valid"))
         }
     }
 
@@ -265,7 +281,8 @@ final class HandshakeExchange {
         if let buffer, parsed < buffer.count {
             pipelined = Array(UnsafeRawBufferPointer(start: buffer.base + parsed, count: buffer.count - parsed))
         }
-        let site = SiteExchange(loop: loop, connection: connection, stream: stream, server: server, answer: answer, pipelined: pipelined)
+        let site = SiteExchange(loop: loop, connection: connection, connectionAddress: connectionAddress, stream: stream, server: server,
+                                answer: answer, pipelined: pipelined)
         switch site.sendNow() {
         case .done:
             guard answer.keepAlive else {
@@ -293,13 +310,13 @@ final class HandshakeExchange {
     /// Builds the 101 (with the permessage-deflate answer, if any) and starts writing it.
     /// Throws before changing anything when the answer is not valid.
     private func respond(_ request: HandshakeRequest, subprotocol: String?, headers: [HTTPHeader], parsed: Int,
-                         before commit: () -> Void = {}) throws(ResponseBuildError) {
+                         handing: (pending: PendingHandshake, delegate: ConnectionDelegate)? = nil) throws(ResponseBuildError) {
         guard let server else { return }
         let deflate = server.negotiateDeflate(request)
         response = try ServerHandshake.accept(request, subprotocol: subprotocol, extensions: deflate.map { [$0.response] } ?? [],
                                               headers: headers)
-        commit()
-        accepted = (request, subprotocol, parsed, deflate)
+        phase = .writingUpgrade(Accepted(request: request, subprotocol: subprotocol, parsed: parsed, deflate: deflate, handing: handing))
+        if handing != nil, let watch { loop.setInterest(watch, .readable) }
         writeResponse()
     }
 
@@ -308,24 +325,22 @@ final class HandshakeExchange {
     /// refuses with 503 instead. A bad answer throws and leaves the handshake waiting.
     func accept(_ pending: PendingHandshake, subprotocol: String?, headers: [HTTPHeader],
                 delegate: ConnectionDelegate) throws(ResponseBuildError) {
-        guard self.pending === pending, let server else { return }
-        if server.isFull {
-            return refuse(pending, response: HTTPResponse.refusalBytesOrPlain(
-                status: 503, headers: [HTTPHeader(name: "Retry-After", value: "1")],
-                body: "too many clients (the limit is \(server.configuration.maximumClients))"))
+        guard case .awaitingVerdict(let waiting) = phase, waiting === pending, let server else { return }
+        switch HandshakeRoute.capacityRefusal(peer: server.standing(of: clientAddress, request: false), load: server.load) {
+        case .refuse(let bytes)?: return refuse(pending, response: bytes)
+        case .limited(let reason, let bytes)?:
+            server.noteLimited(reason)
+            return refuse(pending, response: bytes)
+        default: break
         }
         try respond(pending.request, subprotocol: subprotocol, headers: server.configuration.policy.responseHeaders + headers,
-                    parsed: pending.parsed) {
-            self.pending = nil
-            handing = (pending, delegate)
-            if let watch { loop.setInterest(watch, .readable) }
-        }
+                    parsed: pending.parsed, handing: (pending, delegate))
     }
 
     /// The mode's verdict on `pending`: this refusal (a 4xx/5xx response).
     func refuse(_ pending: PendingHandshake, response bytes: [UInt8]) {
-        guard self.pending === pending else { return }
-        self.pending = nil
+        guard case .awaitingVerdict(let waiting) = phase, waiting === pending else { return }
+        phase = .writingRefusal
         pending.finish(nil)
         if let watch { loop.setInterest(watch, .readable) }
         refuse(bytes)
@@ -333,10 +348,10 @@ final class HandshakeExchange {
 
     private func refuse(_ bytes: [UInt8]) {
         let status = HandshakeExchange.status(of: bytes)
-        server?.noteRefusal(status: status, remoteAddress: connection.remoteAddress,
+        server?.noteRefusal(status: status, remoteAddress: clientAddress.description,
                             reason: status >= 400 ? HandshakeExchange.body(of: bytes) : nil, origin: origin)
         response = bytes
-        accepted = nil
+        phase = .writingRefusal
         writeResponse()
     }
 
@@ -356,7 +371,7 @@ final class HandshakeExchange {
                 return end()
             }
         }
-        if let accepted, let server {
+        if case .writingUpgrade(let accepted) = phase, let server {
             finishWatching()
             // The buffer goes to the driver only with frames the client sent behind its head;
             // without any it goes back now rather than at the driver's first read.
@@ -364,9 +379,10 @@ final class HandshakeExchange {
             let (buffer, parsed) = pipelined ? (self.buffer, accepted.parsed) : (nil, 0)
             self.buffer = nil
             server.exchangeEnded(self)
-            let handing = self.handing
-            self.handing = nil
-            let handed = server.handOver(stream, connection: connection, request: accepted.request, subprotocol: accepted.subprotocol,
+            let handing = accepted.handing
+            phase = .ended
+            let handed = server.handOver(stream, connection: connection, clientAddress: clientAddress,
+                                         request: accepted.request, subprotocol: accepted.subprotocol,
                                          deflate: accepted.deflate, received: buffer, parsed: parsed, delegate: handing?.delegate)
             handing?.pending.finish(handed)
         } else {
@@ -376,16 +392,16 @@ final class HandshakeExchange {
     }
 
     /// Drains the client's bytes until it closes, for at most `lingerTime`.
-    private func startLingering() {
-        lingering = true
+    private func startLingering(rawTCP: Bool = false) {
+        phase = .lingering(rawTCP: rawTCP)
         buffer = nil
         if let watch { loop.setInterest(watch, .readable) }
         if let timer { loop.arm(timer, at: Instant.now().adding(seconds: HandshakeExchange.lingerTime)) }
     }
 
-    private func drain() {
+    private func drain(rawTCP: Bool) {
         var scratch = (UInt64(0), UInt64(0), UInt64(0), UInt64(0), UInt64(0), UInt64(0), UInt64(0), UInt64(0))
-        let source = drainsRawTCP ? connection : stream
+        let source = rawTCP ? connection : stream
         // A few reads a turn: a TLS stream may hold records that epoll does not announce.
         for _ in 0..<16 {
             let result = withUnsafeMutableBytes(of: &scratch) { source.read(into: $0.baseAddress!, count: $0.count) }
@@ -407,16 +423,20 @@ final class HandshakeExchange {
     /// The handshake timeout (or the linger after a refusal) is over. A client still in its
     /// TLS handshake is a TLS failure the server reports (ETIMEDOUT).
     private func timedOut() {
-        if tlsHandshake != nil { server?.noteTLSFailure(remoteAddress: connection.remoteAddress, .system(errno: ETIMEDOUT)) }
+        if case .tlsHandshake = phase { server?.noteTLSFailure(remoteAddress: clientAddress.description, .system(errno: ETIMEDOUT)) }
         end()
     }
 
     /// Closes the connection (timed out, refused, or the client left) and forgets it.
     func end() {
         finishWatching()
-        let waiting = pending ?? handing?.pending
-        pending = nil
-        handing = nil
+        let waiting: PendingHandshake?
+        switch phase {
+        case .awaitingVerdict(let pending): waiting = pending
+        case .writingUpgrade(let accepted): waiting = accepted.handing?.pending
+        default: waiting = nil
+        }
+        phase = .ended
         waiting?.finish(nil)
         stream.close()
         server?.exchangeEnded(self)

@@ -14,9 +14,12 @@ public final class LimitKeeper {
     private let loop: EventLoop
     private var idleTimer: EventLoop.Timer?
     private var deadlineTimer: EventLoop.Timer?
+    /// A server client's message and byte rates (nil: none set).
+    public let rates: RateKeeper?
 
-    public init(_ limits: ConnectionLimits, loop: EventLoop, runStart: Instant = .now(),
+    public init(_ limits: ConnectionLimits, loop: EventLoop, runStart: Instant = .now(), rates: MessageRateSettings? = nil,
                 onLimit: @escaping (LimitReason) -> Void) {
+        self.rates = rates.map { RateKeeper($0, loop: loop, now: runStart) }
         state = LimitState(limits, runStart: runStart)
         self.loop = loop
         self.onLimit = onLimit
@@ -40,6 +43,7 @@ public final class LimitKeeper {
     @discardableResult
     public func attach(_ driver: ConnectionDriver) -> (messages: UInt64, bytes: UInt64) {
         self.driver = driver
+        rates?.attach(driver)
         var bytes: UInt64 = 0
         for text in limits.greeting {
             driver.send(.text, bytes: text)
@@ -63,6 +67,7 @@ public final class LimitKeeper {
 
     /// No more limits: every timer stops.
     public func cancel() {
+        rates?.cancel()
         detach()
         if let timer = deadlineTimer { loop.arm(timer, at: nil) }
     }
@@ -75,7 +80,8 @@ public final class LimitKeeper {
     /// A message sent (idleClock .bothWaysReported).
     public func sent() { state.sent(at: .now()) }
 
-    public var limitReached: Bool { state.limitReached }
+    /// -n's count is reached, or the connection is closed for going over its rate.
+    public var limitReached: Bool { state.limitReached || rates?.violated == true }
 
     private func checkIdle() {
         // Between connections nothing is checked: `attach` arms the timer again.

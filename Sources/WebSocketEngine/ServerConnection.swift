@@ -14,8 +14,12 @@ public struct ClientInfo: Sendable {
     /// Boxed: a struct this size inline would make every `ServerConnection` ~150 bytes
     /// larger for as long as it lives, request or not.
     private var kept: KeptRequest?
-    /// "ip:port" of the client, or the socket path for a Unix listener.
-    public let remoteAddress: String
+    /// The client: the socket's peer, or whom a trusted proxy named (--trust-proxy,
+    /// --proxy-protocol, --client-address-header). The one value per-address decisions key on.
+    public let clientAddress: PeerAddress
+    /// "ip:port" of the client (`clientAddress`; no port when X-Forwarded-For named it),
+    /// or the socket path for a Unix listener.
+    public var remoteAddress: String { clientAddress.description }
     /// "ip:port" the client connected to, or the socket path.
     public let localAddress: String
     /// Whether the connection is TLS.
@@ -29,12 +33,12 @@ public struct ClientInfo: Sendable {
     /// The TLS version and cipher ("TLSv1.3 TLS_AES_256_GCM_SHA384"), nil without TLS.
     public var tlsSummary: String? = nil
 
-    init(id: Int, request: HandshakeRequest?, remoteAddress: String, localAddress: String, isSecure: Bool,
+    init(id: Int, request: HandshakeRequest?, clientAddress: PeerAddress, localAddress: String, isSecure: Bool,
          clientCertificateSubject: String?, subprotocol: String?,
          deflate: (response: ExtensionOffer, configuration: DeflateConfiguration?)? = nil, tlsSummary: String? = nil) {
         self.id = id
         kept = request.map(KeptRequest.init)
-        self.remoteAddress = remoteAddress
+        self.clientAddress = clientAddress
         self.localAddress = localAddress
         self.isSecure = isSecure
         self.clientCertificateSubject = clientCertificateSubject
@@ -75,13 +79,14 @@ public final class ServerConnection: ConnectionDelegate {
     public private(set) var bytesReceived: UInt64 = 0
     private var countsMessages = false
 
-    func start(_ driver: ConnectionDriver, limits settings: ConnectionLimits) {
+    func start(_ driver: ConnectionDriver, limits settings: ConnectionLimits, rates: MessageRateSettings? = nil) {
         self.driver = driver
         countsMessages = settings.countsMessages
-        if settings != ConnectionLimits(), let loop = server?.loop {
-            let keeper = LimitKeeper(settings, loop: loop) { [weak self] _ in
+        if settings != ConnectionLimits() || rates != nil, let loop = server?.loop {
+            let keeper = LimitKeeper(settings, loop: loop, rates: rates) { [weak self] _ in
                 self?.driver?.close(ClosePayload(code: .normalClosure))
             }
+            keeper.rates?.onEvent = { [weak self] in self?.server?.noteRate($0) }
             keeper.attach(driver)
             limits = keeper
         }
@@ -91,21 +96,24 @@ public final class ServerConnection: ConnectionDelegate {
     /// The connection has started and its mode does not keep requests.
     func forgetRequest() { info.forgetRequest() }
 
-    /// -n reached: messages that came in the same read as the last one counted are not
+    /// -n reached, or closed for going over the rate: messages that came in the same read as the last one counted are not
     /// the handler's (a broadcast would write them to stdout).
     private var pastLimit: Bool { limits?.limitReached ?? false }
 
     public func connection(_ c: ConnectionDriver, didStartMessage kind: MessageKind) {
+        if let rates = limits?.rates, !rates.messageStarted() { return }
         if !pastLimit { handler?.connection(c, didStartMessage: kind) }
     }
     public func connection(_ c: ConnectionDriver, didReceive bytes: UnsafeMutableRawPointer, count: Int, in buffer: ByteBuffer) {
         bytesReceived &+= UInt64(count)
+        if let rates = limits?.rates, !rates.received(count) { return }
         if !pastLimit { handler?.connection(c, didReceive: bytes, count: count, in: buffer) }
     }
     public func connectionDidEndMessage(_ c: ConnectionDriver) {
         messagesReceived &+= 1
         guard !pastLimit else { return }
         handler?.connectionDidEndMessage(c)
+        limits?.rates?.messageEnded()
         // After the handler saw the message: the idle clock and -n.
         if countsMessages, limits?.received() == true { c.close(ClosePayload(code: .normalClosure)) }
     }

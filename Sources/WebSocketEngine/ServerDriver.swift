@@ -28,6 +28,12 @@ public struct ServerConfiguration: Sendable {
     public var deflate: PerMessageDeflate?
     /// Plain GETs answered with files and the console page (after the health and metrics paths).
     public var site = StaticSiteConfiguration()
+    /// Who the client is behind a proxy: --trust-proxy, --proxy-protocol, --client-address-header.
+    public var clientAddress = ClientAddressPolicy()
+    /// Limits per client address (nil: none; no table is kept).
+    public var perAddress: AddressLimitSettings?
+    /// Each client's message and byte rates (nil: none; no bucket is kept).
+    public var rates: MessageRateSettings?
 
     public init() {}
 }
@@ -49,6 +55,9 @@ public enum ServerEvent {
     /// A client's TLS handshake failed (not TLS, no common version, no valid client
     /// certificate under mutual TLS; `.closed`: it hung up): only that connection is closed.
     case tlsFailed(remoteAddress: String, StreamFailure)
+    /// --proxy-protocol: a connection closed without an answer, its PROXY header missing,
+    /// malformed, or from outside --trust-proxy (`remoteAddress`: the socket's peer).
+    case proxyHeaderRefused(remoteAddress: String, reason: String)
     /// libz could not be loaded (the reason): permessage-deflate offers are declined from now on.
     case compressionUnavailable(String)
     /// --static or --devconsole answered a plain request 404, or 403 (`StaticNotFound.status`):
@@ -208,6 +217,8 @@ public final class ServerDriver {
 
     private var listeners: [Listener] = []
     private var exchanges: [ObjectIdentifier: HandshakeExchange] = [:]
+    /// --proxy-protocol: connections whose PROXY header is being read.
+    private var proxyReaders: [ObjectIdentifier: ProxyHeaderReader] = [:]
     /// Static-site answers being written.
     private var siteExchanges: [ObjectIdentifier: SiteExchange] = [:]
     /// Nil without --static or --devconsole.
@@ -227,6 +238,12 @@ public final class ServerDriver {
     public private(set) var endedTotals = ServerTotals()
     /// The wall clock at `init`, in seconds since the Unix epoch.
     public let startTime = MetricsExposition.wallClock()
+    /// The per-address counts (nil without `perAddress`), and the key each client's
+    /// connection counts under.
+    private var addressTable: AddressTable?
+    private var clientKeys: [Int: AddressKey] = [:]
+    /// Refusals and pauses of the limits, for the metrics.
+    public private(set) var limitCounts = LimitCounts()
     /// libz is mapped on the first offer we would accept (a server whose clients offer
     /// nothing never maps it); nil until then, false if it cannot be loaded (offers declined).
     private var zlibLoaded: Bool?
@@ -236,6 +253,7 @@ public final class ServerDriver {
         self.configuration = configuration
         self.mode = mode
         site = configuration.site.isEmpty ? nil : StaticSite(configuration.site)
+        addressTable = configuration.perAddress.map(AddressTable.init)
     }
 
     /// Accepts on `socket` from now on; with `tls`, each connection's TLS handshake runs on
@@ -249,27 +267,92 @@ public final class ServerDriver {
     /// Connected clients.
     public var clientCount: Int { connections.count }
     /// Handshakes under way.
-    public var handshakeCount: Int { exchanges.count }
+    public var handshakeCount: Int { exchanges.count + proxyReaders.count }
     /// Times accepting paused because descriptors ran out (EMFILE/ENFILE).
     public var exhaustedCount: Int { listeners.reduce(0) { $0 + $1.exhaustedCount } }
-    var isFull: Bool { connections.count >= configuration.maximumClients }
+    /// The totals the route weighs a new client against.
+    var load: HandshakeRoute.Load { HandshakeRoute.Load(clients: connections.count, maximumClients: configuration.maximumClients) }
+
+    /// The route a request head takes: the policy, the site and the mode's word on it.
+    var route: HandshakeRoute {
+        HandshakeRoute(policy: configuration.policy, hasSite: site != nil,
+                       modeRefusal: { [weak mode] in mode?.refusal(for: $0) }, decidesLater: mode?.decidesLater ?? false)
+    }
+
+    /// What `clientAddress` holds against the per-address limits; `request`: a request head
+    /// came from it, which takes a token of its request rate. Unlimited without an IP
+    /// address (a Unix socket's client).
+    func standing(of clientAddress: PeerAddress, request: Bool) -> HandshakeRoute.Standing {
+        guard let settings = configuration.perAddress,
+              let key = AddressKey(clientAddress, ipv6PrefixBits: settings.ipv6PrefixBits) else { return .unlimited }
+        let now = RateKeeper.seconds(.now())
+        let wait = request ? addressTable?.request(key, now: now) : nil
+        return HandshakeRoute.Standing(handshakeRetryAfter: wait.map { Int($0.rounded(.up)) }, clients: addressTable?.clients(key) ?? 0,
+                                       maximumClients: settings.maximumClients)
+    }
+
+    func noteLimited(_ reason: HandshakeRoute.AddressLimitReason) {
+        switch reason {
+        case .requests: limitCounts.requestsPerAddress += 1
+        case .clients: limitCounts.clientsPerAddress += 1
+        }
+    }
+
+    func noteRate(_ event: RateEvent) {
+        switch event {
+        case .paused: limitCounts.ratePaused += 1
+        case .closed: limitCounts.rateClosed += 1
+        }
+    }
 
     private func accepted(_ connection: TCPStream, tls: TLSServerContext?) {
         guard !isShuttingDown else { return connection.close() }
+        let peer = PeerAddress(socketAddress: connection.remoteAddress)
+        guard configuration.clientAddress.proxyProtocol else {
+            return startExchange(connection, tls: tls, connectionAddress: peer, timeout: configuration.handshakeTimeout)
+        }
+        guard configuration.clientAddress.acceptsProxyHeader(from: peer) else {
+            onEvent?(.proxyHeaderRefused(remoteAddress: connection.remoteAddress, reason: "not in --trust-proxy"))
+            return connection.close()
+        }
+        let deadline = Instant.now().adding(seconds: configuration.handshakeTimeout)
+        let reader = ProxyHeaderReader(loop: loop, connection: connection, peer: peer) { [weak self] reader, outcome in
+            guard let self else { return reader.connection.close() }
+            proxyReaders[ObjectIdentifier(reader)] = nil
+            switch outcome {
+            case .address(let address):
+                guard !isShuttingDown else { return reader.connection.close() }
+                startExchange(reader.connection, tls: tls, connectionAddress: address,
+                              timeout: max(0, deadline.seconds(since: Instant.now())))
+            case .refused(let why):
+                onEvent?(.proxyHeaderRefused(remoteAddress: reader.connection.remoteAddress, reason: why))
+                reader.connection.close()
+                if configuration.oneClientAtATime { loop.later { [weak self] in self?.updateAccepting() } }
+            }
+        }
+        proxyReaders[ObjectIdentifier(reader)] = reader
+        updateAccepting()
+        reader.start(deadline: deadline)
+    }
+
+    /// The TLS handshake (on a TLS listener) and the opening handshake; `connectionAddress`
+    /// is the socket's peer or the PROXY header's client, `timeout` what is left of the
+    /// handshake timeout.
+    private func startExchange(_ connection: TCPStream, tls: TLSServerContext?, connectionAddress: PeerAddress, timeout: Double) {
         var stream: ByteStream = connection
         if let tls {
             do throws(TLSFailure) {
                 stream = try TLSStream.accepting(over: connection, context: tls)
             } catch {
-                noteTLSFailure(remoteAddress: connection.remoteAddress, .tls(.other(detail: "\(error)")))
+                noteTLSFailure(remoteAddress: connectionAddress.description, .tls(.other(detail: "\(error)")))
                 return connection.close()
             }
         }
         let exchange = HandshakeExchange(loop: loop, connection: connection, stream: stream, server: self,
-                                         maximumHeadSize: configuration.maximumHeadSize)
+                                         maximumHeadSize: configuration.maximumHeadSize, connectionAddress: connectionAddress)
         exchanges[ObjectIdentifier(exchange)] = exchange
         updateAccepting()
-        exchange.start(timeout: configuration.handshakeTimeout)
+        exchange.start(timeout: timeout)
     }
 
     /// A static-site answer the stream did not take at once: the connection is its until it is written.
@@ -283,10 +366,10 @@ public final class ServerDriver {
     }
 
     /// A kept-alive connection's next request is a handshake like a new client's.
-    func resumeHandshake(connection: TCPStream, stream: ByteStream, received: [UInt8], closing: Bool) {
+    func resumeHandshake(connection: TCPStream, stream: ByteStream, connectionAddress: PeerAddress, received: [UInt8], closing: Bool) {
         guard !isShuttingDown else { return stream.close() }
         let exchange = HandshakeExchange(loop: loop, connection: connection, stream: stream, server: self,
-                                         maximumHeadSize: configuration.maximumHeadSize)
+                                         maximumHeadSize: configuration.maximumHeadSize, connectionAddress: connectionAddress)
         exchanges[ObjectIdentifier(exchange)] = exchange
         exchange.resume(received: received, closing: closing, timeout: configuration.handshakeTimeout)
     }
@@ -300,7 +383,7 @@ public final class ServerDriver {
     /// One client at a time: accepting pauses while a handshake or connection is under way.
     private func updateAccepting() {
         guard configuration.oneClientAtATime, !isShuttingDown else { return }
-        let busy = !exchanges.isEmpty || !connections.isEmpty
+        let busy = !exchanges.isEmpty || !proxyReaders.isEmpty || !connections.isEmpty
         for listener in listeners {
             if busy { listener.pause() } else { listener.resume() }
         }
@@ -346,7 +429,7 @@ public final class ServerDriver {
     /// mode's handler). `stream` is `connection` or the TLS stream over it. Nil when the
     /// server is shutting down (the stream is closed).
     @discardableResult
-    func handOver(_ stream: ByteStream, connection: TCPStream, request: HandshakeRequest, subprotocol: String?,
+    func handOver(_ stream: ByteStream, connection: TCPStream, clientAddress: PeerAddress, request: HandshakeRequest, subprotocol: String?,
                   deflate: (response: ExtensionOffer, agreed: PerMessageDeflate)?,
                   received: ByteBuffer?, parsed: Int, delegate: ConnectionDelegate? = nil) -> ServerConnection? {
         guard let mode, !isShuttingDown else { stream.close(); return nil }
@@ -355,11 +438,15 @@ public final class ServerDriver {
         acceptedCount += 1
         let local = connection.localAddress ?? connection.remoteAddress
         let tls = stream as? TLSStream
-        let info = ClientInfo(id: id, request: request, remoteAddress: connection.remoteAddress, localAddress: local,
+        let info = ClientInfo(id: id, request: request, clientAddress: clientAddress, localAddress: local,
                               isSecure: tls != nil, clientCertificateSubject: tls?.peerSubject, subprotocol: subprotocol,
                               deflate: deflate.map { ($0.response, $0.agreed.configuration) }, tlsSummary: tls?.summary)
         let connection = ServerConnection(info: info, server: self)
         connections[id] = connection
+        if let settings = configuration.perAddress, let key = AddressKey(clientAddress, ipv6PrefixBits: settings.ipv6PrefixBits) {
+            addressTable?.connected(key, now: RateKeeper.seconds(.now()))
+            clientKeys[id] = key
+        }
         connection.handler = delegate ?? mode.handler(for: connection)
         let agreement = ServerHandshake.agreement(subprotocol: subprotocol, deflate: deflate?.agreed)
         let driver = ConnectionDriver(loop: loop, stream: stream, agreement: agreement,
@@ -367,7 +454,7 @@ public final class ServerDriver {
                                       received: received, parsed: parsed, delegate: connection)
         onEvent?(.connected(connection))
         mode.connectionWillStart(connection, driver: driver)
-        connection.start(driver, limits: configuration.perClient)
+        connection.start(driver, limits: configuration.perClient, rates: configuration.rates)
         mode.connectionDidStart(connection)
         if !mode.keepsRequests { connection.forgetRequest() }
         return connection
@@ -375,6 +462,7 @@ public final class ServerDriver {
 
     func connectionEnded(_ connection: ServerConnection, _ driver: ConnectionDriver, _ ending: ConnectionEnding) {
         connections[connection.info.id] = nil
+        if let key = clientKeys.removeValue(forKey: connection.info.id) { addressTable?.disconnected(key, now: RateKeeper.seconds(.now())) }
         endedTotals.add(connection, driver)
         if let received = driver.closeReceived { endedTotals.closes[received.code?.rawValue ?? 1005, default: 0] += 1 }
         if connection.info.deflate != nil { noteDeflateEnded() }
@@ -407,6 +495,7 @@ public final class ServerDriver {
         metrics.childrenRunning = mode?.childrenRunning
         metrics.busLosses = mode?.busLosses
         metrics.startTime = startTime
+        if configuration.perAddress != nil || configuration.rates != nil { metrics.limited = limitCounts }
         return metrics
     }
 
@@ -419,6 +508,8 @@ public final class ServerDriver {
         isShuttingDown = true
         for listener in listeners { listener.close() }
         listeners.removeAll()
+        for reader in Array(proxyReaders.values) { reader.cancel() }
+        proxyReaders.removeAll()
         for exchange in Array(exchanges.values) { exchange.end() }
         for exchange in Array(siteExchanges.values) { exchange.end() }
         if connections.isEmpty { return drained() }

@@ -32,6 +32,20 @@ public struct ServerTotals: Sendable, Equatable {
     }
 }
 
+/// What the per-address and rate limits did (never by address).
+public struct LimitCounts: Sendable, Equatable {
+    /// Upgrades refused with 429 for --max-clients-per-ip.
+    public var clientsPerAddress: UInt64 = 0
+    /// Requests refused with 429 for --max-handshakes-per-ip.
+    public var requestsPerAddress: UInt64 = 0
+    /// Times a connection's reading stopped for --rate-limit or --byte-rate.
+    public var ratePaused: UInt64 = 0
+    /// Connections closed with 1008 for going over their rate (--rate-limit-action close).
+    public var rateClosed: UInt64 = 0
+
+    public init() {}
+}
+
 /// The Prometheus text exposition (format 0.0.4) of a server's metrics: the names are
 /// fixed (the man page's METRICS lists them), every family with its HELP and TYPE.
 /// Pure: the caller gathers the numbers.
@@ -48,6 +62,8 @@ public struct MetricsExposition: Sendable {
     public var busLosses: UInt64?
     /// When the server started, in seconds since the Unix epoch.
     public var startTime: Double = 0
+    /// What the limits did; nil without a per-address or rate limit (the family is left out).
+    public var limited: LimitCounts?
 
     public static let contentType = "text/plain; version=0.0.4; charset=utf-8"
 
@@ -89,6 +105,14 @@ public struct MetricsExposition: Sendable {
         if let busLosses {
             family("wspipe_bus_lost_total", "counter", "Times the message bus (--bus) was lost; what it carried meanwhile was not delivered.",
                    one(busLosses))
+        }
+        if let limited {
+            family("wspipe_limited_total", "counter",
+                   "Requests refused with 429 by a per-address limit, and connections paused or closed for their message rate, by reason.",
+                   [("{reason=\"clients_per_ip\"}", String(limited.clientsPerAddress)),
+                    ("{reason=\"handshakes_per_ip\"}", String(limited.requestsPerAddress)),
+                    ("{reason=\"rate_paused\"}", String(limited.ratePaused)),
+                    ("{reason=\"rate_closed\"}", String(limited.rateClosed))])
         }
         family("wspipe_start_time_seconds", "gauge", "When the server started, in seconds since the Unix epoch.",
                [("", String(format3(startTime)))])

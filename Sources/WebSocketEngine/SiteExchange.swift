@@ -10,6 +10,8 @@ import WebSocketTransport
 final class SiteExchange {
     private let loop: EventLoop
     private let connection: TCPStream
+    /// The socket's peer or the PROXY header's client, for the connection's next request.
+    private let connectionAddress: PeerAddress
     private let stream: ByteStream
     private weak var server: ServerDriver?
     private var answer: SiteAnswer
@@ -28,7 +30,9 @@ final class SiteExchange {
     static let stallLimit = 60.0
     static let chunkSize = 16 * 1024
 
-    init(loop: EventLoop, connection: TCPStream, stream: ByteStream, server: ServerDriver, answer: SiteAnswer, pipelined: [UInt8]) {
+    init(loop: EventLoop, connection: TCPStream, connectionAddress: PeerAddress, stream: ByteStream, server: ServerDriver,
+         answer: SiteAnswer, pipelined: [UInt8]) {
+        self.connectionAddress = connectionAddress
         self.loop = loop
         self.connection = connection
         self.stream = stream
@@ -178,7 +182,7 @@ final class SiteExchange {
         stopWatching()
         guard let server else { return stream.close() }
         server.siteExchangeEnded(self)
-        server.resumeHandshake(connection: connection, stream: stream, received: pipelined, closing: !answer.keepAlive)
+        server.resumeHandshake(connection: connection, stream: stream, connectionAddress: connectionAddress, received: pipelined, closing: !answer.keepAlive)
     }
 
     /// The client left, a write failed, it stalled, or the server shut down.

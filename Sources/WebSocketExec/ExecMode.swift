@@ -74,8 +74,10 @@ public final class ExecMode: ServerMode {
 
     public func handler(for connection: ServerConnection) -> ConnectionDelegate {
         let info = connection.info
-        let remote = ConnectionFacts.split(info.remoteAddress), local = ConnectionFacts.split(info.localAddress)
-        var facts = ConnectionFacts(remoteAddress: remote.address, remotePort: remote.port, localAddress: local.address,
+        // The client as a trusted proxy named it (no port from X-Forwarded-For); none on a Unix socket.
+        let local = ConnectionFacts.split(info.localAddress)
+        var facts = ConnectionFacts(remoteAddress: info.clientAddress.ip?.description ?? "",
+                                    remotePort: info.clientAddress.port.map(Int.init), localAddress: local.address,
                                     localPort: local.port, isTLS: info.isSecure,
                                     clientCertificateSubject: info.clientCertificateSubject, subprotocol: info.subprotocol,
                                     uniqueID: String(info.id))

@@ -53,14 +53,6 @@ final class DescriptorLimitTests: IntegrationTestCase {
         return (String(fields[0]), String(fields[1]))
     }
 
-    /// utime + stime of a process, in seconds.
-    private func cpuSeconds(_ pid: pid_t) throws -> Double {
-        let text = try String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8)
-        let fields = text[text.index(after: try XCTUnwrap(text.lastIndex(of: ")")))...].split(separator: " ")
-        // Fields 14 and 15 of stat(5), counted after the command's closing parenthesis.
-        return Double((Int(fields[11]) ?? 0) + (Int(fields[12]) ?? 0)) / Double(sysconf(Int32(_SC_CLK_TCK)))
-    }
-
     /// Starts `wspipe -v ARGUMENTS` with a soft limit of 128 and checks it runs with the hard one.
     private func assertRaisesTheSoftLimit(_ arguments: [String], scheme: String, file: StaticString = #filePath, line: UInt = #line) throws {
         let hard = try openFilesLimits(getpid()).hard

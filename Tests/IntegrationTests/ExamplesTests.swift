@@ -260,6 +260,38 @@ final class ExamplesTests: XCTestCase {
         XCTAssertEqual(unreachable.status, 3, unreachable.summary)
     }
 
+    /// Notifications before the reply: only the reply with the call's id is read.
+    func testJSONRPCCallSkipsNotificationsBeforeItsReply() throws {
+        let tools = try ExampleTools.require(self)
+        let server = try ExampleServer.start("jsonrpc_server.py", ["--notifications", "3"], tools: tools)
+        defer { server.stop() }
+        let sum = try ExampleRun.script("examples/jsonrpc-call.sh", ["sum", "[1,2]"], tools: tools, environment: ["RPC_URL": server.url])
+        XCTAssertEqual(sum.status, 0, sum.summary)
+        XCTAssertEqual(sum.stdout, "3\n", sum.summary)
+    }
+
+    // MARK: - authenticated-subscribe.sh
+
+    func testAuthenticatedSubscribeWaitsForTheLoginThenPrintsThePrices() throws {
+        let tools = try ExampleTools.require(self)
+        let server = try ExampleServer.start("feed_server.py", ["--login", "demo", "--count", "50", "--interval", "0.02"], tools: tools)
+        defer { server.stop() }
+        let result = try ExampleRun.script("examples/authenticated-subscribe.sh", ["4"], tools: tools,
+                                           environment: ["FEED_URL": server.url])
+        XCTAssertEqual(result.status, 0, result.summary)
+        let prices = result.stdout.split(separator: "\n")
+        XCTAssertEqual(prices.count, 4, result.summary)
+        for price in prices { XCTAssertNotNil(Double(price), "not a price: '\(price)'\n" + result.summary) }
+
+        // A wrong key: the server closes with 1008 during the wait for the login's answer.
+        let refused = try ExampleRun.script("examples/authenticated-subscribe.sh", ["4"], tools: tools,
+                                            environment: ["FEED_URL": server.url, "FEED_KEY": "wrong"])
+        XCTAssertEqual(refused.status, 13, refused.summary)
+        XCTAssertEqual(refused.stdout, "", refused.summary)
+        XCTAssertTrue(refused.stderr.contains("--expect-json #1 'event=authenticated': the server closed the connection with 1008"),
+                      refused.summary)
+    }
+
     // MARK: - tail-to-websocket.sh
 
     func testTailToWebSocketDeliversEveryLineInOrder() throws {

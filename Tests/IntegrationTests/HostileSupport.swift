@@ -118,6 +118,21 @@ func peakRSSKiB(of pid: pid_t) -> Int? {
 
 func mebibytes(_ kib: Int) -> String { String(format: "%.1f MiB", Double(kib) / 1024) }
 
+/// The resident set size (VmRSS) of a running process, KiB.
+func residentKiB(of pid: pid_t) throws -> Int {
+    let status = try String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8)
+    let line = try XCTUnwrap(status.split(separator: "\n").first { $0.hasPrefix("VmRSS:") })
+    return try XCTUnwrap(Int(line.split(separator: " ").dropFirst().first ?? ""))
+}
+
+/// utime + stime of a process, in seconds.
+func cpuSeconds(_ pid: pid_t) throws -> Double {
+    let text = try String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8)
+    let fields = text[text.index(after: try XCTUnwrap(text.lastIndex(of: ")")))...].split(separator: " ")
+    // Fields 14 and 15 of stat(5), counted after the command's closing parenthesis.
+    return Double((Int(fields[11]) ?? 0) + (Int(fields[12]) ?? 0)) / Double(sysconf(Int32(_SC_CLK_TCK)))
+}
+
 // MARK: - Descriptors the test holds
 
 /// A pipe whose ends are close-on-exec in this process. A child gets an end through

@@ -76,7 +76,7 @@ final class RequireCountTests: IntegrationTestCase {
 
     func testWithoutACountOrOutsideOneshotItIsAUsageError() throws {
         let cases: [([String], String)] = [
-            (["--require-count", "ws://127.0.0.1:1/"], "--require-count needs -n N or -1"),
+            (["--require-count", "ws://127.0.0.1:1/"], "--require-count needs -n N, -1 or --until"),
             (["-l", "0", "-n", "1", "--require-count"], "--require-count with -l needs --oneshot"),
             (["-l", "0", "--echo", "--oneshot", "-n", "1", "--require-count"], "--require-count has no meaning with -l/--listen --echo"),
             (["-l", "0", "--sh", "cat", "--oneshot", "--require-count"], "--require-count has no meaning with -l/--listen --exec/--sh"),

@@ -39,6 +39,9 @@ package struct Tool: Sendable {
     package static let socat = Tool("socat", ["/usr/bin/socat"], package: "socat")
     package static let ip = Tool("ip", ["/usr/sbin/ip", "/sbin/ip", "/bin/ip"], package: "iproute2")
     package static let setpriv = Tool("setpriv", ["/usr/bin/setpriv"], package: "util-linux")
+    /// Debian installs both in /usr/sbin.
+    package static let haproxy = Tool("haproxy", ["/usr/sbin/haproxy", "/usr/bin/haproxy"], package: "haproxy")
+    package static let nginx = Tool("nginx", ["/usr/sbin/nginx", "/usr/bin/nginx"], package: "nginx")
 
     /// Where it is installed; when it is not, the skip or (under CI=true) failure `absence` gives.
     package func path(environment: [String: String] = ProcessInfo.processInfo.environment,

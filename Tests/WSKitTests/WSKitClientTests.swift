@@ -153,6 +153,21 @@ final class WSKitClientTests: XCTestCase {
         XCTAssertEqual(try peer.record(1, as: FramesRecord.self).close?.code, 1001)
     }
 
+    /// A message split between two socket reads is assembled in one allocation of its size:
+    /// an array grown by doubling copied its first part twice and held 120 KB for 64 KiB.
+    func testAMessageSplitBetweenReadsIsSizedOnce() async throws {
+        let peer = try python("raw.py", ["--scenario", "split-binary"], record: true)
+        let ws = try await WebSocket.connect(to: "ws://127.0.0.1:\(peer.port)/")
+        let message = try await bounded { () -> Message? in
+            var iterator = ws.messages.makeAsyncIterator()
+            return try await iterator.next()
+        }
+        guard case .binary(let bytes)? = message else { return XCTFail("\(String(describing: message))") }
+        XCTAssertEqual(bytes, (0..<65536).map { UInt8(truncatingIfNeeded: $0) })
+        XCTAssertLessThan(bytes.capacity, 65536 + 4096)
+        try await ws.close()
+    }
+
     func testCancellingABlockedSendClosesWith1001() async throws {
         // The peer never reads: the socket queue fills and send waits.
         let peer = try python("raw.py", ["--scenario", "stream-no-read"], record: true)

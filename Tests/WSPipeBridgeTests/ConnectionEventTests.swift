@@ -18,6 +18,10 @@ final class ConnectionEventTests: XCTestCase {
              #"{"type":"disconnected","code":null,"reason":null,"cause":"ping_timeout","up_s":3.0}"#),
             (.retry(seconds: 0.25, attempt: 3, retryAfter: false), #"{"type":"retry","in_s":0.25,"attempt":3,"retry_after":false}"#),
             (.resubscribed(messages: 2), #"{"type":"resubscribed","messages":2}"#),
+            (.expectFailed(Conversation.Miss(step: "--expect #2", pattern: "a\"b", why: .timedOut(10)), lastMessage: Array("x".utf8)),
+             #"{"type":"expect_failed","step":"--expect #2","pattern":"a\"b","reason":"timeout","code":null,"last":"x"}"#),
+            (.expectFailed(Conversation.Miss(step: "--expect-json #1", pattern: "id=1", why: .closed(code: 1001)), lastMessage: nil),
+             #"{"type":"expect_failed","step":"--expect-json #1","pattern":"id=1","reason":"closed","code":1001,"last":null}"#),
             (.dropped(count: 7), #"{"type":"dropped","count":7}"#),
             (.givingUp(attempts: 4, exit: 3), #"{"type":"giving_up","attempts":4,"exit":3}"#),
         ]
@@ -28,7 +32,8 @@ final class ConnectionEventTests: XCTestCase {
         let events: [ConnectionEvent] = [
             .connecting(url: "u", attempt: 1), .connected(url: "u", subprotocol: nil, attempt: 1),
             .disconnected(code: nil, reason: nil, cause: .lost, upSeconds: 0), .retry(seconds: 1, attempt: 2, retryAfter: true),
-            .resubscribed(messages: 1), .dropped(count: 1), .givingUp(attempts: 1, exit: 3),
+            .resubscribed(messages: 1), .expectFailed(Conversation.Miss(step: "--expect #1", pattern: "p", why: .timedOut(1)), lastMessage: nil),
+            .dropped(count: 1), .givingUp(attempts: 1, exit: 3),
         ]
         for event in events {
             let text = String(decoding: event.json, as: UTF8.self)

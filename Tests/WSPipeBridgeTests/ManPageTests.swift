@@ -58,7 +58,8 @@ final class ManPageTests: XCTestCase {
     func testEveryOptionIsUnderItsCategorysSubsection() throws {
         let titles: [Option.Category: String] = [
             .modes: "Modes", .formats: "Formats", .limits: "Counts and time limits", .ending: "Ending the session",
-            .connection: "Connection", .compression: "Compression", .reconnect: "Staying connected", .network: "Network",
+            .connection: "Connection", .compression: "Compression", .reconnect: "Staying connected", .conversation: "Conversations",
+            .network: "Network",
             .tls: "TLS", .request: "Request", .output: "Output", .server: "Server", .access: "Who may connect (server mode)",
             .web: "Plain HTTP (server mode)", .bus: "A bus between servers (server mode)",
             .programs: "A program per connection (server mode)", .gateway: "Gateway"]

@@ -165,6 +165,14 @@ final class MessagePatternTests: XCTestCase {
         XCTAssertEqual(jsonFault("é..b=1"), "--expect-json 'é..b=1': empty key at column 3 of the path", "columns count characters")
     }
 
+    func testAPathDeeperThanAMessageMayNestIsRefused() throws {
+        let deepest = Array(repeating: "[0]", count: 63).joined()
+        let payload = Array(repeating: "[", count: 63).joined() + "7" + Array(repeating: "]", count: 63).joined()
+        XCTAssertTrue(try MessagePattern.jsonField(deepest + "=7").matches(text: Array(payload.utf8)))
+        XCTAssertEqual(jsonFault(deepest + "[0]=7"),
+                       "--expect-json '\(deepest)[0]=7': more than 63 steps (messages nest at most 64 levels) at column 193 of the path")
+    }
+
     // MARK: JSON values and matching
 
     func testValueIsJSONOrElseAString() throws {

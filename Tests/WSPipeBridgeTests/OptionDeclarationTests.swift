@@ -116,20 +116,23 @@ final class OptionDeclarationTests: XCTestCase {
         XCTAssertEqual(names(Option.serverOnly), Set(["--listen", "--reuseport", "--echo", "--broadcast", "--bus", "--bus-inbound",
             "--bus-password-file", "--bus-ping", "--path", "--allow-origin", "--sameorigin", "--require-protocol", "--require-bearer",
             "--health", "--metrics", "--metrics-public", "--static", "--staticdir", "--devconsole", "--response-header",
-            "--max-clients", "--handshake-timeout", "--exec", "--sh", "--dir", "--close-grace", "--max-children", "--passenv",
-            "--client-ca", "--forward", "--forward-tokens", "--oneshot"]))
+            "--max-clients", "--max-clients-per-ip", "--max-handshakes-per-ip", "--ipv6-prefix", "--rate-limit", "--byte-rate",
+            "--rate-limit-action", "--handshake-timeout", "--exec", "--sh", "--dir", "--close-grace", "--max-children", "--passenv",
+            "--client-ca", "--forward", "--forward-tokens", "--oneshot", "--trust-proxy", "--proxy-protocol", "--client-address-header"]))
         XCTAssertEqual(names(Option.clientOnly), Set(["--proxy", "--socks5", "--noproxy", "--unix-socket", "--connect-to", "--resolve",
             "--ipv4", "--ipv6", "--location", "--max-redirs", "--insecure", "--cacert", "--sni", "--header", "--origin",
             "--user-agent", "--bearer", "--connect-timeout", "--reconnect", "--reconnect-on-close", "--retry-delay",
             "--retry-max-delay", "--max-retries", "--retry-reset", "--queue-size", "--queue-bytes", "--queue-policy", "--send-file",
-            "--stale-timeout", "--print-ping-rtt", "--forward-listen"]))
+            "--stale-timeout", "--print-ping-rtt", "--forward-listen", "--expect", "--expect-json", "--expect-timeout", "--until",
+            "--until-json", "--print-match-only"]))
         XCTAssertEqual(names(Option.notYetServing), ["--decompress"])
         XCTAssertEqual(names(Option.reconnecting), Set(["--reconnect", "--reconnect-on-close", "--retry-delay", "--retry-max-delay",
             "--max-retries", "--retry-reset", "--queue-size", "--queue-bytes", "--queue-policy"]))
         XCTAssertEqual(names(Option.notForwarding), Set(["--text", "--binary", "--null", "--jsonl", "--timestamps", "--base64",
             "--whole-input", "--max-messages", "--one-message", "--require-count", "--send", "--timeout", "--idle-timeout",
             "--receive-only", "--send-only", "--stats", "--no-close", "--linger", "--close-code", "--close-reason", "--decompress",
-            "--send-file", "--stale-timeout", "--print-ping-rtt", "--interactive", "--no-interactive", "--no-history"]))
+            "--send-file", "--stale-timeout", "--print-ping-rtt", "--interactive", "--no-interactive", "--no-history", "--expect",
+            "--expect-json", "--expect-timeout", "--until", "--until-json", "--print-match-only"]))
         XCTAssertEqual(names(ServerModeDescriptor.broadcast.only), ["--bus", "--bus-inbound", "--bus-password-file", "--bus-ping"])
         XCTAssertEqual(names(ServerModeDescriptor.exec.only), ["--close-grace", "--max-children", "--passenv"])
         XCTAssertEqual(names(ServerModeDescriptor.forward.only), ["--close-grace"])

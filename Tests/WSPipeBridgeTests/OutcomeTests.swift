@@ -121,6 +121,25 @@ final class OutcomeTests: XCTestCase {
                       "the connection ended after 0 of 1 message (--require-count)")
     }
 
+    func testElevenUntilNotMatchedUnlessTheCountCameFirst() {
+        assertVerdict(outcome(closed()) { $0.untilShortfall = "id=7" }, .countNotReached,
+                      "the connection ended before a message matched --until 'id=7' (--require-count)")
+        assertVerdict(outcome(closed()) {
+            $0.untilShortfall = "id=7"
+            $0.countReached = true
+        }, .success)  // -n came first
+        assertVerdict(outcome(closed(byUs: true)) { $0.untilMatched = true }, .success)
+    }
+
+    func testThirteenExpectMissedSaidWhenItHappened() {
+        assertVerdict(outcome(closed(byUs: true)) { $0.expectMissed = true }, .expectFailed)
+        assertVerdict(outcome(closed(1001)) { $0.expectMissed = true }, .expectFailed)  // the server closed during the wait
+        XCTAssertEqual(outcome(closed(byUs: true)) {
+            $0.expectMissed = true
+            $0.localEnd = .signal(2)
+        }.verdict.status, .interrupted)  // a signal first
+    }
+
     func testTwelveDeliveryUnconfirmedSaidWhenItHappened() {
         assertVerdict(outcome(closed()) { $0.deliveryConfirmed = false }, .deliveryUnconfirmed)
         assertVerdict(outcome(closed()) { $0.deliveryConfirmed = true }, .success)

@@ -89,6 +89,27 @@ final class SessionEndingTests: XCTestCase {
         XCTAssertEqual(ending.countReached(), [], "counted once")
     }
 
+    func testUntilClosesOnceAfterStdoutAndEndsTheRun() {
+        var ending = SessionEnding()
+        XCTAssertEqual(ending.untilReached(), [.stopStdin, .submitOutput, .closeUnlessEndedLocally(normal)])
+        XCTAssertTrue(ending.untilMatched)
+        XCTAssertTrue(ending.endedByItself, "no reconnection after --until's match")
+        XCTAssertEqual(ending.untilReached(), [], "matched once")
+    }
+
+    func testAnExpectMissClosesWithTheGivenCodeAndIsForgottenWhenARetryFollows() {
+        var ending = SessionEnding()
+        let code = ClosePayload(code: CloseCode(rawValue: 4000))
+        XCTAssertEqual(ending.expectFailed(close: code, open), [.cancelLinger, .close(code)])
+        XCTAssertTrue(ending.expectMissed)
+        XCTAssertFalse(ending.endedByItself, "--reconnect may retry it")
+        XCTAssertTrue(ending.inputGoesOn, "stdin stays for the next connection")
+        XCTAssertEqual(ending.expectFailed(close: code, closing), [], "the server's Close came first")
+        XCTAssertEqual(ending.expectFailed(close: code, .none), [])
+        ending.connectionLeft()
+        XCTAssertFalse(ending.expectMissed)
+    }
+
     func testStalenessAbandonsTheConnectionUntilItHasLeft() {
         var ending = SessionEnding()
         XCTAssertEqual(ending.staleDetected(), [.abandon])

@@ -110,7 +110,7 @@ final class ServerPolicyTests: XCTestCase {
         // Client frames, masked with a zero key: "ab" (not fin), ping "p", "cd" (fin).
         let frames: [UInt8] = [0x01, 0x82, 0, 0, 0, 0, 0x61, 0x62, 0x89, 0x81, 0, 0, 0, 0, 0x70, 0x80, 0x82, 0, 0, 0, 0, 0x63, 0x64]
         _ = frames.withUnsafeBytes { write(client, $0.baseAddress, $0.count) }
-        let info = ClientInfo(id: 1, request: try request(), remoteAddress: "pair", localAddress: "pair", isSecure: false,
+        let info = ClientInfo(id: 1, request: try request(), clientAddress: .local(path: "pair"), localAddress: "pair", isSecure: false,
                               clientCertificateSubject: nil, subprotocol: nil)
         let handler = mode.handler(for: ServerConnection(info: info, server: server))
         let driver = ConnectionDriver(loop: loop, stream: serverEnd, core: WebSocketConnection(role: .server), delegate: handler)

@@ -12,13 +12,19 @@ Protocol (one JSON object per text message):
 
   anything else: {"error":"..."} and Close 4000 (wspipe then exits with status 8)
 
+With --login KEY each connection logs in first, as exchange APIs want:
+  client: {"op":"auth","key":KEY}
+  server: {"event":"authenticated"} 300 ms later (a wrong key: {"error":...} and Close 1008)
+A subscribe that comes before that answer is dropped without a word (a client that does
+not wait for it loses its subscription).
+
 With --token TOKEN the handshake must carry "Authorization: Bearer TOKEN"; otherwise the
 server answers HTTP 401 (wspipe exits with status 5).
 
 Usage:
   .venv/bin/python examples/servers/feed_server.py [--port 8765] [--count 5] [--interval 0]
                                                    [--seed 1] [--token TOKEN] [--snapshot-delay 0]
-                                                   [--no-snapshot]
+                                                   [--no-snapshot] [--login KEY]
 With --port 0 the kernel picks a free port. In every case the first stdout line is
 "PORT <n>", printed once the server is listening. Stop it with Ctrl-C or SIGTERM.
 """
@@ -44,6 +50,7 @@ def parse_args():
                         help="seconds between ticker messages (default 0)")
     parser.add_argument("--seed", type=int, default=1, help="seed for the price walk (default 1)")
     parser.add_argument("--token", default=None, help="require 'Authorization: Bearer TOKEN'")
+    parser.add_argument("--login", default=None, help="each connection logs in with this key first")
     parser.add_argument("--no-snapshot", action="store_true",
                         help="answer a snapshot request with Close 1000 \"no snapshot yet\" and no message")
     parser.add_argument("--snapshot-delay", type=float, default=0.0,
@@ -73,14 +80,29 @@ def main():
             return connection.respond(http.HTTPStatus.UNAUTHORIZED, "missing or wrong bearer token\n")
         return None
 
+    async def log_in(ws, key, session):
+        await asyncio.sleep(0.3)
+        if key != args.login:
+            await ws.send(json.dumps({"error": "wrong key"}))
+            await ws.close(1008, "wrong key")
+            return
+        session["authenticated"] = True
+        await ws.send(json.dumps({"event": "authenticated"}))
+
     async def handler(ws):
         ticker = Ticker(args.seed)
+        session = {"authenticated": args.login is None, "login": None}
         try:
             async for message in ws:
                 try:
                     request = json.loads(message)
                 except (TypeError, ValueError):
                     request = None
+                if args.login is not None and isinstance(request, dict) and request.get("op") == "auth":
+                    session["login"] = asyncio.create_task(log_in(ws, request.get("key"), session))
+                    continue
+                if isinstance(request, dict) and request.get("op") == "subscribe" and not session["authenticated"]:
+                    continue  # dropped: not logged in (yet)
                 if not isinstance(request, dict) or request.get("ch") != "ticker":
                     await ws.send(json.dumps({"error": "expected {\"op\":...,\"ch\":\"ticker\"}"}))
                     await ws.close(4000, "bad request")

@@ -12,10 +12,14 @@ Methods:
 Errors (JSON-RPC 2.0): -32700 parse error, -32600 invalid request, -32601 method not
 found, -32602 invalid params.
 
+With --notifications N, each response comes after N notifications
+({"jsonrpc":"2.0","method":"progress","params":{"n":K}}), as servers that stream progress
+or events on the same connection do.
+
 The connection stays open for more requests until the client closes it.
 
 Usage:
-  .venv/bin/python examples/servers/jsonrpc_server.py [--port 8767] [--host 127.0.0.1]
+  .venv/bin/python examples/servers/jsonrpc_server.py [--port 8767] [--host 127.0.0.1] [--notifications N]
 With --port 0 the kernel picks a free port. In every case the first stdout line is
 "PORT <n>", printed once the server is listening. Stop it with Ctrl-C or SIGTERM.
 """
@@ -35,6 +39,7 @@ def parse_args():
     parser = argparse.ArgumentParser(description="JSON-RPC 2.0 server for the wspipe examples")
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     parser.add_argument("--port", type=int, default=8767, help="TCP port; 0 picks a free one (default 8767)")
+    parser.add_argument("--notifications", type=int, default=0, help="notifications sent before each response")
     return parser.parse_args()
 
 
@@ -105,6 +110,9 @@ def handle_text(text):
     return answer(request)
 
 
+NOTIFICATIONS = 0
+
+
 async def handler(ws):
     try:
         async for message in ws:
@@ -113,13 +121,17 @@ async def handler(ws):
                 continue
             response = handle_text(message)
             if response is not None:
+                for n in range(1, NOTIFICATIONS + 1):
+                    await ws.send(json.dumps({"jsonrpc": "2.0", "method": "progress", "params": {"n": n}}))
                 await ws.send(json.dumps(response, separators=(",", ":")))
     except ConnectionClosed:
         pass
 
 
 def main():
+    global NOTIFICATIONS
     args = parse_args()
+    NOTIFICATIONS = args.notifications
 
     async def run():
         stop = asyncio.get_running_loop().create_future()

@@ -50,8 +50,3 @@ public func fuzzTokens(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
     }
     return 0
 }
-
-/// The transport's helper IPAddress.swift uses (it lives in TCPConnector.swift, not compiled here).
-func cString(_ chars: [CChar]) -> String {
-    String(decoding: chars.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
-}

@@ -78,6 +78,11 @@ struct JSONFieldPattern: Sendable {
                 if afterDot { throw PathError(why: "empty key", offset: index) }
                 guard byte != nil else { throw PathError(why: "no '=' between PATH and VALUE (write PATH=VALUE)", offset: nil) }
                 if steps.isEmpty { throw PathError(why: "empty path", offset: index) }
+                // A value N steps down is at nesting depth N, and the parser refuses a
+                // message nested 64 levels deep: such a path could never match.
+                guard steps.count < JSONParser.maximumDepth else {
+                    throw PathError(why: "more than \(JSONParser.maximumDepth - 1) steps (messages nest at most \(JSONParser.maximumDepth) levels)", offset: index)
+                }
                 return (steps, index)
             }
             switch byte {

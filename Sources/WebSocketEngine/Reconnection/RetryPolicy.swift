@@ -22,6 +22,9 @@ public enum AttemptFailure: Equatable, Sendable {
     case ended(ConnectionEnding)
     /// An open connection received no message for the stale timeout.
     case stale
+    /// An open connection's preamble did not get the answer it waits for (wspipe's
+    /// --expect): the server may be restarting, so it counts as a failed attempt.
+    case preambleFailed
 }
 
 extension AttemptFailure {
@@ -79,7 +82,7 @@ public struct RetryPolicy: Equatable, Sendable {
     /// Whether `failure` is retried.
     public func retries(_ failure: AttemptFailure) -> Bool {
         switch failure {
-        case .connectFailed, .handshakeLost, .stale: return true
+        case .connectFailed, .handshakeLost, .stale, .preambleFailed: return true
         case .connectRefusedForGood, .handshakeRejected: return false
         case .handshakeStatus(let status, _): return Self.retriedStatuses.contains(status)
         case .ended(let ending):

@@ -6,6 +6,8 @@ that misbehave. It reads the client's HTTP request, then acts out --scenario:
   invalid-utf8     101, text frame "ok", then a text frame holding invalid UTF-8
   huge-frame       101, then a binary frame header announcing 2^62 payload bytes and 1 KiB of it
   big-text         101, then a 2000-byte text message
+  split-binary     101, then a 65,536-byte binary message in two TCP writes 0.2 s apart (its
+                   header and 60,000 bytes, then the rest); then behaves
   silent           101, then reads everything and answers nothing (no pong, no Close)
   no-read          101, then neither reads nor sends anything
   stream-no-pong   101, then a text frame "tick" every 10 ms forever; reads the client's frames,
@@ -122,6 +124,13 @@ class Server(Recorder):
                 await self.behave(reader, writer, record)
             elif scenario == "big-text":
                 writer.write(ok + frame(0x1, b"x" * 2000))
+                await self.behave(reader, writer, record)
+            elif scenario == "split-binary":
+                whole = frame(0x2, bytes(range(256)) * 256)
+                writer.write(ok + whole[:60010])
+                await writer.drain()
+                await asyncio.sleep(0.2)
+                writer.write(whole[60010:])
                 await self.behave(reader, writer, record)
             elif scenario == "stream-no-read":
                 # Keeps sending but never reads again: our pings and Close go unanswered.
