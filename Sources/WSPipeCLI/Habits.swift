@@ -132,6 +132,14 @@ enum Habits {
             return "wscat's --ca FILE is --cacert FILE"
         case "-x", "--execute":
             return "wscat's \(name) TEXT is --send TEXT"
+        case "--no-color":
+            return "wscat's --no-color is NO_COLOR=1 (wspipe colours only its console, at a terminal)"
+        case "-P", "--show-ping-pong":
+            return "wscat's \(name) is -v (it shows each ping and pong on stderr); /ping in the console prints a round trip"
+        case "--slash":
+            return "wscat's --slash is always on in wspipe's console (at a terminal): /ping, /close, /binary; /help lists them"
+        case "-w", "--wait":
+            return "wscat's \(name) SECS is --linger SECS"
         case "-u", "--unidirectional":
             return "websocat's \(name) is --send-only"
         case "-U", "--unidirectional-reverse":

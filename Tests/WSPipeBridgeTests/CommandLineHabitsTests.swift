@@ -58,6 +58,17 @@ final class CommandLineHabitsTests: XCTestCase {
         XCTAssertEqual(message(["-n", "x", "ws://h/"]), "--max-messages 'x' is not a positive number of messages")
     }
 
+    /// wscat's console habits (--no-color, -P, --slash, -w) were "unknown option" and nothing more.
+    func testWscatConsoleFlagsNameWspipesEquivalents() {
+        XCTAssertTrue(message(["--no-color", "ws://h/"])?.hasPrefix("unknown option '--no-color'; wscat's --no-color is NO_COLOR=1 "
+                       + "(wspipe colours only its console, at a terminal)") == true)
+        XCTAssertTrue(message(["-P", "ws://h/"])?.hasPrefix("unknown option '-P'; wscat's -P is -v") == true)
+        XCTAssertTrue(message(["--show-ping-pong", "ws://h/"])?.contains("wscat's --show-ping-pong is -v") == true)
+        XCTAssertTrue(message(["--slash", "ws://h/"])?.contains("wscat's --slash is always on in wspipe's console") == true)
+        XCTAssertTrue(message(["-w", "2", "ws://h/"])?.hasPrefix("unknown option '-w'; wscat's -w SECS is --linger SECS") == true)
+        XCTAssertTrue(message(["--wait", "2", "ws://h/"])?.contains("wscat's --wait SECS is --linger SECS") == true)
+    }
+
     func testSchemelessAddresses() {
         XCTAssertEqual(SchemelessAddress("localhost:8080")?.url, "ws://localhost:8080/")
         XCTAssertEqual(SchemelessAddress("127.0.0.1:80/a/b?c=d")?.url, "ws://127.0.0.1:80/a/b?c=d")

@@ -29,7 +29,9 @@ final class ConsoleKeyDecoderTests: XCTestCase {
             ("\u{1B}OA", .up), ("\u{1B}OB", .down), ("\u{1B}OC", .right), ("\u{1B}OD", .left),
             ("\u{1B}[H", .home), ("\u{1B}[F", .end), ("\u{1B}OH", .home), ("\u{1B}OF", .end),
             ("\u{1B}[1~", .home), ("\u{1B}[7~", .home), ("\u{1B}[4~", .end), ("\u{1B}[8~", .end),
-            ("\u{1B}[3~", .delete), ("\u{1B}[1;5C", .right), ("\u{1B}[1;5D", .left),
+            ("\u{1B}[3~", .delete), ("\u{1B}[1;5C", .wordRight), ("\u{1B}[1;5D", .wordLeft),
+            ("\u{1B}[1;3C", .wordRight), ("\u{1B}[1;3D", .wordLeft), ("\u{1B}[1;2C", .right), ("\u{1B}b", .wordLeft),
+            ("\u{1B}f", .wordRight),
             ("\u{1B}[2~", .unknown), ("\u{1B}[15~", .unknown), ("\u{1B}OP", .unknown), ("\u{1B}[?25h", .unknown),
         ]
         for (sequence, key) in sequences {

@@ -32,6 +32,21 @@ final class LineEditorTests: XCTestCase {
         XCTAssertEqual(e.apply(.left), .bell)
     }
 
+    /// Alt-B typed "b" into the line (ESC was the Esc key, then text); it moves a word back.
+    func testAltBAndAltFMoveByWord() {
+        var e = editor("one  two three")
+        XCTAssertEqual(e.apply(.wordLeft), .redraw)
+        XCTAssertEqual(e.cursor, 9)
+        _ = apply([.wordLeft, .text("X")], to: &e)
+        XCTAssertEqual(e.line, "one  Xtwo three")
+        _ = apply([.home, .wordRight, .text("|"), .wordRight, .text("|")], to: &e)
+        XCTAssertEqual(e.line, "one|  Xtwo| three")
+        _ = e.apply(.end)
+        XCTAssertEqual(e.apply(.wordRight), .none, "nothing right of the end")
+        var decoder = ConsoleKeyDecoder()
+        XCTAssertEqual(decoder.feed(Array("\u{1B}b".utf8)), [.wordLeft], "Alt-B is no 'b'")
+    }
+
     func testTheCursorMovesByGraphemeCluster() {
         var e = editor("e\u{301}👍🏽🇫🇷x")
         XCTAssertEqual(e.cursor, 4)

@@ -9,6 +9,8 @@ package enum ConsoleKey: Equatable, Sendable {
     /// `ESC [ 3 ~`.
     case delete
     case left, right, home, end, up, down, tab
+    /// Alt-B and Alt-F (`ESC b`, `ESC f`), Ctrl- or Alt-Left and -Right: a word back, forward.
+    case wordLeft, wordRight
     /// A lone ESC (`flushPendingEscape`), or an ESC before a byte that starts no sequence
     /// (Alt-x sends ESC x: `.escape` then `.text("x")`).
     case escape
@@ -164,6 +166,8 @@ package struct ConsoleKeyDecoder: Sendable {
             guard (0x40...0x7E).contains(final) else { return (.escape, 1) }
             let keys: [UInt8: ConsoleKey] = [0x41: .up, 0x42: .down, 0x43: .right, 0x44: .left, 0x48: .home, 0x46: .end, 0x4D: .enter]
             return (keys[final] ?? .unknown, 3)
+        case 0x62: return (.wordLeft, 2)  // Alt-B
+        case 0x66: return (.wordRight, 2)  // Alt-F
         default:
             return (.escape, 1)
         }
@@ -175,6 +179,12 @@ package struct ConsoleKeyDecoder: Sendable {
         guard first.allSatisfy({ (0x30...0x39).contains($0) }), first.count <= 4,
               parameters.allSatisfy({ (0x30...0x3B).contains($0) }) else { return .unknown }
         let number = first.reduce(0) { $0 * 10 + Int($1 - 0x30) }
+        // Ctrl (5) or Alt (3) with Left or Right moves by word, as readline does.
+        let modifier = parameters.split(separator: 0x3B).dropFirst().first.map { Array($0) }
+        if modifier == [0x35] || modifier == [0x33] {
+            if final == 0x43 { return .wordRight }
+            if final == 0x44 { return .wordLeft }
+        }
         switch final {
         case 0x41: return .up
         case 0x42: return .down

@@ -89,6 +89,8 @@ package struct LineEditor: Sendable {
         case .delete: return deleteForward()
         case .left: return moveCursor(to: cursor - 1)
         case .right: return moveCursor(to: cursor + 1)
+        case .wordLeft: return moveCursor(to: previousWordStart())
+        case .wordRight: return moveCursor(to: nextWordEnd())
         case .home: return moveCursor(to: 0)
         case .end: return moveCursor(to: characters.count)
         case .up: return olderHistory()
@@ -184,6 +186,14 @@ package struct LineEditor: Sendable {
         while start > 0 && characters[start - 1].isWhitespace { start -= 1 }
         while start > 0 && !characters[start - 1].isWhitespace { start -= 1 }
         return start
+    }
+
+    /// Where Alt-F stops: over blanks, then to the end of the word after them.
+    private func nextWordEnd() -> Int {
+        var end = cursor
+        while end < characters.count && characters[end].isWhitespace { end += 1 }
+        while end < characters.count && !characters[end].isWhitespace { end += 1 }
+        return end
     }
 
     // MARK: Submitting
