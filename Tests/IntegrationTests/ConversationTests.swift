@@ -198,6 +198,7 @@ final class ConversationTests: IntegrationTestCase {
             (["--until-json", "x", "ws://127.0.0.1:1/"], "wspipe: --until-json 'x': no '=' between PATH and VALUE"),
             (["--until", "(", "ws://127.0.0.1:1/"], "wspipe: --until '(': bad regular expression"),
             (["--expect", "(", "ws://127.0.0.1:1/"], "wspipe: --expect '(': bad regular expression"),
+            (["--until", #"(a)\1"#, "ws://127.0.0.1:1/"], #"wspipe: --until '(a)\1': back-references (\1) are not supported"#),
         ]
         for (arguments, start) in named {
             let result = try runWspipe(arguments)
@@ -205,6 +206,9 @@ final class ConversationTests: IntegrationTestCase {
             XCTAssertTrue(result.stderr.hasPrefix(start), "\(arguments): \(result.stderr)")
             XCTAssertEqual(result.stderr.components(separatedBy: "'\(arguments[1])'").count, 2,
                            "the pattern is named once: \(result.stderr)")
+            if arguments[0].hasPrefix("--until") {
+                XCTAssertFalse(result.stderr.contains("--expect"), "names only the option given: \(result.stderr)")
+            }
         }
     }
 }

@@ -24,7 +24,7 @@ struct RegexPattern: Sendable {
         let searched: [UInt8]
         switch RegexPattern.scan(Array(source.utf8)) {
         case .backReference(let digit):
-            throw refuse("back-references (\\\(digit)) are not supported in --expect patterns")
+            throw refuse("back-references (\\\(digit)) are not supported")
         case .unmatchedClose:
             throw refuse("bad regular expression: unmatched ) (write \\) for a literal parenthesis)")
         case .tooLarge:
