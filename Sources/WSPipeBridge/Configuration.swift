@@ -31,6 +31,11 @@ public struct BridgeConfiguration: Sendable {
     public var subprotocols: [String] = []
 
     public init(url: WebSocketURL) { client = ClientConfiguration(url: url) }
+
+    /// Whether stdin EOF starts the closing handshake: as `StdioConfiguration` says, and not
+    /// when --until decides the end (a cron job's `</dev/null` must not close before the
+    /// reply it waits for, as with -n).
+    var closesAtEndOfInput: Bool { stdio.closesAtEndOfInput && client.conversation.until == nil }
 }
 
 /// The client's part: the URL, how to reach it, the request, and staying connected.

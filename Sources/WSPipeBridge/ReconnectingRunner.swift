@@ -236,7 +236,7 @@ extension Session {
     /// Whether stdin has ended and its end closes the connection, or it asked for a Close
     /// (--jsonl): the connection's end is then the run's (a retried one sat with stdin
     /// stopped until killed, when the server had not answered that Close).
-    var inputCloses: Bool { ending.inputCloses(closesAtEndOfInput: config.stdio.closesAtEndOfInput) }
+    var inputCloses: Bool { ending.inputCloses(closesAtEndOfInput: config.closesAtEndOfInput) }
 
     /// --stale-timeout declared the connection that just ended dead.
     var connectionWasStale: Bool { ending.stale }
@@ -284,9 +284,10 @@ extension Session {
         submitOutput()
     }
 
-    /// Says an event: -v on stderr, --jsonl on stdout in order with the messages.
+    /// Says an event: -v on stderr, --jsonl on stdout in order with the messages (not with
+    /// --print-match-only, whose stdout is the one message --until matched).
     func emit(_ event: ConnectionEvent) {
         log.event(event.text)
-        if config.stdio.jsonLines { stdout.assembler.event(event.json) }
+        if config.stdio.jsonLines && !config.client.conversation.printMatchOnly { stdout.assembler.event(event.json) }
     }
 }

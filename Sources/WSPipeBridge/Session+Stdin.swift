@@ -67,7 +67,7 @@ extension Session {
     /// stdin ended: the Close after delivery (or --linger), now or on the next connection.
     func endOfInput(at instant: Instant) {
         if face != .client, let driver { connectionDidProcessInput(driver) }  // -1's count may be waiting for this
-        let close = config.stdio.closesAtEndOfInput ? endOfInputClose : nil
+        let close = config.closesAtEndOfInput ? endOfInputClose : nil
         carryOut(ending.inputEnded(at: instant, close: close, linger: config.stdio.linger, inputConnection))
     }
 

@@ -106,6 +106,21 @@ final class ConversationTests: IntegrationTestCase {
         assertStdout(result, #"{"jsonrpc":"2.0","id":9007199254740993,"result":"ours"}"# + "\n")
     }
 
+    /// A cron job's stdin is often empty (`</dev/null`): its end must not close before the
+    /// reply --until waits for (it closed right after the preamble, exit 0, nothing written),
+    /// and --jsonl's events stay off a --print-match-only stdout.
+    func testUntilOutlastsTheEndOfStdinAndPrintMatchOnlyWritesNoEvents() throws {
+        let log = path("exchange.log")
+        let server = try startExchange(log)
+        let result = try runWspipe(["--jsonl", "--send", auth, "--until-json", "event=authenticated",
+                                    "--print-match-only", url(server)])
+        assertExit(result, 0)
+        let lines = result.stdoutText.split(separator: "\n")
+        XCTAssertEqual(lines.count, 1, result.stdoutText)
+        XCTAssertEqual(objects(result).first?["type"] as? String, "text", result.stdoutText)
+        XCTAssertEqual(objects(result).first?["data"] as? String, #"{"event": "authenticated"}"#, result.stdoutText)
+    }
+
     func testANeverMatchingPatternEndsWith13WithinTheTimeoutNamingTheStep() throws {
         let log = path("exchange.log")
         let server = try startExchange(log, ["--greeting", "hello, ready"])
@@ -149,8 +164,11 @@ final class ConversationTests: IntegrationTestCase {
     }
 
     func testRequireCountWithUntilIs11WhenTheConnectionEndsBeforeAMatch() throws {
+        // The end of stdin does not close under --until (it decides the end): a Close asked
+        // on stdin does, and the connection ends before a match.
         let echo = try startEcho()
-        let clean = try runWspipe(["--until", "never", "--require-count", url(echo)], stdin: .bytes(Array("a\n".utf8)))
+        let clean = try runWspipe(["--jsonl", "--until", "never", "--require-count", url(echo)],
+                                  stdin: .bytes(Array((#"{"type":"text","data":"a"}"# + "\n" + #"{"type":"close"}"# + "\n").utf8)))
         assertExit(clean, 11)
         assertStderr(clean, contains: "before a message matched --until 'never' (--require-count)")
         let matched = try runWspipe(["--until", "^b$", "--require-count", "--no-close", url(echo)], stdin: .bytes(Array("a\nb\nc\n".utf8)))
