@@ -20,17 +20,30 @@ public struct RateLimit: Sendable, Equatable {
     public static func parse(_ text: String, amount: (Substring) -> Double?) throws(Problem) -> RateLimit {
         let parts = text.split(separator: ":", maxSplits: 1, omittingEmptySubsequences: false)
         let rate = parts[0]
-        guard rate.hasSuffix("/s"), let perSecond = amount(rate.dropLast(2)), perSecond > 0, perSecond.isFinite else {
+        guard rate.hasSuffix("/s"), isPlain(rate.dropLast(2)), let perSecond = amount(rate.dropLast(2)), perSecond > 0, perSecond.isFinite else {
             throw Problem(description: "is not a rate: write N/s or N/s:BURST (e.g. 100/s:200)")
         }
+        // Slower would pause a connection for hours on one message.
+        guard perSecond >= minimumPerSecond else { throw Problem(description: "is slower than 0.001/s") }
         var burst: Double?
         if parts.count == 2 {
-            guard let value = amount(parts[1]), value >= 1, value.isFinite else {
-                throw Problem(description: "has a burst that is not a positive amount (after the colon)")
+            guard isPlain(parts[1]), let value = amount(parts[1]), value >= 1, value.isFinite else {
+                throw Problem(description: "has a burst that is not a positive amount after the colon (a plain number; sizes take K, M or G)")
             }
             burst = value
         }
         return RateLimit(perSecond: perSecond, burst: burst)
+    }
+
+    static let minimumPerSecond = 0.001
+
+    /// Digits with at most one fraction, then a unit's letters (sizes): no sign, exponent or
+    /// hexadecimal form, which `Double` would read ("1e-300", "0x10").
+    private static func isPlain(_ text: Substring) -> Bool {
+        let unitStart = text.firstIndex { !($0.isASCII && ($0.isNumber || $0 == ".")) } ?? text.endIndex
+        let number = text[..<unitStart]
+        return number.first?.isNumber == true && number.last?.isNumber == true && number.count(where: { $0 == "." }) <= 1
+            && text[unitStart...].allSatisfy { $0.isASCII && $0.isLetter && !"eExXpP".contains($0) }
     }
 }
 

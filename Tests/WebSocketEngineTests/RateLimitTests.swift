@@ -41,8 +41,13 @@ final class RateLimitTests: XCTestCase {
         XCTAssertEqual(try RateLimit.parse("1000/s", amount: count), RateLimit(perSecond: 1000, burst: 1000))
         XCTAssertEqual(try RateLimit.parse("5/s:20", amount: count), RateLimit(perSecond: 5, burst: 20))
         XCTAssertEqual(try RateLimit.parse("0.5/s", amount: count).perSecond, 0.5)
-        for bad in ["1000", "1000/m", "/s", "0/s", "-3/s", "5/s:", "5/s:0", "x/s", "5/s:y", "inf/s"] {
+        for bad in ["1000", "1000/m", "/s", "0/s", "-3/s", "5/s:", "5/s:0", "x/s", "5/s:y", "inf/s",
+                    "1e3/s", "0x10/s", "1./s", "+5/s", "5/s:1e2", "1e-300/s", "0.0009/s"] {
             XCTAssertThrowsError(try RateLimit.parse(bad, amount: count), bad)
+        }
+        XCTAssertEqual(try RateLimit.parse("0.001/s", amount: count).perSecond, 0.001, "the slowest")
+        XCTAssertThrowsError(try RateLimit.parse("0.0001/s", amount: count)) { error in
+            XCTAssertEqual("\(error)", "is slower than 0.001/s")
         }
     }
 
