@@ -10,6 +10,7 @@ enum ConnectionEvent: Equatable {
         case closed, lost, failed, stale
         case pingTimeout = "ping_timeout"
         case timedOut = "timed_out"
+        case expectFailed = "expect_failed"
     }
 
     case connecting(url: String, attempt: Int)
@@ -164,6 +165,7 @@ final class ReconnectionNotices {
         case .stale: why = "no message came for the --stale-timeout"
         case .pingTimeout: why = "no pong came within the --ping-timeout"
         case .timedOut: why = "the closing handshake timed out (--close-timeout)"
+        case .expectFailed: why = "a step of the preamble missed (--expect), so wspipe closed the connection"
         }
         return "disconnected after \(formatSeconds(ConnectionEvent.rounded(up))) s: \(why); reconnecting (--reconnect)"
     }

@@ -132,7 +132,7 @@ final class ReconnectingRunner {
         let missed = session.preambleMissed
         if !missed { backoff.connectionEnded(upFor: up) }
         let stale = session.connectionWasStale
-        say(Self.disconnection(ending, stale: stale, up: up))
+        say(Self.disconnection(ending, stale: stale, missed: missed, up: up))
         session.submitOutput()
         guard !session.endedByItself else { return false }
         if session.inputCloses && !missed {
@@ -204,12 +204,13 @@ final class ReconnectingRunner {
     static func attemptFailure(_ error: OpenError) -> AttemptFailure { AttemptFailure(error) }
 
     /// The event a connection's end is told as.
-    static func disconnection(_ ending: ConnectionEnding, stale: Bool, up: Double) -> ConnectionEvent {
+    static func disconnection(_ ending: ConnectionEnding, stale: Bool, missed: Bool, up: Double) -> ConnectionEvent {
         func text(_ bytes: [UInt8]) -> String { String(decoding: bytes, as: UTF8.self) }
         switch ending {
         case .closed(let handshake):
+            // After an --expect missed, wspipe started the Close: the server only answered.
             return .disconnected(code: handshake.received.code?.rawValue, reason: text(handshake.received.reason),
-                                 cause: .closed, upSeconds: up)
+                                 cause: missed ? .expectFailed : .closed, upSeconds: up)
         case .failed(let error):
             return .disconnected(code: error.closeCode.rawValue, reason: nil, cause: .failed, upSeconds: up)
         case .lost(.pingTimeout):

@@ -161,6 +161,11 @@ final class ConversationTests: IntegrationTestCase {
         let events = objects(result).compactMap { $0["type"] as? String }
         XCTAssertEqual(events.filter { $0 == "expect_failed" }.count, 3, "\(events)")
         XCTAssertEqual(objects(result).last { $0["type"] as? String == "giving_up" }?["exit"] as? Int, 13)
+        // wspipe closed each connection, the server only answered: not "the server closed".
+        let causes = objects(result).filter { $0["type"] as? String == "disconnected" }.compactMap { $0["cause"] as? String }
+        XCTAssertEqual(Set(causes), ["expect_failed"], "\(causes)")
+        assertStderr(result, contains: "a step of the preamble missed (--expect), so wspipe closed the connection")
+        XCTAssertFalse(result.stderr.contains("the server closed the connection"), result.stderr)
     }
 
     func testRequireCountWithUntilIs11WhenTheConnectionEndsBeforeAMatch() throws {
