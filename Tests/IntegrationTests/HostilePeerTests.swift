@@ -88,9 +88,13 @@ final class HostilePeerTests: HostileTestCase {
         // after the flood was never read to its end and only --timeout ended the session.
         // Expected: at most one pong waits unwritten (§5.5.3), stdin ends, and the session
         // ends by --close-timeout (exit 7, the server stopped reading); when the server
-        // finally reads, the pings after the first unanswered one got at most a pong or two.
+        // finally reads, fewer pongs than pings arrive: its receive buffer is 4 KiB (--rcvbuf;
+        // autotuned, loopback's takes up to 32 MiB: all 100,000 pongs), and wspipe's send
+        // buffer holds at most 4 MiB (tcp_wmem), ~32,000 pongs. The pongs after the first unanswered
+        // ping are not bounded: a write that would block once (the send buffer full while
+        // the receive window was still open) coalesces, and later writes go through again.
         let count = 100_000
-        let server = try startHostile("deaf-ping-flood", ["--count", "\(count)", "--size", "125", "--quiet", "6"])
+        let server = try startHostile("deaf-ping-flood", ["--count", "\(count)", "--size", "125", "--quiet", "6", "--rcvbuf", "4096"])
         let child = try spawnWspipe([url(server), "--close-timeout", "1"], stdin: .pipe)
         child.writeStdin("L1\n")
         XCTAssertTrue(server.process.stdout.wait(timeout: 30) { String(decoding: $0, as: UTF8.self).contains("FLOODED") },
@@ -109,7 +113,7 @@ final class HostilePeerTests: HostileTestCase {
         // 1 s without progress for the end-of-input ping, then at most 1 s for the Close.
         XCTAssertLessThan(ending, 4, "the session took \(ending) s to end after stdin")
         XCTAssertNotNil(record.pongs_after_gap, "\(record)")
-        XCTAssertLessThanOrEqual(record.pongs_after_gap ?? .max, 2, "pongs were not coalesced: \(record.pongs) in all")
+        XCTAssertLessThan(record.pongs, count, "every ping got its pong: none was coalesced")
     }
 
     // MARK: 3. Message flood while stdout stalls
