@@ -131,8 +131,12 @@ final class ReconnectingRunner {
         // A preamble that missed is a failed attempt: the backoff goes on growing.
         let missed = session.preambleMissed
         if !missed { backoff.connectionEnded(upFor: up) }
+        // The server's own Close during a wait is retried by its code, as at any other time
+        // (4003 "unauthorized" is not): only a miss wspipe closed for (the wait's timeout) or
+        // a lost connection is a failed attempt whatever happened.
+        let serverClosed = Self.closedByServer(ending)
         let stale = session.connectionWasStale
-        say(Self.disconnection(ending, stale: stale, missed: missed, up: up))
+        say(Self.disconnection(ending, stale: stale, missed: missed && !serverClosed, up: up))
         session.submitOutput()
         guard !session.endedByItself else { return false }
         if session.inputCloses && !missed {
@@ -145,7 +149,7 @@ final class ReconnectingRunner {
             guard !offlineQueue.isEmpty else { return false }
             session.closeNextConnectionAtEndOfInput()
         }
-        guard scheduleRetry(missed ? .preambleFailed : stale ? .stale : .ended(ending), retryAfter: nil) else {
+        guard scheduleRetry(missed && !serverClosed ? .preambleFailed : stale ? .stale : .ended(ending), retryAfter: nil) else {
             let status = missed ? .expectFailed : Session.status(of: ending, stale: stale)
             if status != .success { givingUp = status.rawValue }
             return false
@@ -202,6 +206,12 @@ final class ReconnectingRunner {
     }
 
     static func attemptFailure(_ error: OpenError) -> AttemptFailure { AttemptFailure(error) }
+
+    /// Whether the server started the closing handshake that ended the connection.
+    static func closedByServer(_ ending: ConnectionEnding) -> Bool {
+        if case .closed(let handshake) = ending { return !handshake.initiatedByUs }
+        return false
+    }
 
     /// The event a connection's end is told as.
     static func disconnection(_ ending: ConnectionEnding, stale: Bool, missed: Bool, up: Double) -> ConnectionEvent {

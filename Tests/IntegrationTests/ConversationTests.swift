@@ -168,6 +168,32 @@ final class ConversationTests: IntegrationTestCase {
         XCTAssertFalse(result.stderr.contains("the server closed the connection"), result.stderr)
     }
 
+    func testAServerCloseDuringAWaitIsRetriedByItsCodeAsAnyClose() throws {
+        // A server that closes with 4003 "unauthorized" when it reads the auth: the same
+        // Close without --expect ends the run at once (codes 3000-4999 are not retried), so
+        // --expect must not turn it into a retry loop against the server.
+        let denying = try startExchange(path("denying.log"), ["--deny", "4003"])
+        let denied = try runWspipe(["--jsonl", "--reconnect", "--retry-delay", "0.05", "--timeout", "5",
+                                    "--send", auth, "--expect", "authenticated", url(denying)], timeout: 15)
+        assertExit(denied, 13)
+        XCTAssertEqual(entries(path("denying.log")).filter { $0["event"] as? String == "connected" }.count, 1,
+                       "one connection, no retry: \(denied.stdoutText)")
+        assertStderr(denied, contains: "--expect #1 'authenticated': the server closed the connection with 4003 before a match")
+        let ended = objects(denied).first { $0["type"] as? String == "disconnected" }
+        XCTAssertEqual(ended?["cause"] as? String, "closed", "the server closed it, not wspipe: \(denied.stdoutText)")
+        XCTAssertEqual(ended?["code"] as? Int, 4003)
+        XCTAssertFalse(objects(denied).contains { $0["type"] as? String == "retry" }, denied.stdoutText)
+
+        // 1001 (going away) during the wait is retried, as it is at any other time.
+        let restarting = try startExchange(path("restarting.log"), ["--deny", "1001"])
+        let retried = try runWspipe(["--jsonl", "--reconnect", "--retry-delay", "0.05", "--max-retries", "2",
+                                     "--send", auth, "--expect", "authenticated", url(restarting)], timeout: 15)
+        assertExit(retried, 13)
+        XCTAssertEqual(entries(path("restarting.log")).filter { $0["event"] as? String == "connected" }.count, 3, retried.stdoutText)
+        XCTAssertFalse(retried.stderr.contains("so wspipe closed the connection"), retried.stderr)
+        assertStderr(retried, contains: "the server closed the connection with 1001 (going away) \"unauthorized\"; reconnecting")
+    }
+
     func testRequireCountWithUntilIs11WhenTheConnectionEndsBeforeAMatch() throws {
         // The end of stdin does not close under --until (it decides the end): a Close asked
         // on stdin does, and the connection ends before a match.

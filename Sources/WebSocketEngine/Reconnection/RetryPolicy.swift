@@ -23,7 +23,9 @@ public enum AttemptFailure: Equatable, Sendable {
     /// An open connection received no message for the stale timeout.
     case stale
     /// An open connection's preamble did not get the answer it waits for (wspipe's
-    /// --expect): the server may be restarting, so it counts as a failed attempt.
+    /// --expect) before its wait was up, or the connection was lost during it (a Close the
+    /// server sent during the wait is `ended`, retried by its code): the server may be
+    /// restarting, so it counts as a failed attempt.
     case preambleFailed
 }
 

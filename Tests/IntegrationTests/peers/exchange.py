@@ -1,6 +1,6 @@
 """An exchange-like feed for the conversation tests (--send/--expect/--until; Python `websockets`).
 
-    exchange.py [--port 0] --log FILE [--greeting TEXT] [--drop-after-first-tick]
+    exchange.py [--port 0] --log FILE [--greeting TEXT] [--drop-after-first-tick] [--deny CODE]
 
 Every message received is logged to FILE as one JSON line {"t": monotonic seconds,
 "conn": N, "got": text}, with {"conn": N, "event": ...} lines for what the server did.
@@ -15,6 +15,7 @@ Per connection:
 - "big": a 64 MiB text message of "a"s, then (a second later, once the client has read it)
   a Ping; the Pong's delay is logged ({"event":"pong","ms":...}).
 - --greeting TEXT: sent as each connection opens.
+- --deny CODE: {"op":"auth"} is answered with a Close of CODE ("unauthorized") instead.
 Other messages are only logged.
 """
 import asyncio
@@ -33,6 +34,7 @@ async def main():
     parser.add_argument("--log", required=True)
     parser.add_argument("--greeting")
     parser.add_argument("--drop-after-first-tick", action="store_true")
+    parser.add_argument("--deny", type=int)
     args = parser.parse_args()
 
     def note(**entry):
@@ -83,7 +85,10 @@ async def main():
                 continue
             if not isinstance(request, dict):
                 continue
-            if request.get("op") == "auth":
+            if request.get("op") == "auth" and args.deny:
+                note(conn=conn, event="denied")
+                await ws.close(args.deny, "unauthorized")
+            elif request.get("op") == "auth":
                 tasks.append(asyncio.create_task(authenticate()))
             elif request.get("op") == "subscribe":
                 if not state["authed"]:
