@@ -430,6 +430,7 @@ final class Session: ConnectionDelegate, StdinReaderOwner {
         outcome.deliveryConfirmed = deliveryConfirmed
         outcome.expectMissed = ending.expectMissed
         outcome.untilMatched = ending.untilMatched
+        outcome.endingTold = console != nil
         return outcome
     }
 

@@ -70,6 +70,12 @@ final class ConsoleTests: IntegrationTestCase {
 
     func testTheConsoleKeepsDrawingWhileARetryDials() throws { try scenario("dialing") }
 
+    func testAReconnectionsStatusRowKeepsTheTypedLine() throws { try scenario("reconnect-status") }
+
+    func testTheServersCloseIsToldOnce() throws { try scenario("close-once") }
+
+    func testCtrlLClearsTheScreenAndDrawsTheLineAtItsTop() throws { try scenario("clear") }
+
     func testTheStdioServerIsAConsoleToo() throws { try scenario("server") }
 
     // MARK: - Not a console

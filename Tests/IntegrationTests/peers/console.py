@@ -326,14 +326,85 @@ def scenario_reconnect(args):
     term.wait_for("< one")
     server.run(server.connections[0].close(1012, "restart"))
     term.wait_for("closed by the server: 1012 restart")
-    term.wait_for("reconnecting (--reconnect)")
-    term.wait_for(lambda t: t.text().count("connected to ws://") == 2)
+    term.wait_for(lambda t: re.search(r"^connected to ws://\S+ again after [0-9.]+ s \(attempt 2\)$", t.text(), re.M))
     term.type("two\r")
     term.wait_for("< two")
     check(server.messages == ["hi", "one", "hi", "two"], "--send on each connection, then the typed lines: %r" % server.messages)
     term.type("\x04")
     status, _ = term.wait_exit()
     check(status == 0, "exit status %r" % status)
+
+
+def scenario_reconnect_status(args):
+    """While --reconnect waits and dials, a status row above the prompt counts the wait down
+    and says what happens to lines entered meanwhile; the line being typed stays whole under
+    it, and once connected again the row goes, the queued line is sent, then the typed one."""
+    server = Server()
+    term = wspipe_console(args, ["--reconnect", "--retry-delay", "3", server.url])
+    term.wait_for("connected to")
+    term.type("half typed")
+    term.wait_for(lambda t: t.cursor_line() == "> half typed")
+    server.run(server.connections[0].close(1012, "restart"))
+    term.wait_for("closed by the server: 1012 restart")
+    countdown = re.compile(r"^reconnecting in (\d+(?:\.\d)?) s \(attempt 2\); lines entered now are sent once connected$")
+    term.wait_for(lambda t: countdown.match(t.lines()[t.screen.cursor.y - 1]) is not None)
+    first = float(countdown.match(term.lines()[term.screen.cursor.y - 1]).group(1))
+    check(term.cursor_line() == "> half typed", "the typed line under the status row: %r" % term.cursor_line())
+    check(term.screen.cursor.x == len("> half typed"), "the cursor at its end (column %d)" % term.screen.cursor.x)
+    term.type(HOME + "\x0b" + "queued\r")  # Ctrl-K keeps the typed line (Ctrl-Y brings it back)
+    term.wait_for(lambda t: re.match(r"^reconnecting in [0-9.]+ s \(attempt 2\); 1 line queued, sent once connected$",
+                                     t.lines()[t.screen.cursor.y - 1]) is not None)
+    term.type("\x19")
+    term.wait_for(lambda t: t.cursor_line() == "> half typed")
+    if first > 1:
+        term.wait_for(lambda t: (countdown.match(t.lines()[t.screen.cursor.y - 1]) or re.match(
+            r"^reconnecting in ([0-9.]+) s", t.lines()[t.screen.cursor.y - 1])) and float(re.match(
+                r"^reconnecting in ([0-9.]+) s", t.lines()[t.screen.cursor.y - 1]).group(1)) < first, timeout=3)
+    # (That line is longer than a row: the rows joined.)
+    term.wait_for(lambda t: re.search(r"connected to ws://\S+ again after [0-9.]+ s \(attempt 2; sending the 1 line entered "
+                                      r"meanwhile\)>", "".join(t.lines())) is not None)
+    server.wait(lambda: server.messages == ["queued"], "the line entered while disconnected, sent on the next connection")
+    term.settle(0.3)
+    check(not any(line.startswith("reconnecting") for line in term.lines()), "the status row stays: %r" % term.lines())
+    check(term.cursor_line() == "> half typed", "the typed line after the reconnection: %r" % term.cursor_line())
+    check("wspipe: disconnected after" not in term.text() and "wspipe: reconnected" not in term.text(),
+          "the drop and the return told twice")
+    term.type("\r")
+    server.wait(lambda: server.messages == ["queued", "half typed"], "the typed line sent after the reconnection")
+    end_with_ctrl_d(term)
+
+
+def scenario_close_once(args):
+    """The server's Close is told once: the console's closed line, not the status's line too."""
+    server = Server()
+    term = open_console(args, server)
+    server.run(server.connections[0].close(4001, "bye now"))
+    status, _ = term.wait_exit()
+    check(status == 8, "exit status %r" % status)
+    told = [line for line in term.lines() if "4001" in line]
+    check(told == ["closed by the server: 4001 bye now"], "the close told %d times: %r" % (len(told), told))
+
+
+def scenario_clear(args):
+    """Ctrl-L clears the screen as readline does and draws the prompt and the line being
+    edited, cursor in place, at its top; what was on the screen is left to the scrollback
+    (no ESC [3J)."""
+    server = Server(echo=True)
+    term = open_console(args, server)
+    term.type("one\r")
+    term.wait_for("< one")
+    term.type("typing here" + LEFT * 4)
+    term.wait_for(lambda t: t.screen.cursor.x == len("> typing "))
+    term.type("\x0c")
+    term.wait_for(lambda t: t.lines()[0] == "> typing here")
+    term.settle(0.2)
+    check(term.text().strip() == "> typing here", "the screen after Ctrl-L:\n%s" % term.text())
+    check((term.screen.cursor.y, term.screen.cursor.x) == (0, len("> typing ")), "the cursor where it was in the line")
+    check(b"\x1b[3J" not in term.raw, "the scrollback erased")
+    term.type("still \r")
+    server.wait(lambda: server.messages == ["one", "typing still here"], "editing goes on after Ctrl-L")
+    term.wait_for("< typing still here")
+    end_with_ctrl_d(term)
 
 
 def scenario_dialing(args):
