@@ -43,7 +43,8 @@ final class Console {
 
     init(session: Session, settings: ConsoleSettings) {
         self.session = session
-        screen = ConsoleScreen(colours: settings.colours, timestamps: session.config.stdio.timestamps)
+        screen = ConsoleScreen(colours: settings.colours, timestamps: session.config.stdio.timestamps,
+                               reflows: settings.reflowsOnResize)
         if let environment = settings.historyEnvironment { history = ConsoleHistory(environment: environment) }
     }
 

@@ -29,10 +29,13 @@ final class ConsoleScreen: Sendable {
     private let state = Mutex(State())
     let colours: Bool
     let timestamps: Bool
+    /// The terminal wraps rows again when it narrows (`ConsoleSettings.reflowsOnResize`).
+    let reflows: Bool
 
-    init(colours: Bool, timestamps: Bool) {
+    init(colours: Bool, timestamps: Bool, reflows: Bool) {
         self.colours = colours
         self.timestamps = timestamps
+        self.reflows = reflows
     }
 
     /// Prints `lines` above the edit rows (each already terminal-safe).
@@ -75,7 +78,7 @@ final class ConsoleScreen: Sendable {
             if clearingScreen {
                 bytes = Array("\u{1B}[H\u{1B}[2J".utf8)
             } else {
-                bytes = state.showing ? Self.clearing(state.drawn.rowsAboveCursor(at: columns)) : []
+                bytes = state.showing ? Self.clearing(reflows ? state.drawn.rowsAboveCursor(reflowedTo: columns) : state.drawn.cursorRow) : []
             }
             bytes += drawing
             state.drawing = drawing
@@ -135,13 +138,13 @@ struct EditRows: Equatable {
     var cursorColumn: Int
     var columns: Int
 
-    /// Rows from the cursor up to the first edit row in a window now `columns` wide. Wider
-    /// (or the same): the rows stay where they were. Narrower: terminals that reflow on
-    /// resize (tmux, VTE, kitty, iTerm2, Windows Terminal) wrap each row longer than the new
-    /// width over several rows and keep the cursor in its text, so going up only
-    /// `cursorRow` rows left the first rows' wrapped parts on the screen. (A terminal that
-    /// cuts rows instead, xterm, then loses as many lines above the prompt as were wrapped.)
-    func rowsAboveCursor(at columns: Int) -> Int {
+    /// Rows from the cursor up to the first edit row once a terminal that reflows (tmux,
+    /// VTE, kitty, iTerm2, Windows Terminal) is `columns` wide. Wider (or the same): the
+    /// rows stay where they were (each ends in CR LF: nothing to join). Narrower: each row
+    /// longer than the new width is wrapped over several rows and the cursor kept in its
+    /// text, so going up `cursorRow` rows only left the first rows' wrapped parts on the
+    /// screen. (xterm cuts rows instead: `cursorRow` is right there.)
+    func rowsAboveCursor(reflowedTo columns: Int) -> Int {
         guard columns > 0, columns < self.columns else { return cursorRow }
         func reflowed(_ cells: Int) -> Int { max(1, (cells + columns - 1) / columns) }
         return cells.prefix(cursorRow).reduce(0) { $0 + reflowed($1) } + cursorColumn / columns

@@ -11,6 +11,7 @@ import asyncio
 import os
 import re
 import signal
+import subprocess
 import sys
 import tempfile
 import threading
@@ -505,6 +506,84 @@ def scenario_resize(args):
     end_with_ctrl_d(term)
 
 
+def scenario_narrow_xterm(args):
+    """Narrowed, xterm (XTERM_VERSION set) and pyte cut rows rather than wrap them again: the
+    redraw goes up the rows as drawn, so the lines above the prompt stay."""
+    server = Server(echo=True)
+    term = open_console(args, server, env={"XTERM_VERSION": "XTerm(390)"})
+    term.type("above\r")
+    term.wait_for("< above")
+    long = "".join(chr(ord("a") + i % 26) for i in range(150))
+    term.type(long)
+    term.wait_for(lambda t: t.screen.cursor.x == (152 % 80))
+    term.screen.resize(ROWS, 40)
+    term.child.setwinsize(ROWS, 40)
+    term.wait_for(lambda t: t.screen.cursor.x == 152 % 40)
+    term.settle(0.2)
+    row = term.screen.cursor.y
+    check("".join(term.lines()[row - 3:row + 1]) == "> " + long, "the line over four rows of 40: %r" % term.lines())
+    check(["> above", "< above"] == term.lines()[row - 5:row - 3], "the lines above the prompt: %r" % term.lines())
+    term.type("\r")
+    server.wait(lambda: server.messages == ["above", long], "the line sent")
+    end_with_ctrl_d(term)
+
+
+def scenario_reflow(args):
+    """Narrowed, a terminal that wraps its rows again (tmux here; VTE, kitty alike; pyte does
+    not) keeps no stale edit rows: the redraw goes up as many rows as the old ones became."""
+    if not args.tmux:
+        raise Failed("--tmux PATH is needed")
+    server = Server()
+    folder = tempfile.mkdtemp()
+    socket_path = os.path.join(folder, "tmux")
+    environment = dict(os.environ, TERM="xterm-256color", LANG="C.UTF-8", LC_ALL="C.UTF-8", XDG_STATE_HOME=folder)
+    environment.pop("TMUX", None)
+
+    def tmux(*words):
+        return subprocess.run([args.tmux, "-S", socket_path, "-f", "/dev/null"] + list(words), env=environment,
+                              capture_output=True, text=True, timeout=10).stdout
+
+    def pane():
+        # -J: rows the terminal wrapped (the connected line, old rows it reflowed) are joined
+        # again; the edit rows are rows of their own (each ends in CR LF).
+        return [line.rstrip() for line in tmux("capture-pane", "-p", "-J", "-t", "console").split("\n") if line.strip()]
+
+    def edit_rows(lines, count):
+        """The last `count` rows, joined, if nothing else on the screen is of the typed line."""
+        if any("abcdefghij" in line for line in lines[:-count]):
+            return None
+        return "".join(lines[-count:])
+
+    def wait(predicate, what, timeout=10):
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            if predicate(pane()):
+                return
+            time.sleep(0.05)
+        raise Failed("%s:\n%s" % (what, "\n".join(pane())))
+
+    tmux("new-session", "-d", "-s", "console", "-x", "60", "-y", "20", "%s %s" % (args.wspipe, server.url))
+    try:
+        wait(lambda lines: any(line.startswith("connected to") for line in lines), "no connected line")
+        long = "".join(chr(ord("a") + i % 26) for i in range(150))
+        tmux("send-keys", "-t", "console", "-l", long)
+        wait(lambda lines: edit_rows(lines, 3) == "> " + long, "the line typed at 60 columns")
+        tmux("resize-window", "-t", "console", "-x", "40")
+        wait(lambda lines: len(lines[-1]) == 152 % 40, "the line drawn again at 40 columns")
+        time.sleep(0.3)
+        # tmux keeps the cursor's row and moves what reflowed above the screen into its
+        # scrollback (which no cursor reaches): on the screen, only the new rows.
+        lines = pane()
+        check(edit_rows(lines, 4) == "> " + long, "stale rows after narrowing:\n%s" % "\n".join(lines))
+        cursor = tmux("display-message", "-p", "-t", "console", "#{cursor_x},#{cursor_y}").strip()
+        tmux("send-keys", "-t", "console", "Enter")
+        server.wait(lambda: server.messages == [long], "the line sent (cursor was at %s)" % cursor)
+        tmux("send-keys", "-t", "console", "C-d")
+        server.wait(lambda: server.closes == [(1000, "")], "Ctrl-D's Close")
+    finally:
+        tmux("kill-server")
+
+
 # MARK: - Endings, in a shell
 
 class Shell(Terminal):
@@ -719,6 +798,7 @@ def scenario_server(args):
 def main():
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--wspipe", required=True)
+    parser.add_argument("--tmux", help="tmux, for the scenario of a terminal that reflows")
     parser.add_argument("scenario")
     args = parser.parse_args()
     scenario = globals().get("scenario_" + args.scenario.replace("-", "_"))
