@@ -46,6 +46,8 @@ final class ConsoleTests: IntegrationTestCase {
 
     func testAWindowResizeRedrawsTheLine() throws { try scenario("resize") }
 
+    func testALineTallerThanTheScreenIsShownAroundTheCursor() throws { try scenario("tall") }
+
     /// pyte cuts rows when narrowed, as xterm does: nothing above the prompt is erased.
     func testNarrowingATerminalThatCutsRowsKeepsTheLinesAbove() throws { try scenario("narrow-xterm") }
 

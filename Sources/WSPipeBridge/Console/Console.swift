@@ -23,6 +23,9 @@ final class Console {
     /// A lone ESC waits this long for the rest of a sequence before it is the Esc key.
     private var escapeTimer: EventLoop.Timer?
     private var columns = 80
+    private var screenRows = 24
+    /// The first row shown of a line taller than the screen (`LineRendering.window`).
+    private var windowStart = 0
     private let prompt = "> "
     /// The message being received.
     private var message: [UInt8] = []
@@ -93,12 +96,17 @@ final class Console {
     private func readColumns() {
         let read = Int(wsp_terminal_columns(1))
         columns = read > 0 ? read : 80
+        let rows = Int(wsp_terminal_rows(1))
+        screenRows = rows > 0 ? rows : 24
     }
 
     private func redraw(clearingScreen: Bool = false) {
-        let rendering = editor.render(prompt: prompt, columns: columns)
-        let status = reconnectStatus.line(at: Instant.now()).map { LineRendering(prompt: "", line: Array($0), cursor: 0, columns: columns).rows }
-        screen.draw(status: status ?? [], rows: rendering.rows, row: rendering.cursorRow, column: rendering.cursorColumn,
+        let status = reconnectStatus.line(at: Instant.now()).map { LineRendering(prompt: "", line: Array($0), cursor: 0, columns: columns).rows } ?? []
+        // The edit rows stay within the screen, a row of it left for what was printed last.
+        let (rendering, start) = editor.render(prompt: prompt, columns: columns)
+            .window(rows: screenRows - 1 - status.count, from: windowStart)
+        windowStart = start
+        screen.draw(status: status, rows: rendering.rows, row: rendering.cursorRow, column: rendering.cursorColumn,
                     columns: columns, clearingScreen: clearingScreen)
     }
 

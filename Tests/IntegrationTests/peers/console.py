@@ -319,6 +319,36 @@ def scenario_wide(args):
     end_with_ctrl_d(term)
 
 
+def scenario_tall(args):
+    """A pasted line taller than the screen (3,000 columns, 38 rows of 80 in 24): the edit
+    rows are a screenful around the cursor, so Home shows the prompt (the cursor could not
+    go up to rows scrolled off), and Enter leaves the line shown above the next prompt (a
+    clear from above the screen's top erased it all)."""
+    server = Server()
+    term = open_console(args, server)
+    long = "".join(chr(ord("a") + i % 26) for i in range(3000))
+    term.type("\x1b[200~" + long + "\x1b[201~")
+    term.wait_for(lambda t: t.screen.cursor.x == 3002 % 80 and t.cursor_line().endswith(long[-(3002 % 80):]))
+    term.type("X")
+    term.wait_for(lambda t: t.cursor_line().endswith("X"))
+    term.type(HOME)
+    term.wait_for(lambda t: (t.screen.cursor.x, t.cursor_line()) == (2, "> " + long[:78]))
+    top = term.screen.cursor.y
+    check(top <= 1, "the window's first row near the top (row %d)" % top)
+    term.type(END)
+    term.wait_for(lambda t: t.cursor_line().endswith("X") and t.screen.cursor.y == top + ROWS - 2)
+    lines = term.lines()
+    shown = "".join(lines[top:top + ROWS - 1])
+    check(shown == ("> " + long + "X")[-(ROWS - 2) * 80 - 3003 % 80:], "the last screenful of the line: %r" % lines)
+    term.type("\r")
+    server.wait(lambda: server.messages == [long + "X"], "the line sent")
+    term.wait_for(lambda t: t.cursor_line() == ">")
+    term.settle(0.2)
+    above = term.lines()[term.screen.cursor.y - 1]
+    check(above == ("> " + long + "X")[-(3003 % 80):], "the line sent, above the prompt: %r" % above)
+    end_with_ctrl_d(term)
+
+
 def scenario_reconnect(args):
     server = Server(echo=True)
     term = wspipe_console(args, ["--reconnect", "--retry-delay", "0.3", "--send", "hi", server.url])
