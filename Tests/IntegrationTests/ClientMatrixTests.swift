@@ -434,6 +434,11 @@ struct ClientMatrixCase: CustomStringConvertible, Sendable {
             // connecting/connected/disconnected events, and the Close the server answered.
             let lines = output.split(separator: 0x0A).map { String(decoding: $0, as: UTF8.self) }
             let closes = lines.filter { $0.hasPrefix(#"{"type":"close""#) }
+            // A completed preamble (one --send) is an event on every connection.
+            let resubscribed = lines.filter { $0 == #"{"type":"resubscribed","messages":1}"# }.count
+            if resubscribed != (conversation == "expect" ? (restarts ? 2 : 1) : 0) {
+                fail("\(resubscribed) resubscribed event(s) for \(restarts ? 2 : 1) connection(s)")
+            }
             let data = lines.filter { $0.hasPrefix(#"{"type":"text""#) }.map { $0 + "\n" }.joined()
             compare(Array(data.utf8), expected, fail: fail)
             // websocat answers a Close with an empty one: no code.
