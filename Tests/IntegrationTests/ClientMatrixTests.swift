@@ -270,7 +270,7 @@ struct ClientMatrixCase: CustomStringConvertible, Sendable {
         case "expect": flags += ["--send", preamble] + (format == "jsonl" ? ["--expect-json", "preamble=\(values.number)"] : ["--expect", "^\(preamble)$"])
         // --jsonl's marker is a JSON text message: --until-json; the others' a plain one.
         case "until": flags += (format == "jsonl" ? ["--until-json", "until=\(values.number)"] : ["--until", "until-\(values.number)"])
-            + (printsMatchOnly ? ["--print-match-only"] : [])
+            + ["--print-match-only"]
         default: break
         }
         return flags
