@@ -97,6 +97,8 @@ public enum CommandLineParser {
         }
         /// The URL (or a program after -l): websocat's and wscat's forms are named.
         func positional(_ text: String) throws(UsageError) {
+            // websocat's stdio address, not a program's argument (`-l 8080 cat -`).
+            if text == "-", positionals.allSatisfy(Habits.isURLLike) { throw UsageError("'-' is no URL; \(Habits.websocatStdio)") }
             if let first = positionals.first, Habits.isURLLike(first) || (!given.contains(Option.listen.longName) && Habits.isURLLike(text)) {
                 throw UsageError("more than one URL given: '\(Diagnostics.redactedURL(first))' and "
                                  + "'\(Diagnostics.redactedURL(text))'")
@@ -157,6 +159,7 @@ public enum CommandLineParser {
                 while let letter = letters.first {
                     letters = letters.dropFirst()
                     guard let option = Option.named(short: letter) else {
+                        if letter == "-" { throw UsageError("'-' in '\(argument)' is no option; \(Habits.websocatStdio)") }
                         if let hint = Habits.foreignFlag("-\(letter)") { throw UsageError("unknown option '-\(letter)'; \(hint)") }
                         // -tiemout: near a long option; named as typed.
                         if let hint = Habits.singleDash(argument, near: true) {
