@@ -233,8 +233,22 @@ extension TLSAlert {
                 + "\(names.clientCertificate.map { ": \($0)" } ?? "")) [\(detail)]"
         case .noCommonVersion(let detail):
             return "no TLS version that both sides accept\(names.minimumVersion.map { " (see \($0))" } ?? "") [\(detail)]"
-        case .certificateRefused, .other:
+        case .certificateRefused:
             return description
+        case .other(let detail):
+            return TLSAlert.worded(detail)
         }
+    }
+
+    /// An alert the peer sent, in OpenSSL's words ("tlsv1 alert access denied",
+    /// "tlsv1 unrecognized name"), as a sentence with those words in brackets; any other
+    /// reason as it is.
+    static func worded(_ detail: String) -> String {
+        if detail.contains("unrecognized name") {
+            return "the server does not serve the name asked for (the TLS server name, SNI) [\(detail)]"
+        }
+        guard let found = detail.firstRange(of: " alert ") else { return detail }
+        let alert = detail[found.upperBound...].prefix { $0 != ";" }
+        return "the server sent the TLS alert '\(alert)' [\(detail)]"
     }
 }

@@ -32,6 +32,20 @@ final class TLSSentenceTests: XCTestCase {
         }
     }
 
+    /// A server's alert was OpenSSL's reason alone ("handshake failed: tlsv1 unrecognized name").
+    func testAlertsAreWorded() {
+        let cases: [(String, String)] = [
+            ("tlsv1 unrecognized name", "the server does not serve the name asked for (the TLS server name, SNI) [tlsv1 unrecognized name]"),
+            ("tlsv1 alert access denied", "the server sent the TLS alert 'access denied' [tlsv1 alert access denied]"),
+            ("tlsv1 alert internal error; x", "the server sent the TLS alert 'internal error' [tlsv1 alert internal error; x]"),
+            ("unexpected eof while reading", "unexpected eof while reading"),
+        ]
+        for (detail, text) in cases {
+            XCTAssertEqual(TLSAlert.other(detail: detail).sentence(names), text)
+            XCTAssertEqual(TLSFailure.handshakeFailed(.tls(.other(detail: detail)), hint: nil).sentence(names), "handshake failed: " + text)
+        }
+    }
+
     /// OpenSSL's reasons for a file it cannot load ("no start line; PEM lib", "ee key too
     /// small") were the whole message.
     func testFilesOpenSSLRefusesAreWorded() {
