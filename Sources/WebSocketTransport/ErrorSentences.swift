@@ -67,8 +67,8 @@ extension TransportError {
     public func sentence(_ names: SettingNames) -> String {
         func from(_ source: ProxySource) -> String { names.proxySource(source).map { " (from \($0))" } ?? "" }
         switch self {
-        case .resolve(let host, let reason, let family, let via):
-            var text = "cannot resolve host '\(host)': \(reason)"
+        case .resolve(let host, let reason, let family, let via, let connectTo):
+            var text = "cannot resolve host '\(host)'\(connectTo ? " (\(names.connectTo))" : ""): \(reason)"
             switch family {
             case .any: break
             case .ipv4: text += " (looking for IPv4 addresses only\(names.ipv4Only.map { ": \($0)" } ?? ""))"
