@@ -150,6 +150,10 @@ public enum CommandLineParser {
                 // wscat's -c URL: the URL needs no option.
                 try positional(try value(for: "-c", inline: nil))
                 note("wscat's -c: the URL alone is enough")
+            } else if argument == "-port" || argument.hasPrefix("-port=") {
+                // websocketd's -port (Go's flags take one dash): it was "did you mean --cert?".
+                let inline = argument.count > 5 ? String(argument.dropFirst(6)) : nil
+                throw UsageError("unknown option '-port'; " + Habits.websocketdPort(inline, after: arguments[(index + 1)...]))
             } else if let long = Habits.singleDashLong(argument) {
                 // -timeout: a long option with one dash, named as typed (not split into -t -i ...).
                 throw UsageError("unknown option '\(long.typed)'; \(long.hint)")

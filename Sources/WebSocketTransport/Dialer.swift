@@ -91,7 +91,7 @@ public enum Dialer {
                 stream = try TCPConnector.connect(host: target.host, port: target.port, options: options.connect,
                                                   deadline: deadline, log: log)
             } catch {
-                // A name that does not resolve is said to be --connect-to's, not the URL's.
+                // A name that does not resolve is said to be `connectTo`'s, not the URL's.
                 guard options.connectTo != nil, case .resolve(let host, let reason, let family, nil, _) = error else { throw error }
                 throw .resolve(host: host, reason: reason, family: family, connectTo: true)
             }

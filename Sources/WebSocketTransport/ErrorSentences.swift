@@ -151,7 +151,7 @@ extension TLSFailure {
             case .notYetValid: reason = "the server's certificate is not valid yet"
             case .nameMismatch: reason = "the server's certificate is not valid for '\(name)'"
             case .unknownCA: reason = "the server's certificate is signed by an unknown CA (trust it with \(names.caFile))"
-            case .selfSigned: reason = "the server's certificate is self-signed (trust it with \(names.caFile), FILE that certificate)"
+            case .selfSigned: reason = "the server's certificate is self-signed (trust that certificate itself with \(names.caFile))"
             case .notForServers:
                 reason = "the server's certificate is not meant for a TLS server (its extended key usage lacks serverAuth)"
             case .issuerNotCA:

@@ -108,7 +108,7 @@ final class TLSTests: IntegrationTestCase {
         let selfSigned = try startTLSEcho(cert: client.strangerCert, key: client.strangerKey)
         let stranger = try runWspipe(["--cacert", tls.caCert, url(selfSigned, scheme: "wss", host: "localhost")])
         assertExit(stranger, 4)
-        assertStderr(stranger, contains: "the server's certificate is self-signed (trust it with --cacert FILE, FILE that certificate)")
+        assertStderr(stranger, contains: "the server's certificate is self-signed (trust that certificate itself with --cacert FILE)")
         let echo = try startTLSEcho(cert: tls.serverCert, key: tls.serverKey)
         let keyAsCA = try runWspipe(["--cacert", tls.serverKey, url(echo, scheme: "wss", host: "localhost")])
         assertExit(keyAsCA, 4)

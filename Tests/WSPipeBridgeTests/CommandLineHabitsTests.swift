@@ -91,6 +91,11 @@ final class CommandLineHabitsTests: XCTestCase {
             }
             XCTAssertTrue(message([flag + "=x", "-l", "8080"])?.contains(hint) == true, flag)
         }
+        XCTAssertEqual(message(["-port=8080", "./count.sh"]),
+                       "unknown option '-port'; websocketd's --port=8080 ./count.sh is wspipe -l 8080 --exec ./count.sh",
+                       "was: did you mean --cert?")
+        XCTAssertEqual(message(["-port", "8080"]),
+                       "unknown option '-port'; websocketd's --port 8080 is wspipe -l 8080 (with --exec PROGRAM to run a program for each client)")
         XCTAssertEqual(message(["-l", "8080", "--header", "X-A: 1"]), "--header is a client option; it cannot be used with "
                        + "-l/--listen (a header of the 101 answer, as websocketd's --header: --response-header)")
     }

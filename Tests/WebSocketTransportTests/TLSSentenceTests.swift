@@ -21,7 +21,7 @@ final class TLSSentenceTests: XCTestCase {
             (X509_V_ERR_EE_KEY_TOO_SMALL, "too weak for OpenSSL's security level (RSA under 2048 bits, SHA-1)"),
             (X509_V_ERR_CA_KEY_TOO_SMALL, "too weak for OpenSSL's security level"),
             (X509_V_ERR_CA_MD_TOO_WEAK, "too weak for OpenSSL's security level"),
-            (X509_V_ERR_DEPTH_ZERO_SELF_SIGNED_CERT, "the server's certificate is self-signed (trust it with --cacert FILE, FILE that certificate)"),
+            (X509_V_ERR_DEPTH_ZERO_SELF_SIGNED_CERT, "the server's certificate is self-signed (trust that certificate itself with --cacert FILE)"),
             (X509_V_ERR_CERT_HAS_EXPIRED, "the server's certificate has expired"),
         ]
         for (code, words) in cases {
