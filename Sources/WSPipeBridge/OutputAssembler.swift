@@ -96,11 +96,19 @@ struct OutputAssembler {
         }
     }
 
+    /// The examiner's verdict on the message ending (whether it is written). Out of line:
+    /// only a conversation sets an examiner, and every message passes `end`.
+    @inline(never)
+    private mutating func examined(_ kind: MessageKind) -> Bool {
+        guard let examiner else { return true }
+        return withExaminedPayload { examiner(kind, $0) }
+    }
+
     mutating func end() {
         let size = pendingSize
         let kind = currentKind ?? .binary
         currentKind = nil
-        if let examiner, !limitReached, !withExaminedPayload({ examiner(kind, $0) }) || discard {
+        if examiner != nil, !limitReached, !examined(kind) || discard {
             clearPending()
             messages += 1
             return

@@ -108,7 +108,13 @@ public final class ConnectionDriver: MessageSink {
     /// The ending: which Close waits for what, its deadlines, how it ends.
     @exclusivity(unchecked) var closing: ConnectionClosing
     /// How the connection ended, once it has.
-    public private(set) var ending: ConnectionEnding?
+    public var ending: ConnectionEnding? { ended?.ending }
+    /// Boxed: a value set once, at the end, was 40 bytes of every live connection.
+    private(set) var ended: Ended?
+    final class Ended {
+        let ending: ConnectionEnding
+        init(_ ending: ConnectionEnding) { self.ending = ending }
+    }
     /// How long, in close timeouts from the barrier ping, data from the peer keeps the
     /// ending waiting.
     public static let barrierIncomingLimit = ConnectionClosing.barrierIncomingLimit
@@ -208,7 +214,7 @@ public final class ConnectionDriver: MessageSink {
 
     /// Ends the connection at once without a closing handshake.
     public func abandon() {
-        guard ending == nil else { return }
+        guard ended == nil else { return }
         closing.lose(.abandoned)
         finish()
     }
@@ -223,7 +229,7 @@ public final class ConnectionDriver: MessageSink {
     // MARK: - The loop's side
 
     func scheduleService() {
-        guard !serviceQueued, ending == nil, watch != nil else { return }
+        guard !serviceQueued, ended == nil, watch != nil else { return }
         serviceQueued = true
         let reference = loopReference
         loop.later { reference.driver?.service() }
@@ -250,14 +256,14 @@ public final class ConnectionDriver: MessageSink {
 
     private func service() {
         serviceQueued = false
-        guard ending == nil else { return }
+        guard ended == nil else { return }
         // What a throttle left unprocessed goes first, before more is read.
         if holdsInput && mayRead {
             holdsInput = false
             processReceived(resuming: true)
         }
         if socket.readReady && mayRead { readSocket() }
-        guard ending == nil else { return }
+        guard ended == nil else { return }
         checkTimers(now: .now())
         // Frame waiting messages as the socket takes the queue, until it is full.
         // Pongs go ahead of waiting messages; one held back behind an unwritten pong
@@ -299,7 +305,7 @@ public final class ConnectionDriver: MessageSink {
 
     private func readSocket() {
         var reads = 0
-        while mayRead && reads < 16 && ending == nil {
+        while mayRead && reads < 16 && ended == nil {
             if receiveBuffer == nil || receiveBuffer!.free < ConnectionDriver.minimumRead {
                 // Pieces of the old one may still wait in the owner: they keep it alive.
                 if receiveBuffer != nil { delegate?.connectionWillReleaseReceiveBuffer(self) }
@@ -415,11 +421,11 @@ public final class ConnectionDriver: MessageSink {
 
     private func flush(reportsRoom: Bool = true) {
         defer {
-            if reportsRoom && roomUnreported && ending == nil {
+            if reportsRoom && roomUnreported && ended == nil {
                 roomUnreported = false
                 if queuedBytes < options.queueLimit && canSendData { delegate?.connectionHasRoom(self) }
             }
-            if reportsRoom, ending == nil, let end = writtenMarks.firstEnd, end <= outbound.totalWritten,
+            if reportsRoom, ended == nil, let end = writtenMarks.firstEnd, end <= outbound.totalWritten,
                let token = writtenMarks.takeReached(written: outbound.totalWritten) {
                 delegate?.connection(self, wroteThrough: token)
             }
@@ -515,11 +521,11 @@ public final class ConnectionDriver: MessageSink {
     }
 
     private func finish() {
-        guard ending == nil else { return }
+        guard ended == nil else { return }
         let result = closing.end(failure: core.failure, closeSent: core.closeSent, closeReceived: core.closeReceived,
                                  totalWritten: outbound.totalWritten, now: .now())
         if core.closeReceived == nil && core.failure == nil { core.abandon() }
-        ending = result
+        ended = Ended(result)
         loop.remove(watch)
         if let timer { loop.arm(timer, at: nil) }
         stream.close()
