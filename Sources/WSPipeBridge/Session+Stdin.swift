@@ -115,7 +115,8 @@ extension Session {
     func consoleSend(_ opcode: Opcode, _ bytes: [UInt8]) -> ConsoleDelivery {
         let sink: MessageSink
         let delivery: ConsoleDelivery
-        if let driver, driver.canSendData {
+        // As stdin: after the preamble (meanwhile, under --reconnect, into the offline queue).
+        if let driver, driver.canSendData, conversation.preambleDone {
             (sink, delivery) = (driver, .sent)
         } else if let offline {
             (sink, delivery) = (offline, .queued)

@@ -86,6 +86,8 @@ final class ConsoleTests: IntegrationTestCase {
 
     func testCtrlLClearsTheScreenAndDrawsTheLineAtItsTop() throws { try scenario("clear") }
 
+    func testExpectAndUntilWorkInTheConsoleAndATypedLineWaitsForThePreamble() throws { try scenario("conversation") }
+
     func testTheStdioServerIsAConsoleToo() throws { try scenario("server") }
 
     // MARK: - Not a console

@@ -210,8 +210,11 @@ final class Console {
     private func send(_ opcode: Opcode, _ bytes: [UInt8]) throws(ConsoleCommandError) {
         switch session.consoleSend(opcode, bytes) {
         case .sent: break
-        case .queued: reconnectStatus.lineQueued()
-        case .nowhere: throw ConsoleCommandError("not connected: not sent")
+        // Between connections: the status row counts it (not while a preamble waits).
+        case .queued: if session.driver == nil { reconnectStatus.lineQueued() }
+        case .nowhere:
+            throw ConsoleCommandError(session.driver != nil && !session.conversation.preambleDone
+                ? "the preamble (--expect) is still waiting: not sent" : "not connected: not sent")
         }
     }
 
