@@ -80,6 +80,8 @@ final class ConsoleTests: IntegrationTestCase {
 
     func testTheConsoleKeepsDrawingWhileARetryDials() throws { try scenario("dialing") }
 
+    func testARowSaysTheFirstConnectionIsOpening() throws { try scenario("opening") }
+
     func testAReconnectionsStatusRowKeepsTheTypedLine() throws { try scenario("reconnect-status") }
 
     func testTheServersCloseIsToldOnce() throws { try scenario("close-once") }

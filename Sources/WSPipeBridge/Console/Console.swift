@@ -43,6 +43,8 @@ final class Console {
     /// How the next "connected to" line ends (again after N s, the attempt).
     private var connectedWords = ""
     private var hinted = false
+    /// The first connection is opening (a slow server, a dial that times out): its row.
+    private var openingRow: String?
 
     init(session: Session, settings: ConsoleSettings) {
         self.session = session
@@ -101,7 +103,7 @@ final class Console {
     }
 
     private func redraw(clearingScreen: Bool = false) {
-        let status = reconnectStatus.line(at: Instant.now()).map { LineRendering(prompt: "", line: Array($0), cursor: 0, columns: columns).rows } ?? []
+        let status = (reconnectStatus.line(at: Instant.now()) ?? openingRow).map { LineRendering(prompt: "", line: Array($0), cursor: 0, columns: columns).rows } ?? []
         // The edit rows stay within the screen, a row of it left for what was printed last.
         let (rendering, start) = editor.render(prompt: prompt, columns: columns)
             .window(rows: screenRows - 1 - status.count, from: windowStart)
@@ -272,12 +274,19 @@ final class Console {
 
     // MARK: - The connection
 
+    /// The run's first connection opens (before `start`): a status row says so until it
+    /// is connected or fails, rather than a bare prompt that seems ready.
+    func opening(_ url: String) {
+        openingRow = "connecting to \(TerminalText.safe(url))... (a line entered now is not sent)"
+    }
+
     /// `who`: "connected to URL" (the client), "client ADDRESS connected" (the server).
     func connected(_ who: String, subprotocol: String?, compressed: Bool) {
         var text = Diagnostics.terminalSafe(who)
         if let subprotocol { text += ", subprotocol \(Diagnostics.terminalSafe(subprotocol))" }
         if compressed { text += ", permessage-deflate" }
         // The hint once a run: a reconnection's line says how long the gap was instead.
+        openingRow = nil
         say(text + connectedWords + (hinted ? "" : " (/help for commands, Ctrl-D to close)"))
         connectedWords = ""
         hinted = true
@@ -285,6 +294,7 @@ final class Console {
 
     func ended(_ ending: ConnectionEnding, peer: String) {
         pings.removeAll()
+        openingRow = nil
         reconnectStatus.disconnected(at: Instant.now())
         say(ConsoleRendering.ending(ending, peer: peer))
     }

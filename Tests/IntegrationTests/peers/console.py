@@ -36,8 +36,9 @@ class Server:
     pings and Close; echoes text messages with `echo`; `script(connection, message)` may
     answer a message otherwise; `greeting` messages are sent on connect."""
 
-    def __init__(self, echo=False, greeting=(), on_message=None):
+    def __init__(self, echo=False, greeting=(), on_message=None, process_request=None):
         self.echo = echo
+        self.process_request = process_request
         self.greeting = list(greeting)
         self.on_message = on_message
         self.messages = []
@@ -53,7 +54,8 @@ class Server:
         asyncio.set_event_loop(self.loop)
 
         async def main():
-            server = await serve(self._handle, "127.0.0.1", 0, compression=None, ping_interval=None)
+            server = await serve(self._handle, "127.0.0.1", 0, compression=None, ping_interval=None,
+                                 process_request=self.process_request)
             self.port = server.sockets[0].getsockname()[1]
             ready.set()
             await server.serve_forever()
@@ -370,20 +372,32 @@ def scenario_reconnect_status(args):
     """While --reconnect waits and dials, a status row above the prompt counts the wait down
     and says what happens to lines entered meanwhile; the line being typed stays whole under
     it, and once connected again the row goes, the queued line is sent, then the typed one."""
-    server = Server()
-    term = wspipe_console(args, ["--reconnect", "--retry-delay", "3", server.url])
+    attempts = []
+
+    def busy_once(connection, request):
+        """The attempt after the drop is refused with 503 and Retry-After: 3 (the backoff's
+        own wait is random: full jitter), so the next one waits 3 s."""
+        attempts.append(request.path)
+        if len(attempts) == 2:
+            response = connection.respond(503, "restarting\n")
+            response.headers["Retry-After"] = "3"
+            return response
+        return None
+
+    server = Server(process_request=busy_once)
+    term = wspipe_console(args, ["--reconnect", "--retry-delay", "0.2", server.url])
     term.wait_for("connected to")
     term.type("half typed")
     term.wait_for(lambda t: t.cursor_line() == "> half typed")
     server.run(server.connections[0].close(1012, "restart"))
     term.wait_for("closed by the server: 1012 restart")
-    countdown = re.compile(r"^reconnecting in (\d+(?:\.\d)?) s \(attempt 2\); lines entered now are sent once connected$")
+    countdown = re.compile(r"^reconnecting in (\d+(?:\.\d)?) s \(attempt 3\); lines entered now are sent once connected$")
     term.wait_for(lambda t: countdown.match(t.lines()[t.screen.cursor.y - 1]) is not None)
     first = float(countdown.match(term.lines()[term.screen.cursor.y - 1]).group(1))
     check(term.cursor_line() == "> half typed", "the typed line under the status row: %r" % term.cursor_line())
     check(term.screen.cursor.x == len("> half typed"), "the cursor at its end (column %d)" % term.screen.cursor.x)
     term.type(HOME + "\x0b" + "queued\r")  # Ctrl-K keeps the typed line (Ctrl-Y brings it back)
-    term.wait_for(lambda t: re.match(r"^reconnecting in [0-9.]+ s \(attempt 2\); 1 line queued, sent once connected$",
+    term.wait_for(lambda t: re.match(r"^reconnecting in [0-9.]+ s \(attempt 3\); 1 line queued, sent once connected$",
                                      t.lines()[t.screen.cursor.y - 1]) is not None)
     term.type("\x19")
     term.wait_for(lambda t: t.cursor_line() == "> half typed")
@@ -392,7 +406,7 @@ def scenario_reconnect_status(args):
             r"^reconnecting in ([0-9.]+) s", t.lines()[t.screen.cursor.y - 1])) and float(re.match(
                 r"^reconnecting in ([0-9.]+) s", t.lines()[t.screen.cursor.y - 1]).group(1)) < first, timeout=3)
     # (That line is longer than a row: the rows joined.)
-    term.wait_for(lambda t: re.search(r"connected to ws://\S+ again after [0-9.]+ s \(attempt 2; sending the 1 line entered "
+    term.wait_for(lambda t: re.search(r"connected to ws://\S+ again after [0-9.]+ s \(attempt 3; sending the 1 line entered "
                                       r"meanwhile\)>", "".join(t.lines())) is not None)
     server.wait(lambda: server.messages == ["queued"], "the line entered while disconnected, sent on the next connection")
     term.settle(0.3)
@@ -466,6 +480,26 @@ def scenario_conversation(args):
     term.type("finish\r")
     status, _ = term.wait_exit()
     check(status == 0, "--until-json's match ends the run with 0: exit status %r" % status)
+
+
+def scenario_opening(args):
+    """While the first connection opens (a server that accepts and never answers), a row
+    above the prompt says so, and what happens to a line entered then; it goes once the
+    attempt fails."""
+    listener = __import__("socket").socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1)
+    url = "ws://127.0.0.1:%d/" % listener.getsockname()[1]
+    term = wspipe_console(args, ["--connect-timeout", "2", url])
+    row = "connecting to %s... (a line entered now is not sent)" % url
+    term.wait_for(lambda t: t.lines()[t.screen.cursor.y - 1] == row and t.cursor_line() == ">")
+    term.type("early\r")
+    term.wait_for("not connected: not sent")
+    term.wait_for(lambda t: t.lines()[t.screen.cursor.y - 1] == row)
+    status, _ = term.wait_exit()
+    check(status == 3, "exit status %r" % status)
+    check(row not in term.lines(), "the row stays after the end: %r" % term.lines())
+    listener.close()
 
 
 def scenario_dialing(args):
