@@ -205,10 +205,16 @@ struct OutputAssembler {
     mutating func takeBatch() -> SegmentList { batch.take() }
 
     /// A line of wspipe's own (a connection event, --jsonl), in order with the messages;
-    /// not counted as a message.
-    mutating func event(_ line: [UInt8]) {
+    /// not counted as a message. With --timestamps it ends with "ts" as a message does, the
+    /// time it is written; `timed`: the line has its own (the bus's events always do).
+    mutating func event(_ line: [UInt8], timed: Bool = false) {
         guard !discard else { return }
-        appendCopy(line, separator: true)
+        guard case .jsonLines(true) = format, !timed, line.last == UInt8(ascii: "}") else { return appendCopy(line, separator: true) }
+        var stamped = line
+        stamped.removeLast()
+        Self.appendTimestamp(to: &stamped)
+        stamped.append(UInt8(ascii: "}"))
+        appendCopy(stamped, separator: true)
     }
 
     // MARK: - Building output

@@ -105,7 +105,14 @@ extension Session {
     /// queue between two (--reconnect). False when there is neither.
     func consoleSend(_ opcode: Opcode, _ bytes: [UInt8]) -> Bool {
         let sink: MessageSink
-        if let driver, driver.canSendData { sink = driver } else if let offline { sink = offline } else { return false }
+        // As stdin: after the preamble (meanwhile, under --reconnect, into the offline queue).
+        if let driver, driver.canSendData, conversation.preambleDone {
+            sink = driver
+        } else if let offline {
+            sink = offline
+        } else {
+            return false
+        }
         sink.send(opcode, fin: true, bytes: bytes)
         sent.messages += 1
         sent.bytes += UInt64(bytes.count)

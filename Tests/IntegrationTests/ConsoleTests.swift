@@ -70,6 +70,8 @@ final class ConsoleTests: IntegrationTestCase {
 
     func testTheConsoleKeepsDrawingWhileARetryDials() throws { try scenario("dialing") }
 
+    func testExpectAndUntilWorkInTheConsoleAndATypedLineWaitsForThePreamble() throws { try scenario("conversation") }
+
     func testTheStdioServerIsAConsoleToo() throws { try scenario("server") }
 
     // MARK: - Not a console

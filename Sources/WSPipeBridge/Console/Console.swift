@@ -188,7 +188,8 @@ final class Console {
 
     private func send(_ opcode: Opcode, _ bytes: [UInt8]) throws(ConsoleCommandError) {
         guard session.consoleSend(opcode, bytes) else {
-            throw ConsoleCommandError("not connected: not sent")
+            throw ConsoleCommandError(session.driver != nil && !session.conversation.preambleDone
+                ? "the preamble (--expect) is still waiting: not sent" : "not connected: not sent")
         }
     }
 

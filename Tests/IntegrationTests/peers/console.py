@@ -336,6 +336,36 @@ def scenario_reconnect(args):
     check(status == 0, "exit status %r" % status)
 
 
+def scenario_conversation(args):
+    """--send/--expect and --until-json in the console, as in a pipe: the preamble's reply
+    (shown) is matched, a line typed while it waits goes out only after it (queued under
+    --reconnect), and the message --until-json names ends the run with status 0."""
+    order = []
+
+    async def answer(connection, message):
+        order.append(message)
+        if message == "auth":  # answered later, in a task: the next message is read meanwhile
+            async def reply():
+                await asyncio.sleep(0.8)
+                order.append("<ok sent>")
+                await connection.send("ok")
+            asyncio.ensure_future(reply())
+        else:
+            await connection.send('{"done":true}' if message == "finish" else message)
+
+    server = Server(on_message=answer)
+    term = wspipe_console(args, ["--reconnect", "--send", "auth", "--expect", "^ok$", "--expect-timeout", "5",
+                                 "--until-json", "done=true", server.url])
+    term.wait_for("connected to ws://")
+    term.type("early\r")
+    term.wait_for("< ok")
+    term.wait_for("< early")
+    check(order == ["auth", "<ok sent>", "early"], "the typed line went out after the preamble: %r" % order)
+    term.type("finish\r")
+    status, _ = term.wait_exit()
+    check(status == 0, "--until-json's match ends the run with 0: exit status %r" % status)
+
+
 def scenario_dialing(args):
     """While --reconnect dials a server that is not there, the console keeps drawing."""
     listener = __import__("socket").socket()
