@@ -112,16 +112,18 @@ public final class ServerConnection: ConnectionDelegate {
     /// Waits for the socket without a driver: the first readiness (data, a Close, a reset)
     /// or a call for `driver` makes it.
     func park(stream: TCPStream, loop: EventLoop) {
-        // Unowned: the server's table keeps the connection while it is parked; a weak
-        // reference would give every connection a side table.
-        let watch = loop.watch(stream.fileDescriptor) { [unowned self] _ in self.unpark() }
+        // Strong: the loop keeps a parked client until it wakes, whatever becomes of its
+        // server (a weak reference would give every connection a side table).
+        let watch = loop.watch(stream.fileDescriptor) { _ in self.unpark() }
         parked = (stream, watch)
         loop.setInterest(watch, [.readable, .readHangUp])
     }
 
     private func unpark() {
-        guard let (stream, watch) = parked, let server else { return }
+        guard let (stream, watch) = parked else { return }
         parked = nil
+        // A server let go with its clients parked: they go too (their socket out of epoll).
+        guard let server else { return stream.close() }
         server.loop.remove(watch)
         _ = server.unpark(self, stream: stream)
     }
