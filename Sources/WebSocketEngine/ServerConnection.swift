@@ -80,8 +80,18 @@ private final class KeptRequest: Sendable {
 /// handler (the driver's events go to `handler`; its ending also to the server).
 public final class ServerConnection: ConnectionDelegate {
     public private(set) var info: ClientInfo
-    /// The driver, until the connection ends.
-    public private(set) var driver: ConnectionDriver?
+    /// The driver, until the connection ends. A parked client (`ServerMode.parksIdleClients`)
+    /// gets its driver when asked for it: whoever needs the driver (to send, to close) has it.
+    public var driver: ConnectionDriver? {
+        if parked != nil { unpark() }
+        return activeDriver
+    }
+    /// The driver if the client has one now (a parked client has none).
+    public private(set) var activeDriver: ConnectionDriver?
+    /// A client with nothing under way yet: its stream and the watch that wakes it.
+    private var parked: (stream: TCPStream, watch: EventLoop.Watch)?
+    /// Whether the client waits for its socket without a driver.
+    public var isParked: Bool { parked != nil }
     /// The mode's per-connection delegate; may be shared by every connection (it gets the
     /// driver with each event).
     public var handler: ConnectionDelegate?
@@ -99,12 +109,31 @@ public final class ServerConnection: ConnectionDelegate {
     public private(set) var bytesReceived: UInt64 = 0
     private var countsMessages = false
 
+    /// Waits for the socket without a driver: the first readiness (data, a Close, a reset)
+    /// or a call for `driver` makes it.
+    func park(stream: TCPStream, loop: EventLoop) {
+        // Strong: the loop keeps a parked client until it wakes, whatever becomes of its
+        // server (a weak reference would give every connection a side table).
+        let watch = loop.watch(stream.fileDescriptor) { _ in self.unpark() }
+        parked = (stream, watch)
+        loop.setInterest(watch, [.readable, .readHangUp])
+    }
+
+    private func unpark() {
+        guard let (stream, watch) = parked else { return }
+        parked = nil
+        // A server let go with its clients parked: they go too (their socket out of epoll).
+        guard let server else { return stream.close() }
+        server.loop.remove(watch)
+        _ = server.unpark(self, stream: stream)
+    }
+
     func start(_ driver: ConnectionDriver, limits settings: ConnectionLimits, rates: MessageRateSettings? = nil) {
-        self.driver = driver
+        activeDriver = driver
         countsMessages = settings.countsMessages
         if settings != ConnectionLimits() || rates != nil, let loop = server?.loop {
             let keeper = LimitKeeper(settings, loop: loop, rates: rates) { [weak self] _ in
-                self?.driver?.close(ClosePayload(code: .normalClosure))
+                self?.activeDriver?.close(ClosePayload(code: .normalClosure))
             }
             keeper.rates?.onEvent = { [weak self] in self?.server?.noteRate($0) }
             keeper.attach(driver)
@@ -152,7 +181,7 @@ public final class ServerConnection: ConnectionDelegate {
         limits?.cancel()
         limits = nil
         handler = nil
-        driver = nil
+        activeDriver = nil
         server?.connectionEnded(self, c, ending)
     }
 }
