@@ -312,6 +312,12 @@ int wsp_terminal_columns(int fd) {
     return size.ws_col;
 }
 
+int wsp_terminal_rows(int fd) {
+    struct winsize size;
+    if (ioctl(fd, TIOCGWINSZ, &size) != 0) return 0;
+    return size.ws_row;
+}
+
 int wsp_terminal_in_foreground(int fd) {
     pid_t group = tcgetpgrp(fd);
     return group >= 0 && group == getpgrp();

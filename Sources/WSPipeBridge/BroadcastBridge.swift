@@ -151,9 +151,10 @@ final class BroadcastBridge: StdinReaderOwner {
         submit()
     }
 
-    /// A connection event with --jsonl (newline included), in order with the messages.
-    func writeLine(_ bytes: [UInt8]) {
-        stdout.assembler.event(Array(bytes.dropLast()))
+    /// A connection event with --jsonl (newline included), in order with the messages;
+    /// `timed`: it has its own "ts" (--timestamps adds none).
+    func writeLine(_ bytes: [UInt8], timed: Bool = false) {
+        stdout.assembler.event(Array(bytes.dropLast()), timed: timed)
         submit()
     }
 

@@ -109,6 +109,12 @@ final class ReconnectionNotices {
     private var startedAt: Instant? = .now()
     /// Why the first attempt failed (the one-shot client's words), said when a retry follows.
     private var firstFailure: String?
+    /// The console says a drop and a return in its own lines: only the first failure here.
+    private let consoleTellsConnections: Bool
+
+    init(consoleTellsConnections: Bool = false) {
+        self.consoleTellsConnections = consoleTellsConnections
+    }
 
     /// An attempt failed before a connection: the first one of the run is said (once a
     /// retry follows it) as the one-shot client would say it.
@@ -132,13 +138,13 @@ final class ReconnectionNotices {
             guard let ended, let line = ReconnectionNotices.drop(ended) else { return }
             self.ended = nil
             downSince = .now()
-            log.notice(line)
+            if !consoleTellsConnections { log.notice(line) }
         case .connected(let url, _, let attempt):
             startedAt = nil
             guard let since = downSince else { return }
             downSince = nil
             let down = formatSeconds(ConnectionEvent.rounded(Instant.now().seconds(since: since)))
-            log.notice("\(firstGap ? "connected" : "reconnected") after \(down) s: \(url) (attempt \(attempt))")
+            if !consoleTellsConnections { log.notice("\(firstGap ? "connected" : "reconnected") after \(down) s: \(url) (attempt \(attempt))") }
             firstGap = false
         case .givingUp:
             ended = nil

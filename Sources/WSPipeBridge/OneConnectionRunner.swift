@@ -20,6 +20,7 @@ final class OneConnectionRunner {
     /// Runs the session to its end and returns the exit status (errors already printed).
     func run() -> ExitStatus {
         session.hooks.endsWithoutConnection = { [unowned self] in endWithoutConnection() }
+        session.console?.opening(Diagnostics.redactedTarget(session.config.client.url.description))
         session.startLoop()
         opening.start(session.opener(), notAfter: session.sessionDeadline) { [unowned self] result in opened(result) }
         session.runLoop()

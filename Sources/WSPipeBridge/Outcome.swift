@@ -67,6 +67,9 @@ struct Outcome {
     var expectMissed = false
     /// --until's message came: the run did what it was asked.
     var untilMatched = false
+    /// The console told each connection's end as it happened ("closed by the server: 4001
+    /// bye"): the status's line would tell it a second time.
+    var endingTold = false
 
     /// The exit status and the one line for it.
     struct Verdict: Equatable {
@@ -86,6 +89,7 @@ struct Outcome {
         case .said(let status): return Verdict(status: status, line: nil)
         case .report(let failure):
             let (line, status) = report(failure, as: role)
+            if endingTold && ending != nil && failure.tellsConnectionEnding { return Verdict(status: status, line: nil) }
             return Verdict(status: status, line: line, isNotice: failure.isNotice)
         }
     }
@@ -143,6 +147,16 @@ struct Outcome {
         if localEnd == .inputError || localEnd == .outputError { return .said(.localError) }
         if let stdoutFailure { return .report(.localOutput(why: stdoutFailure)) }
         return .said(.success)
+    }
+}
+
+extension Failure {
+    /// How a connection ended, which the console has told already (`Console.ended`).
+    var tellsConnectionEnding: Bool {
+        switch self {
+        case .closedByPeer, .lost, .closeTimedOut: return true
+        default: return false
+        }
     }
 }
 

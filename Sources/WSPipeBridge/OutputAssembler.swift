@@ -96,11 +96,19 @@ struct OutputAssembler {
         }
     }
 
+    /// The examiner's verdict on the message ending (whether it is written). Out of line:
+    /// only a conversation sets an examiner, and every message passes `end`.
+    @inline(never)
+    private mutating func examined(_ kind: MessageKind) -> Bool {
+        guard let examiner else { return true }
+        return withExaminedPayload { examiner(kind, $0) }
+    }
+
     mutating func end() {
         let size = pendingSize
         let kind = currentKind ?? .binary
         currentKind = nil
-        if let examiner, !limitReached, !withExaminedPayload({ examiner(kind, $0) }) || discard {
+        if examiner != nil, !limitReached, !examined(kind) || discard {
             clearPending()
             messages += 1
             return
@@ -197,10 +205,16 @@ struct OutputAssembler {
     mutating func takeBatch() -> SegmentList { batch.take() }
 
     /// A line of wspipe's own (a connection event, --jsonl), in order with the messages;
-    /// not counted as a message.
-    mutating func event(_ line: [UInt8]) {
+    /// not counted as a message. With --timestamps it ends with "ts" as a message does, the
+    /// time it is written; `timed`: the line has its own (the bus's events always do).
+    mutating func event(_ line: [UInt8], timed: Bool = false) {
         guard !discard else { return }
-        appendCopy(line, separator: true)
+        guard case .jsonLines(true) = format, !timed, line.last == UInt8(ascii: "}") else { return appendCopy(line, separator: true) }
+        var stamped = line
+        stamped.removeLast()
+        Self.appendTimestamp(to: &stamped)
+        stamped.append(UInt8(ascii: "}"))
+        appendCopy(stamped, separator: true)
     }
 
     // MARK: - Building output

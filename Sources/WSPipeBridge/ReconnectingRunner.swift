@@ -36,7 +36,7 @@ final class ReconnectingRunner {
     /// The session ended while an attempt was opening: its result, once back, is dropped.
     private var endedWhileOpening = false
     /// The first failed attempt, a drop and the return said without -v.
-    private let notices = ReconnectionNotices()
+    private let notices: ReconnectionNotices
 
     init(session: Session, settings: ClientConfiguration.Reconnection) throws(Failure) {
         self.session = session
@@ -49,6 +49,9 @@ final class ReconnectingRunner {
         offlineQueue = OfflineQueue(messageLimit: settings.queueSize, byteLimit: settings.queueBytes,
                                     policy: settings.queuePolicy)
         opening = try ClientOpening(loop: session.loop)
+        // The console tells a drop and a return itself (its closed and connected lines, its
+        // status row between them).
+        notices = ReconnectionNotices(consoleTellsConnections: session.console != nil)
     }
 
     /// Runs attempts until one ending is not retried (or stdin's end, a signal, --timeout)
@@ -159,6 +162,7 @@ final class ReconnectingRunner {
     private func say(_ event: ConnectionEvent) {
         session.emit(event)
         notices.note(event, log)
+        session.console?.reconnection(event)
     }
 
     /// Arms the next attempt if `failure` is retried and retries are left.

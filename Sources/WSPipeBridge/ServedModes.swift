@@ -176,7 +176,7 @@ final class BroadcastServing: UntilSignal {
 
     override func run(_ server: ServerDriver, on listener: Listener) -> ExitStatus {
         face = BroadcastBridge(loop: loop, server: server, mode: broadcast, config: config, log: log, bus: bus)
-        bus?.writeEvent = { [unowned self] in face?.writeLine($0) }
+        bus?.writeEvent = { [unowned self] in face?.writeLine($0, timed: true) }  // a bus event has its "ts"
         bus?.onRefused = { [unowned self, unowned server] failure in
             busFailure = failure
             server.shutdown(ClosePayload(code: .internalError, reason: Array("bus refused".utf8)), within: server.configuration.connection.closeTimeout)

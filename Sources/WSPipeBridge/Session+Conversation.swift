@@ -18,7 +18,9 @@ extension Session {
         return printsAll || actions.contains(.untilMatched)
     }
 
-    /// Carries out what the conversation decided about the message just written.
+    /// Carries out what the conversation decided about the message just written. Not
+    /// inlined: every received message passes the check that calls it (scripts/profile).
+    @inline(never)
     func conversationDecided() {
         let actions = conversationActions
         conversationActions = []

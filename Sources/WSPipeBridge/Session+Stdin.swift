@@ -101,17 +101,34 @@ extension Session {
 
     // MARK: - The console's lines and commands
 
+    /// Where a line typed in the console went.
+    enum ConsoleDelivery {
+        case sent
+        /// To the offline queue, between two connections (--reconnect).
+        case queued
+        /// Neither: no connection, no queue.
+        case nowhere
+    }
+
     /// A line typed in the console, as one message: to the connection, or to the offline
-    /// queue between two (--reconnect). False when there is neither.
-    func consoleSend(_ opcode: Opcode, _ bytes: [UInt8]) -> Bool {
+    /// queue between two (--reconnect).
+    func consoleSend(_ opcode: Opcode, _ bytes: [UInt8]) -> ConsoleDelivery {
         let sink: MessageSink
-        if let driver, driver.canSendData { sink = driver } else if let offline { sink = offline } else { return false }
+        let delivery: ConsoleDelivery
+        // As stdin: after the preamble (meanwhile, under --reconnect, into the offline queue).
+        if let driver, driver.canSendData, conversation.preambleDone {
+            (sink, delivery) = (driver, .sent)
+        } else if let offline {
+            (sink, delivery) = (offline, .queued)
+        } else {
+            return .nowhere
+        }
         sink.send(opcode, fin: true, bytes: bytes)
         sent.messages += 1
         sent.bytes += UInt64(bytes.count)
         limits.sent()
         if driver == nil, let offline { queueChanged(offline) }
-        return true
+        return delivery
     }
 
     /// Ctrl-D on an empty line, /quit: the end of input (a Close with 1000, exit 0).

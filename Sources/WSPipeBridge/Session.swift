@@ -264,7 +264,9 @@ final class Session: ConnectionDelegate, StdinReaderOwner {
 
     public func connection(_ connection: ConnectionDriver, didReceiveClose payload: ClosePayload) {
         log.event("received Close \(describe(payload))")
-        stdout.assembler.close(payload)
+        // --print-match-only: stdout is the match alone, without the close line of a server
+        // that went away before it (a restart under --reconnect) or after a miss.
+        if !config.client.conversation.printMatchOnly { stdout.assembler.close(payload) }
         pauseStdin()
     }
 
@@ -430,6 +432,7 @@ final class Session: ConnectionDelegate, StdinReaderOwner {
         outcome.deliveryConfirmed = deliveryConfirmed
         outcome.expectMissed = ending.expectMissed
         outcome.untilMatched = ending.untilMatched
+        outcome.endingTold = console != nil
         return outcome
     }
 

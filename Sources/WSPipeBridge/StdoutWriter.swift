@@ -58,7 +58,7 @@ final class StdoutWriter {
 
     @inline(__always)
     func data(_ buffer: ByteBuffer, _ bytes: UnsafeMutableRawPointer, _ count: Int) {
-        if diverted { return decompress(bytes, count: count) }
+        if diverted { return divertedData(buffer, bytes, count: count) }
         assembler.data(buffer, bytes, count)
     }
 
@@ -154,8 +154,13 @@ final class StdoutWriter {
     }
 
     @inline(never)
-    private func decompress(_ bytes: UnsafeMutableRawPointer, count: Int) {
-        if let console { return console.messageData(bytes, count: count) }
+    private func divertedData(_ buffer: ByteBuffer, _ bytes: UnsafeMutableRawPointer, count: Int) {
+        if let console {
+            // --expect and --until examine the message in the assembler, which keeps it for
+            // that alone (it discards what the console shows).
+            if assembler.examiner != nil { assembler.data(buffer, bytes, count) }
+            return console.messageData(bytes, count: count)
+        }
         guard let decompression else { return }
         do throws(ReceiveError) {
             try decompression.feed(bytes, count: count) { buffer, start, n in self.assembler.data(buffer, start, n) }

@@ -97,6 +97,8 @@ public enum CommandLineParser {
         }
         /// The URL (or a program after -l): websocat's and wscat's forms are named.
         func positional(_ text: String) throws(UsageError) {
+            // websocat's stdio address, not a program's argument (`-l 8080 cat -`).
+            if text == "-", positionals.allSatisfy(Habits.isURLLike) { throw UsageError("'-' is no URL; \(Habits.websocatStdio)") }
             if let first = positionals.first, Habits.isURLLike(first) || (!given.contains(Option.listen.longName) && Habits.isURLLike(text)) {
                 throw UsageError("more than one URL given: '\(Diagnostics.redactedURL(first))' and "
                                  + "'\(Diagnostics.redactedURL(text))'")
@@ -148,6 +150,10 @@ public enum CommandLineParser {
                 // wscat's -c URL: the URL needs no option.
                 try positional(try value(for: "-c", inline: nil))
                 note("wscat's -c: the URL alone is enough")
+            } else if argument == "-port" || argument.hasPrefix("-port=") {
+                // websocketd's -port (Go's flags take one dash): it was "did you mean --cert?".
+                let inline = argument.count > 5 ? String(argument.dropFirst(6)) : nil
+                throw UsageError("unknown option '-port'; " + Habits.websocketdPort(inline, after: arguments[(index + 1)...]))
             } else if let long = Habits.singleDashLong(argument) {
                 // -timeout: a long option with one dash, named as typed (not split into -t -i ...).
                 throw UsageError("unknown option '\(long.typed)'; \(long.hint)")
@@ -157,6 +163,7 @@ public enum CommandLineParser {
                 while let letter = letters.first {
                     letters = letters.dropFirst()
                     guard let option = Option.named(short: letter) else {
+                        if letter == "-" { throw UsageError("'-' in '\(argument)' is no option; \(Habits.websocatStdio)") }
                         if let hint = Habits.foreignFlag("-\(letter)") { throw UsageError("unknown option '-\(letter)'; \(hint)") }
                         // -tiemout: near a long option; named as typed.
                         if let hint = Habits.singleDash(argument, near: true) {

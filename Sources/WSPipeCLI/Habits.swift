@@ -37,14 +37,17 @@ enum Habits {
     }
 
     /// `-timeout` (or `-timeout=3`): a long option's exact name after one dash, recognised
-    /// before the word is split into short flags (it was "unknown option '-i'"). nil for
-    /// anything else (`-vb`, `-Hvalue`, `-tiemout`).
+    /// before the word is split into short flags (it was "unknown option '-i'"), or a
+    /// websocketd flag after one dash (`-maxforks`). nil for anything else (`-vb`,
+    /// `-Hvalue`, `-tiemout`).
     static func singleDashLong(_ argument: String) -> (typed: String, hint: String)? {
         // -n, -vb, -H...: too short to be a long name (checked first: this runs for every
         // single-dash argument).
         guard argument.utf8.count > 3 else { return nil }
         let word = argument.split(separator: "=", maxSplits: 1).first.map(String.init) ?? argument
-        guard word.utf8.count > 3, let hint = singleDash(argument, near: false) else { return nil }
+        guard word.utf8.count > 3 else { return nil }
+        // websocketd's flags take one dash as well (Go's flag package): -maxforks 4.
+        guard let hint = singleDash(argument, near: false) ?? foreignFlag("-" + word) else { return nil }
         return (word, hint)
     }
 
@@ -108,8 +111,8 @@ enum Habits {
         return quoted + "'"
     }
 
-    /// websocat's and wscat's flags that wspipe does not have (or spells differently, when
-    /// the nearest wspipe option would mislead), with what to write instead.
+    /// websocat's, wscat's and websocketd's flags that wspipe does not have (or spells
+    /// differently, when the nearest wspipe option would mislead), with what to write instead.
     static func foreignFlag(_ name: String) -> String? {
         switch name {
         case "-s":  // websocat's server mode, wscat's subprotocol
@@ -144,10 +147,28 @@ enum Habits {
             return "websocat's \(name) is --send-only"
         case "-U", "--unidirectional-reverse":
             return "websocat's \(name) is --receive-only"
+        case "--address":
+            return "websocketd's --address ADDR (with --port PORT) is wspipe -l ADDR:PORT (an IPv6 address in brackets: -l [::1]:8080)"
+        case "--maxforks":
+            return "websocketd's --maxforks N is --max-children N (programs at once, with --exec or --dir)"
+        case "--loglevel":
+            return "websocketd's --loglevel LEVEL is -v (each client and how it ended, on stderr: debug to info) "
+                + "or -q (errors only: error, fatal)"
+        case "--ssl", "--sslcert", "--sslkey":
+            return "websocketd's --ssl --sslcert FILE --sslkey FILE is --cert FILE --key FILE (with -l: serve wss://)"
+        case "--closems":
+            return "websocketd's --closems MS is --close-grace SECS (how long a program may run on after its client left, "
+                + "before SIGTERM)"
+        case "--header-ws":
+            return "websocketd's --header-ws 'Name: value' is --response-header 'Name: value' (a header of the 101 answer)"
         default:
             return nil
         }
     }
+
+    /// websocat's `-` (its second address, standard input and output), alone or after short
+    /// flags (`-b-`).
+    static let websocatStdio = "websocat's '-' (standard input and output) is what wspipe always bridges: give the URL alone"
 
     /// -n's value when it is a URL: websocat's -n is --no-close.
     static func countTakenForURL(_ text: String, option: String) -> String? {

@@ -78,7 +78,7 @@ extension Option {
         $0.config.stdio.jsonLines = true
     }
     static let timestamps = Option("--timestamps", in: .formats, applies: [.client, .stdioServer, .broadcast],
-                                   help: #"with --jsonl: add "ts" (Unix seconds) to each received line; in the"#,
+                                   help: #"with --jsonl: add "ts" (Unix seconds) to each line written; in the"#,
                                    "console: a time column") {
         $0.config.stdio.timestamps = true
     }

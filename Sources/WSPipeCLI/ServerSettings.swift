@@ -56,6 +56,7 @@ extension Settings {
         let busTakes: [Option] = bus.address?.tls == true ? [.cacert, .insecure] : []
         if let option = Option.allCases.first(where: { $0.isClientOnly && given.contains($0.longName) && !busTakes.contains($0) }) {
             let hint = option == Option.cacert ? " (the CAs of client certificates: --client-ca)"
+                : option == Option.header ? " (a header of the 101 answer, as websocketd's --header: --response-header)"
                 : option.category == .conversation ? " (a conversation is the client's: it waits for a server's answers)" : ""
             throw UsageError("\(option.longName) is a client option; it cannot be used with -l/--listen\(hint)")
         }

@@ -23,11 +23,44 @@ public struct WebSocketConnection: Sendable {
 
     public private(set) var state = State.open
     /// The Close we sent (or queued), if any.
-    public private(set) var closeSent: ClosePayload?
+    public private(set) var closeSent: ClosePayload? {
+        get { closing?.sent }
+        set { withClosing { $0.sent = newValue } }
+    }
     /// The Close the peer sent, if any.
-    public private(set) var closeReceived: ClosePayload?
+    public private(set) var closeReceived: ClosePayload? {
+        get { closing?.received }
+        set { withClosing { $0.received = newValue } }
+    }
     /// Why we failed the connection, if we did.
-    public private(set) var failure: ReceiveError?
+    public private(set) var failure: ReceiveError? {
+        get { closing?.failure }
+        set { withClosing { $0.failure = newValue } }
+    }
+    /// The three above, made at the first of them: an open connection (an idle server's
+    /// thousands) carries one word for them, not about 70 bytes.
+    private var closing: ClosingFacts?
+    /// Copy-on-write: changed only through `withClosing` while uniquely referenced, so the
+    /// copies that share one only read it.
+    private final class ClosingFacts: @unchecked Sendable {
+        var sent: ClosePayload?
+        var received: ClosePayload?
+        var failure: ReceiveError?
+        init() {}
+        init(copying other: ClosingFacts) {
+            sent = other.sent
+            received = other.received
+            failure = other.failure
+        }
+    }
+    private mutating func withClosing(_ change: (ClosingFacts) -> Void) {
+        if closing == nil {
+            closing = ClosingFacts()
+        } else if !isKnownUniquelyReferenced(&closing) {
+            closing = ClosingFacts(copying: closing!)  // a copied connection closes alone
+        }
+        change(closing!)
+    }
     /// Payload bytes of the frames made by `makeHeader`, data frames (control frames come
     /// from `takeOutboundControl`), as framed: after compression when an extension
     /// compressed them. A server's metrics read it.

@@ -27,6 +27,9 @@ public final class BroadcastMode: ServerMode, MessageSink {
     /// A client is being closed with 1013: its id and the bytes waiting for it.
     public var onSlowClient: ((Int, Int) -> Void)?
     private var clients: [Int: ConnectionDriver] = [:]
+    /// Clients that have sent nothing and been sent nothing since their handshake: they have
+    /// no driver (`parksIdleClients`) until the next message, ping or their own first data.
+    private var parked: [Int: ServerConnection] = [:]
     /// How many of `clients` agreed permessage-deflate: they get each message as it is
     /// sent (compressed for them), not the batch.
     private var compressingClients = 0
@@ -46,14 +49,32 @@ public final class BroadcastMode: ServerMode, MessageSink {
         self.queueLimit = queueLimit
     }
 
-    public var clientCount: Int { clients.count }
+    public var clientCount: Int { clients.count + parked.count }
+
+    /// A client idle from its handshake costs no driver until something is sent to it.
+    public var parksIdleClients: Bool { true }
+
+    public func connectionDidPark(_ connection: ServerConnection) {
+        flush()  // what was sent before it joined is not for it
+        parked[connection.info.id] = connection
+    }
+
+    /// Gives every parked client its driver, before a message or ping that is for them: the
+    /// batch then holds nothing sent before they joined (each park flushed it), so joining
+    /// now (`connectionDidStart`'s flush) loses them nothing.
+    private func wakeParked() {
+        let waking = parked
+        parked = [:]
+        for connection in waking.values { _ = connection.driver }
+    }
 
     public func handler(for connection: ServerConnection) -> ConnectionDelegate {
         BroadcastHandler(mode: self, connection: connection)
     }
 
     public func connectionDidStart(_ connection: ServerConnection) {
-        guard let driver = connection.driver else { return }
+        parked[connection.info.id] = nil
+        guard let driver = connection.activeDriver else { return }
         flush()  // what was sent before it joined is not for it
         clients[connection.info.id] = driver
         if driver.compression != nil { compressingClients += 1 }
@@ -193,6 +214,7 @@ public final class BroadcastMode: ServerMode, MessageSink {
     /// that client was sent before, so its driver compresses its copy.
     public func send(_ opcode: Opcode, fin: Bool, _ payload: UnsafeMutableRawPointer?, count: Int, in owner: ByteBuffer?) {
         precondition(fin, "broadcast sends whole messages")
+        if !parked.isEmpty { wakeParked() }
         largestMessage = max(largestMessage, count)
         if compressingClients < clients.count { appendToBatch(opcode, payload, count: count, in: owner) }
         guard compressingClients > 0 else { return }
@@ -263,6 +285,7 @@ public final class BroadcastMode: ServerMode, MessageSink {
 
     /// Pings every client (a stdin `{"type":"ping"}`).
     public func ping(_ payload: [UInt8]) {
+        if !parked.isEmpty { wakeParked() }
         flush()
         for driver in clients.values { driver.ping(payload) }
     }

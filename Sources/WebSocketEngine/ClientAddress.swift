@@ -54,14 +54,8 @@ public struct PeerAddress: Sendable, Hashable, CustomStringConvertible {
         let text = Substring(given)
         var host = text, portText: Substring?
         if text.hasPrefix("[") {
-            guard let close = text.firstIndex(of: "]") else { return nil }
-            host = text[text.index(after: text.startIndex)..<close]
-            let rest = text[text.index(after: close)...]
-            if !rest.isEmpty {
-                guard rest.first == ":" else { return nil }
-                portText = rest.dropFirst()
-            }
-            guard host.contains(":") else { return nil }
+            guard let split = BracketedHost(text), split.host.contains(":") else { return nil }
+            (host, portText) = (split.host, split.port)
         } else if let colon = text.firstIndex(of: ":"), text.lastIndex(of: ":") == colon {
             host = text[..<colon]
             portText = text[text.index(after: colon)...]

@@ -9,7 +9,7 @@ extension ConnectionDriver {
     /// written (waiting for `holdsClose`, or for the barrier ping) is replaced by this one.
     /// `within`: a hard limit in seconds for the whole ending, below the close timeout.
     public func close(_ payload: ClosePayload, within limit: Double? = nil) {
-        let closeSent = core.closeSent != nil || ending != nil
+        let closeSent = core.closeSent != nil || ended != nil
         carryOut(closing.close(payload, within: limit, closeSent: closeSent,
                                now: .now()))
     }
@@ -18,7 +18,7 @@ extension ConnectionDriver {
     /// messages, and the Close follows its Pong (§5.5.2: pongs answer in order). Without a
     /// Pong within the close timeout the Close goes anyway, with a short wait for its echo.
     public func closeAfterDelivery(_ payload: ClosePayload) {
-        guard ending == nil,
+        guard ended == nil,
               let action = closing.closeAfterDelivery(payload, closeSent: core.closeSent != nil, waitingEmpty: waiting.isEmpty,
                                                       totalQueued: outbound.totalQueued, now: .now()) else { return }
         carryOut(action)

@@ -13,7 +13,7 @@ extension ConnectionDriver {
     /// False once closing.
     @discardableResult
     public func ping(_ payload: [UInt8]) -> Bool {
-        guard ending == nil, core.ping(payload) else { return false }
+        guard ended == nil, core.ping(payload) else { return false }
         if framesNow { queueControlFrames() }
         scheduleService()
         return true

@@ -108,11 +108,23 @@ public final class ConnectionDriver: MessageSink {
     /// The ending: which Close waits for what, its deadlines, how it ends.
     @exclusivity(unchecked) var closing: ConnectionClosing
     /// How the connection ended, once it has.
-    public private(set) var ending: ConnectionEnding?
+    public var ending: ConnectionEnding? { ended?.ending }
+    /// Boxed: a value set once, at the end, was 40 bytes of every live connection.
+    private(set) var ended: Ended?
+    final class Ended {
+        let ending: ConnectionEnding
+        init(_ ending: ConnectionEnding) { self.ending = ending }
+    }
     /// How long, in close timeouts from the barrier ping, data from the peer keeps the
     /// ending waiting.
     public static let barrierIncomingLimit = ConnectionClosing.barrierIncomingLimit
-    private var pings: PingTracker
+    /// Keepalive pings, when --ping-interval or --ping-timeout asks for them: boxed, so a
+    /// connection without them (every server's by default) carries a word, not 80 bytes.
+    private var keepalive: Keepalive?
+    private final class Keepalive {
+        var pings: PingTracker
+        init(_ pings: PingTracker) { self.pings = pings }
+    }
     /// The random bits of the end-of-input ping's payload (`barrierPayload`), kept as one
     /// word: the payload itself is made only when that ping goes (an array per connection
     /// was 80 bytes of every idle client's heap).
@@ -162,7 +174,9 @@ public final class ConnectionDriver: MessageSink {
         receiveBuffer = received
         self.parsed = parsed
         closing = ConnectionClosing(closeTimeout: options.closeTimeout)
-        pings = PingTracker(interval: options.pingInterval ?? options.pingTimeout, timeout: options.pingTimeout)
+        if let interval = options.pingInterval ?? options.pingTimeout {
+            keepalive = Keepalive(PingTracker(interval: interval, timeout: options.pingTimeout))
+        }
         var random = SystemRandomNumberGenerator()
         barrierBits = random.next()
         deflate = MessageDeflate(core: core)
@@ -183,7 +197,7 @@ public final class ConnectionDriver: MessageSink {
         let reference = loopReference
         reference.driver = self
         watch = loop.watch(stream.fileDescriptor) { events in reference.driver?.handle(events) }
-        pings.start(at: .now())
+        keepalive?.pings.start(at: .now())
         processReceived()
         scheduleService()
     }
@@ -201,14 +215,14 @@ public final class ConnectionDriver: MessageSink {
     /// queue limits compare, so that many empty messages are bounded as bytes are.
     public var queuedBytes: Int { outbound.byteCount + waiting.weight }
     /// The round trip of the last answered keepalive ping, in seconds.
-    public var lastRoundTrip: Double? { pings.lastRoundTrip }
+    public var lastRoundTrip: Double? { keepalive?.pings.lastRoundTrip }
     /// The Close we sent and the one we received.
     public var closeSent: ClosePayload? { core.closeSent }
     public var closeReceived: ClosePayload? { core.closeReceived }
 
     /// Ends the connection at once without a closing handshake.
     public func abandon() {
-        guard ending == nil else { return }
+        guard ended == nil else { return }
         closing.lose(.abandoned)
         finish()
     }
@@ -217,13 +231,13 @@ public final class ConnectionDriver: MessageSink {
     /// the peer's answers start over.
     private func readingWaited(at now: Instant) {
         closing.progressed(at: now)
-        pings.readingWaited(at: now)
+        keepalive?.pings.readingWaited(at: now)
     }
 
     // MARK: - The loop's side
 
     func scheduleService() {
-        guard !serviceQueued, ending == nil, watch != nil else { return }
+        guard !serviceQueued, ended == nil, watch != nil else { return }
         serviceQueued = true
         let reference = loopReference
         loop.later { reference.driver?.service() }
@@ -250,14 +264,14 @@ public final class ConnectionDriver: MessageSink {
 
     private func service() {
         serviceQueued = false
-        guard ending == nil else { return }
+        guard ended == nil else { return }
         // What a throttle left unprocessed goes first, before more is read.
         if holdsInput && mayRead {
             holdsInput = false
             processReceived(resuming: true)
         }
         if socket.readReady && mayRead { readSocket() }
-        guard ending == nil else { return }
+        guard ended == nil else { return }
         checkTimers(now: .now())
         // Frame waiting messages as the socket takes the queue, until it is full.
         // Pongs go ahead of waiting messages; one held back behind an unwritten pong
@@ -299,7 +313,7 @@ public final class ConnectionDriver: MessageSink {
 
     private func readSocket() {
         var reads = 0
-        while mayRead && reads < 16 && ending == nil {
+        while mayRead && reads < 16 && ended == nil {
             if receiveBuffer == nil || receiveBuffer!.free < ConnectionDriver.minimumRead {
                 // Pieces of the old one may still wait in the owner: they keep it alive.
                 if receiveBuffer != nil { delegate?.connectionWillReleaseReceiveBuffer(self) }
@@ -376,7 +390,7 @@ public final class ConnectionDriver: MessageSink {
                         delegate.connection(self, note: .barrierAnswered)
                         carryOut(closing.barrierAnswered(now: .now()))
                     } else {
-                        let rtt = pings.pongReceived(payload, at: .now())
+                        let rtt = keepalive?.pings.pongReceived(payload, at: .now())
                         delegate.connection(self, didReceivePong: payload, roundTrip: rtt)
                     }
                 case .close(let payload):
@@ -415,11 +429,11 @@ public final class ConnectionDriver: MessageSink {
 
     private func flush(reportsRoom: Bool = true) {
         defer {
-            if reportsRoom && roomUnreported && ending == nil {
+            if reportsRoom && roomUnreported && ended == nil {
                 roomUnreported = false
                 if queuedBytes < options.queueLimit && canSendData { delegate?.connectionHasRoom(self) }
             }
-            if reportsRoom, ending == nil, let end = writtenMarks.firstEnd, end <= outbound.totalWritten,
+            if reportsRoom, ended == nil, let end = writtenMarks.firstEnd, end <= outbound.totalWritten,
                let token = writtenMarks.takeReached(written: outbound.totalWritten) {
                 delegate?.connection(self, wroteThrough: token)
             }
@@ -439,7 +453,7 @@ public final class ConnectionDriver: MessageSink {
         }
         let now = Instant.now()
         if outbound.totalWritten > before {
-            pings.written(upTo: outbound.totalWritten, at: now)
+            keepalive?.pings.written(upTo: outbound.totalWritten, at: now)
             closing.wrote(from: before, now: now)
             roomUnreported = true
         }
@@ -451,14 +465,14 @@ public final class ConnectionDriver: MessageSink {
         // of the peer's.
         if holdsClose && closing.closePending || awaitsOwnersAnswer { closing.progressed(at: now) }
         if pausesReading || throttled { readingWaited(at: now) }
-        if pings.pingDue(at: now), core.state == .open {
-            let payload = pings.nextPayload()
+        if let keepalive, keepalive.pings.pingDue(at: now), core.state == .open {
+            let payload = keepalive.pings.nextPayload()
             core.ping(payload)
             queueControlFrames()
-            pings.queued(payload, endingAt: outbound.totalQueued, at: now)
+            keepalive.pings.queued(payload, endingAt: outbound.totalQueued, at: now)
             delegate?.connection(self, note: .pingQueued(payload.count))
         }
-        if pongTimeoutCounts, let overdue = pings.overdue(at: now) { closing.lose(.pingTimeout(seconds: overdue)) }
+        if pongTimeoutCounts, let overdue = keepalive?.pings.overdue(at: now) { closing.lose(.pingTimeout(seconds: overdue)) }
         carryOut(closing.checkBarrier(now: now))
     }
 
@@ -497,7 +511,7 @@ public final class ConnectionDriver: MessageSink {
     private var nextDeadline: Instant? {
         // Keepalive pings only while open, pong deadlines only while they count: a deadline
         // that passes without being acted on must not keep the timer in the past.
-        let soonest = core.state == .open ? pings.nextDeadline : pongTimeoutCounts ? pings.pongDeadline : nil
+        let soonest = core.state == .open ? keepalive?.pings.nextDeadline : pongTimeoutCounts ? keepalive?.pings.pongDeadline : nil
         guard let deadline = closing.nextDeadline else { return soonest }
         return soonest.map { min($0, deadline) } ?? deadline
     }
@@ -515,11 +529,11 @@ public final class ConnectionDriver: MessageSink {
     }
 
     private func finish() {
-        guard ending == nil else { return }
+        guard ended == nil else { return }
         let result = closing.end(failure: core.failure, closeSent: core.closeSent, closeReceived: core.closeReceived,
                                  totalWritten: outbound.totalWritten, now: .now())
         if core.closeReceived == nil && core.failure == nil { core.abandon() }
-        ending = result
+        ended = Ended(result)
         loop.remove(watch)
         if let timer { loop.arm(timer, at: nil) }
         stream.close()

@@ -10,6 +10,9 @@ public final class EchoMode: ServerMode {
     public init() {}
 
     public func handler(for connection: ServerConnection) -> ConnectionDelegate { EchoHandler() }
+
+    /// An echo client that sends nothing costs no driver until it does.
+    public var parksIdleClients: Bool { true }
 }
 
 /// One client's echo. A message whole within one read goes back as one final frame

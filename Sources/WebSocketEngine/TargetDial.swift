@@ -109,7 +109,7 @@ public final class TargetDial {
             tryNext()
         case .failure(let error):
             if case .timedOut = error { return complete(.failure(.timedOut(seconds: timeout))) }
-            if case .resolve(_, let reason, _, _) = error { return complete(.failure(.resolve(reason))) }
+            if case .resolve(_, let reason, _, _, _) = error { return complete(.failure(.resolve(reason))) }
             complete(.failure(.resolve("\(error)")))
         }
     }

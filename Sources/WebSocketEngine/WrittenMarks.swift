@@ -2,7 +2,43 @@
 /// (`ConnectionDriver.reportWhenWritten`), in the order asked. A mark behind messages that
 /// still wait unframed gets its end once they are framed: until then it counts how many
 /// more waiting entries must be framed (after those of the marks ahead of it).
+///
+/// Its lists live in a box made at the first mark: a connection whose owner never asks
+/// (every server connection, most clients) carries one word, not the lists' 56 bytes.
 struct WrittenMarks {
+    private final class Box {
+        var list: WrittenMarkList
+        init(_ list: WrittenMarkList) { self.list = list }
+    }
+    private var box: Box?
+
+    /// The end of the first mark whose end is known (one load per flush when nobody waits).
+    var firstEnd: UInt64? { box?.list.firstEnd }
+    var waitsForFraming: Bool { box?.list.waitsForFraming ?? false }
+
+    private mutating func withList<R>(_ change: (inout WrittenMarkList) -> R) -> R {
+        if box == nil {
+            box = Box(WrittenMarkList())
+        } else if !isKnownUniquelyReferenced(&box) {
+            box = Box(box!.list)  // a copy of the marks changes alone
+        }
+        return change(&box!.list)
+    }
+
+    mutating func add(token: UInt64, end: UInt64) { withList { $0.add(token: token, end: end) } }
+    mutating func add(token: UInt64, afterWaiting entries: Int) { withList { $0.add(token: token, afterWaiting: entries) } }
+    mutating func framedOne(total: UInt64) {
+        guard waitsForFraming else { return }
+        withList { $0.framedOne(total: total) }
+    }
+    mutating func takeReached(written: UInt64) -> UInt64? {
+        guard box != nil else { return nil }
+        return withList { $0.takeReached(written: written) }
+    }
+}
+
+/// `WrittenMarks`' lists, once there is a mark.
+private struct WrittenMarkList {
     private var ends: [(end: UInt64, token: UInt64)] = []
     private var endsHead = 0
     private var unframed: [(entries: Int, token: UInt64)] = []

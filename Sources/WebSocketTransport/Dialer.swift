@@ -87,8 +87,14 @@ public enum Dialer {
         case .unix(let path):
             stream = try UnixConnector.connect(path: path, deadline: deadline, log: log)
         case .direct(let target, _):
-            stream = try TCPConnector.connect(host: target.host, port: target.port, options: options.connect,
-                                              deadline: deadline, log: log)
+            do {
+                stream = try TCPConnector.connect(host: target.host, port: target.port, options: options.connect,
+                                                  deadline: deadline, log: log)
+            } catch {
+                // A name that does not resolve is said to be `connectTo`'s, not the URL's.
+                guard options.connectTo != nil, case .resolve(let host, let reason, let family, nil, _) = error else { throw error }
+                throw .resolve(host: host, reason: reason, family: family, connectTo: true)
+            }
         case .proxy(_, let target, _, let hop):
             stream = try tunnel(through: hop, to: target, options: options, deadline: deadline, names: names, log: log)
         }
@@ -115,7 +121,7 @@ public enum Dialer {
         } catch {
             // Cannot reach the proxy at all: still "cannot connect" (3), said so.
             switch error {
-            case .resolve(let host, let reason, let family, _):
+            case .resolve(let host, let reason, let family, _, _):
                 throw .resolve(host: host, reason: reason, family: family, via: hop)
             case .connect(let address, let code, _):
                 throw .connect(target: address, errno: code, via: hop)

@@ -67,8 +67,8 @@ extension TransportError {
     public func sentence(_ names: SettingNames) -> String {
         func from(_ source: ProxySource) -> String { names.proxySource(source).map { " (from \($0))" } ?? "" }
         switch self {
-        case .resolve(let host, let reason, let family, let via):
-            var text = "cannot resolve host '\(host)': \(reason)"
+        case .resolve(let host, let reason, let family, let via, let connectTo):
+            var text = "cannot resolve host '\(host)'\(connectTo ? " (\(names.connectTo))" : ""): \(reason)"
             switch family {
             case .any: break
             case .ipv4: text += " (looking for IPv4 addresses only\(names.ipv4Only.map { ": \($0)" } ?? ""))"
@@ -130,9 +130,11 @@ extension TLSFailure {
         switch self {
         case .libraryMissing(let why): return why
         case .setup(let reason): return "cannot create a TLS session: \(reason)"
-        case .trustStore(let path?, let reason): return "cannot load CA certificates from '\(path)': \(reason)"
+        case .trustStore(let path?, let reason):
+            return "cannot load CA certificates from '\(path)': \(TLSFailure.fileTrouble(reason, holds: "certificate"))"
         case .trustStore(nil, let reason): return "cannot load the system CA store: \(reason)"
-        case .certificateFile(let path, let reason): return "cannot load the client certificate from '\(path)': \(reason)"
+        case .certificateFile(let path, let reason):
+            return "cannot load the client certificate from '\(path)': \(TLSFailure.fileTrouble(reason, holds: "certificate"))"
         case .keyNeedsPassphrase(let path):
             return "the private key in '\(path)' is encrypted: give its passphrase with \(names.keyPassphrase)"
         case .wrongPassphrase(let path): return "cannot decrypt the private key in '\(path)': wrong passphrase"
@@ -140,7 +142,8 @@ extension TLSFailure {
             return "the private key in '\(key)' does not belong to the certificate in '\(certificate)'"
         case .noPrivateKey(let path, let reason):
             return "no private key in '\(path)'\(names.keyFile.map { " (give the key file with \($0))" } ?? "") [\(reason)]"
-        case .keyFile(let path, let reason): return "cannot load the private key from '\(path)': \(reason)"
+        case .keyFile(let path, let reason):
+            return "cannot load the private key from '\(path)': \(TLSFailure.fileTrouble(reason, holds: "private key"))"
         case .verification(let check, let name, let detail):
             let reason: String
             switch check {
@@ -148,6 +151,14 @@ extension TLSFailure {
             case .notYetValid: reason = "the server's certificate is not valid yet"
             case .nameMismatch: reason = "the server's certificate is not valid for '\(name)'"
             case .unknownCA: reason = "the server's certificate is signed by an unknown CA (trust it with \(names.caFile))"
+            case .selfSigned: reason = "the server's certificate is self-signed (trust that certificate itself with \(names.caFile))"
+            case .notForServers:
+                reason = "the server's certificate is not meant for a TLS server (its extended key usage lacks serverAuth)"
+            case .issuerNotCA:
+                reason = "the server's certificate is signed by a certificate that is no CA's (basicConstraints without CA:TRUE)"
+            case .tooWeak:
+                reason = "the server's certificate chain has a key or signature too weak for OpenSSL's security level "
+                    + "(RSA under 2048 bits, SHA-1)"
             case .other: reason = "the server's certificate was refused"
             }
             return "certificate verification failed for '\(name)': \(reason) [\(detail)]"
@@ -178,12 +189,36 @@ extension TLSFailure {
     /// setting of the client CA file (mutual TLS); the rest as `sentence(names)`.
     public func serverSentence(_ names: SettingNames, clientCA: String) -> String {
         switch self {
-        case .certificateFile(let path, let reason): return "cannot load the server certificate from '\(path)': \(reason)"
-        case .keyFile(let path, let reason): return "cannot load the server's private key from '\(path)': \(reason)"
-        case .trustStore(let path?, let reason): return "cannot load the client CA certificates from '\(path)' (\(clientCA)): \(reason)"
+        case .certificateFile(let path, let reason):
+            return "cannot load the server certificate from '\(path)': \(TLSFailure.fileTrouble(reason, holds: "certificate"))"
+        case .keyFile(let path, let reason):
+            return "cannot load the server's private key from '\(path)': \(TLSFailure.fileTrouble(reason, holds: "private key"))"
+        case .trustStore(let path?, let reason):
+            return "cannot load the client CA certificates from '\(path)' (\(clientCA)): \(TLSFailure.fileTrouble(reason, holds: "certificate"))"
         case .setup(let reason): return "cannot set up TLS for the server: \(reason)"
         default: return sentence(names)
         }
+    }
+}
+
+extension TLSFailure {
+    /// OpenSSL's reason for a PEM file it could not load (`holds`: what the file is for,
+    /// "certificate" or "private key"), in words a shell user reads, OpenSSL's own after them
+    /// in brackets; a reason not known here as it is.
+    static func fileTrouble(_ reason: String, holds: String) -> String {
+        let words: String
+        if reason.contains("no start line") || reason.contains("no certificate or crl found") {
+            words = "it holds no \(holds) in PEM form (-----BEGIN \(holds.uppercased())-----)"
+        } else if reason.hasPrefix("unsupported") {
+            words = "it holds no \(holds) OpenSSL can read"
+        } else if reason.contains("key too small") {
+            words = "its key is too small for OpenSSL's security level (RSA needs 2048 bits or more)"
+        } else if reason.contains("md too weak") {
+            words = "its signature's digest is too weak for OpenSSL's security level (SHA-1, MD5)"
+        } else {
+            return reason
+        }
+        return "\(words) [\(reason)]"
     }
 }
 
@@ -198,8 +233,22 @@ extension TLSAlert {
                 + "\(names.clientCertificate.map { ": \($0)" } ?? "")) [\(detail)]"
         case .noCommonVersion(let detail):
             return "no TLS version that both sides accept\(names.minimumVersion.map { " (see \($0))" } ?? "") [\(detail)]"
-        case .certificateRefused, .other:
+        case .certificateRefused:
             return description
+        case .other(let detail):
+            return TLSAlert.worded(detail)
         }
+    }
+
+    /// An alert the peer sent, in OpenSSL's words ("tlsv1 alert access denied",
+    /// "tlsv1 unrecognized name"), as a sentence with those words in brackets; any other
+    /// reason as it is.
+    static func worded(_ detail: String) -> String {
+        if detail.contains("unrecognized name") {
+            return "the server does not serve the name asked for (the TLS server name, SNI) [\(detail)]"
+        }
+        guard let found = detail.firstRange(of: " alert ") else { return detail }
+        let alert = detail[found.upperBound...].prefix { $0 != ";" }
+        return "the server sent the TLS alert '\(alert)' [\(detail)]"
     }
 }

@@ -71,13 +71,8 @@ public struct HostPort: Sendable, Equatable, CustomStringConvertible {
         var hostPart = Substring(text)
         var portPart: Substring?
         if text.hasPrefix("[") {
-            guard let close = text.firstIndex(of: "]") else { return nil }
-            hostPart = text[text.index(after: text.startIndex)..<close]
-            let after = text[text.index(after: close)...]
-            if !after.isEmpty {
-                guard after.first == ":" else { return nil }
-                portPart = after.dropFirst()
-            }
+            guard let split = BracketedHost(text[...]) else { return nil }
+            (hostPart, portPart) = (split.host, split.port)
             guard IPAddress(hostPart) != nil else { return nil }
         } else if let colon = text.lastIndex(of: ":") {
             hostPart = text[..<colon]
@@ -101,6 +96,24 @@ public struct HostPort: Sendable, Equatable, CustomStringConvertible {
 
     /// "host:port", with brackets around an IPv6 address.
     public var description: String { "\(host.contains(":") ? "[\(host)]" : host):\(port)" }
+}
+
+/// `[HOST]` or `[HOST]:PORT` split at its brackets, for the parsers of an address with a
+/// port (`HostPort`, a proxy's hop): what the brackets hold and what follows the colon,
+/// unchecked (each parser has its own rule for a host and a port). Nil when `text` does
+/// not start with "[", has no "]", or has anything but ":PORT" after it.
+public struct BracketedHost {
+    public let host: Substring
+    /// The text after "]:" (possibly empty); nil when nothing follows "]".
+    public let port: Substring?
+
+    public init?(_ text: Substring) {
+        guard text.first == "[", let close = text.firstIndex(of: "]") else { return nil }
+        let rest = text[text.index(after: close)...]
+        guard rest.isEmpty || rest.first == ":" else { return nil }
+        host = text[text.index(after: text.startIndex)..<close]
+        port = rest.isEmpty ? nil : rest.dropFirst()
+    }
 }
 
 extension Character {

@@ -135,21 +135,17 @@ func acceptConnection(on listening: Int32, unixPath: String?) -> AcceptResult {
     var storage = sockaddr_storage()
     while true {
         var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
-        let result: (Int32, String) = withUnsafeMutablePointer(to: &storage) { pointer in
+        let accepted: TCPStream? = withUnsafeMutablePointer(to: &storage) { pointer in
             pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { sa in
                 let fd = wsp_accept4(listening, sa, &length)
-                guard fd >= 0 else { return (fd, "") }
-                return (fd, unixPath ?? TCPConnector.describe(sa, family: Int32(sa.pointee.sa_family)))
-            }
-        }
-        let (fd, remote) = result
-        if fd >= 0 {
-            if unixPath == nil {
+                guard fd >= 0 else { return nil }
+                if let unixPath { return TCPStream(fileDescriptor: fd, remoteAddress: unixPath) }
                 var one: Int32 = 1
                 _ = setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
+                return TCPStream(fileDescriptor: fd, peerAddress: sa)
             }
-            return .accepted(TCPStream(fileDescriptor: fd, remoteAddress: remote))
         }
+        if let accepted { return .accepted(accepted) }
         let code = errno
         switch code {
         case EINTR, ECONNABORTED: continue

@@ -239,8 +239,8 @@ public enum TCPConnector {
 
     /// A failed lookup limited to one family says so.
     static func noteFamily(_ error: TransportError, _ family: AddressFamily) -> TransportError {
-        guard case .resolve(let host, let reason, _, let via) = error else { return error }
-        return .resolve(host: host, reason: reason, family: family, via: via)
+        guard case .resolve(let host, let reason, _, let via, let connectTo) = error else { return error }
+        return .resolve(host: host, reason: reason, family: family, via: via, connectTo: connectTo)
     }
 
     fileprivate static func lookup(host: String, port: UInt16, family: AddressFamily) throws(TransportError) -> [Address] {

@@ -5,12 +5,43 @@ import Glibc
 public final class TCPStream: ByteStream {
     public let fileDescriptor: Int32
     /// The address connected to, for messages ("127.0.0.1:9000", "[::1]:9000").
-    public let remoteAddress: String
+    public var remoteAddress: String {
+        switch peer {
+        case .text(let text): return text
+        case .inet(var address): return Self.describe(&address, family: AF_INET)
+        case .inet6(var address): return Self.describe(&address, family: AF_INET6)
+        }
+    }
+    private let peer: Peer
     private var closed = false
+
+    /// An accepted peer is kept as its socket address and worded when asked: the text
+    /// was a heap string (past 15 bytes) held by every idle server connection.
+    private enum Peer {
+        case text(String)
+        case inet(sockaddr_in)
+        case inet6(sockaddr_in6)
+    }
 
     init(fileDescriptor: Int32, remoteAddress: String) {
         self.fileDescriptor = fileDescriptor
-        self.remoteAddress = remoteAddress
+        peer = .text(remoteAddress)
+    }
+
+    /// An accepted TCP connection from `address` (AF_INET or AF_INET6).
+    init(fileDescriptor: Int32, peerAddress address: UnsafePointer<sockaddr>) {
+        self.fileDescriptor = fileDescriptor
+        switch Int32(address.pointee.sa_family) {
+        case AF_INET: peer = .inet(UnsafeRawPointer(address).loadUnaligned(as: sockaddr_in.self))
+        case AF_INET6: peer = .inet6(UnsafeRawPointer(address).loadUnaligned(as: sockaddr_in6.self))
+        default: peer = .text(TCPConnector.describe(address, family: Int32(address.pointee.sa_family)))
+        }
+    }
+
+    private static func describe<Address>(_ address: inout Address, family: Int32) -> String {
+        withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { TCPConnector.describe($0, family: family) }
+        }
     }
 
     deinit { close() }

@@ -109,6 +109,14 @@ public enum TLSFailure: Error, Equatable, Sendable {
 /// Which check the server's certificate failed.
 public enum CertificateCheck: Equatable, Sendable {
     case expired, notYetValid, nameMismatch, unknownCA, other
+    /// Signed by itself, and not trusted.
+    case selfSigned
+    /// Its extended key usage does not include TLS servers (a client certificate served).
+    case notForServers
+    /// A certificate of the chain signs others without being a CA's (basicConstraints).
+    case issuerNotCA
+    /// A key or signature digest the security level refuses (RSA under 2048 bits, SHA-1).
+    case tooWeak
 }
 
 /// A TLS error on an open stream, classified from OpenSSL's reason (`detail`).
@@ -586,10 +594,13 @@ func verificationFailure(_ code: Int32, name: String) -> TLSFailure {
     case X509_V_ERR_CERT_HAS_EXPIRED: check = .expired
     case X509_V_ERR_CERT_NOT_YET_VALID: check = .notYetValid
     case X509_V_ERR_HOSTNAME_MISMATCH, X509_V_ERR_IP_ADDRESS_MISMATCH: check = .nameMismatch
-    case X509_V_ERR_DEPTH_ZERO_SELF_SIGNED_CERT, X509_V_ERR_SELF_SIGNED_CERT_IN_CHAIN,
-         X509_V_ERR_UNABLE_TO_GET_ISSUER_CERT_LOCALLY, X509_V_ERR_UNABLE_TO_GET_ISSUER_CERT,
-         X509_V_ERR_UNABLE_TO_VERIFY_LEAF_SIGNATURE:
+    case X509_V_ERR_DEPTH_ZERO_SELF_SIGNED_CERT: check = .selfSigned
+    case X509_V_ERR_SELF_SIGNED_CERT_IN_CHAIN, X509_V_ERR_UNABLE_TO_GET_ISSUER_CERT_LOCALLY,
+         X509_V_ERR_UNABLE_TO_GET_ISSUER_CERT, X509_V_ERR_UNABLE_TO_VERIFY_LEAF_SIGNATURE:
         check = .unknownCA
+    case X509_V_ERR_INVALID_PURPOSE: check = .notForServers
+    case X509_V_ERR_INVALID_CA: check = .issuerNotCA
+    case X509_V_ERR_EE_KEY_TOO_SMALL, X509_V_ERR_CA_KEY_TOO_SMALL, X509_V_ERR_CA_MD_TOO_WEAK: check = .tooWeak
     default: check = .other
     }
     return .verification(check, name: name, detail: detail)

@@ -6,8 +6,9 @@ import WebSocketCore
 /// names a command-line option, and nothing carries credentials.
 public enum TransportError: Error, Equatable {
     /// The host name did not resolve: `reason` is the resolver's (gai_strerror) text;
-    /// `family` the family asked for; `via` the proxy when it is the proxy's name.
-    case resolve(host: String, reason: String, family: AddressFamily = .any, via: ProxyHop? = nil)
+    /// `family` the family asked for; `via` the proxy when it is the proxy's name;
+    /// `connectTo`: the host was given to dial instead of the URL's (`DialOptions.connectTo`).
+    case resolve(host: String, reason: String, family: AddressFamily = .any, via: ProxyHop? = nil, connectTo: Bool = false)
     /// The name resolved, but to no address of `family`; `available` are the others.
     case noAddress(host: String, family: AddressFamily, available: [String])
     /// No address accepted the TCP connection; `errno` is the last attempt's error.

@@ -116,11 +116,11 @@ final class BusTests: BusTestCase {
     }
 
     /// Redis killed and restarted on its port mid-stream: the clients stay connected,
-    /// delivery resumes once both processes resubscribed; the gap is reported (warnings, --jsonl bus_lost/bus_restored with timestamps, the metric).
+    /// delivery resumes once both processes resubscribed; the gap is reported (warnings, --jsonl bus_lost/bus_restored with their timestamps, --timestamps adding no second one, the metric).
     func testTheBusKilledAndRestartedMidStream() throws {
         var (redisChild, redis) = try startRedis()
         let bus = "redis://127.0.0.1:\(redis)/ticker"
-        let (a, portA) = try startBroadcast(bus, ["--jsonl", "--metrics", "/metrics"])
+        let (a, portA) = try startBroadcast(bus, ["--jsonl", "--timestamps", "--metrics", "/metrics"])
         let (b, portB) = try startBroadcast(bus)
         let clients = try startClients(40, expecting: 400, seconds: 120, ports: [portA, portB])
         func feed(_ range: Range<Int>) {
@@ -160,6 +160,7 @@ final class BusTests: BusTestCase {
         XCTAssertTrue(events.first?.hasPrefix("{\"type\":\"bus_lost\",\"ts\":") == true, "\(events)")
         XCTAssertTrue(events.last?.hasPrefix("{\"type\":\"bus_restored\",\"ts\":") == true, "\(events)")
         XCTAssertTrue(events.last?.contains("\"down_seconds\":") == true, "\(events)")
+        XCTAssertEqual(events.map { $0.components(separatedBy: "\"ts\":").count }, [2, 2], "one ts each, --timestamps adds none")
         assertStderr(resultA, contains: "messages published meanwhile are not delivered here")
     }
 

@@ -13,7 +13,11 @@ import Glibc
 /// second part while it is down (the offline queue) and the third once it is up again: every
 /// line must come back once, in order (nothing was in flight at the stop, so the man page's
 /// RECONNECTION rules allow no loss). Peers are shared by the cases that use the same
-/// server (restart cases have their own); cases run four at a time.
+/// server (restart cases have their own); cases run four at a time. A conversation case's
+/// preamble (--send a marker, --expect its echo) must come back before stdin's lines on every
+/// connection, so before the first part and again after a restart; an --until case ends the
+/// run at its marker message, the last one stdin sends, with stdin still open, and stdout
+/// holds that message alone (--print-match-only), over a restart too.
 /// WSPIPE_MATRIX_CASES=3,17 runs only those cases (the numbers the failures name).
 final class ClientMatrixTests: IntegrationTestCase {
     func testTheClientMatrix() throws {
@@ -209,7 +213,7 @@ final class ClientMatrixPeers: @unchecked Sendable {
 /// One case of the client matrix: its input, what must come back, and how it is run.
 struct ClientMatrixCase: CustomStringConvertible, Sendable {
     let values: PairwiseCase
-    let peer, transport, deflate, format, mode: String
+    let peer, transport, deflate, format, mode, conversation: String
     let size: Int
 
     init(_ values: PairwiseCase) {
@@ -220,12 +224,18 @@ struct ClientMatrixCase: CustomStringConvertible, Sendable {
         format = values["format"]
         mode = values["mode"]
         size = Int(values["size"]) ?? 0
+        conversation = values["conversation"]
     }
 
     var description: String { values.description }
     var path: String { "/case-\(values.number)" }
     var binary: Bool { format == "binary" || format == "base64" }
     var restarts: Bool { mode.hasPrefix("restart") }
+    /// --send's message, which --expect waits to see echoed (--jsonl's: JSON, --expect-json).
+    var preamble: String { format == "jsonl" ? #"{"preamble":\#(values.number)}"# : "preamble-\(values.number)" }
+    /// --until comes with --print-match-only: nothing but the match reaches stdout, so a
+    /// restart cannot wait for the first part's echo (it waits a while).
+    var printsMatchOnly: Bool { conversation == "until" }
 
     var peerKey: MatrixPeerKey {
         let flavored = peer == "websocat" || peer == "wspipe-exec"
@@ -256,7 +266,43 @@ struct ClientMatrixCase: CustomStringConvertible, Sendable {
         case "ping-interval": flags += ["--ping-interval", "0.1", "--print-ping-rtt"]
         default: break
         }
+        switch conversation {
+        case "expect": flags += ["--send", preamble] + (format == "jsonl" ? ["--expect-json", "preamble=\(values.number)"] : ["--expect", "^\(preamble)$"])
+        // --jsonl's marker is a JSON text message: --until-json; the others' a plain one.
+        case "until": flags += (format == "jsonl" ? ["--until-json", "until=\(values.number)"] : ["--until", "until-\(values.number)"])
+            + ["--print-match-only"]
+        default: break
+        }
         return flags
+    }
+
+    /// A text message as the format writes it to stdout.
+    private func written(_ text: String) -> [UInt8] {
+        switch format {
+        case "jsonl": return Array(#"{"type":"text","data":"\#(text.replacingOccurrences(of: "\"", with: "\\\""))"}"#.utf8) + [0x0A]
+        case "binary": return Array(text.utf8)
+        default: return Array(text.utf8) + [0x0A]
+        }
+    }
+
+    /// What stdout holds before the restart's stop (and what must be there by then), and
+    /// in all: the preamble's echo comes first on each connection.
+    var output: (beforeStop: [UInt8], all: [UInt8]) {
+        let (parts, expected, _) = input
+        switch conversation {
+        case "expect":
+            let echo = written(preamble)
+            // --whole-input's message goes at the end of stdin, after the restart.
+            let first = format == "whole-input" ? [] : parts[0]
+            let rest = format == "whole-input" ? expected : Array(expected.dropFirst(first.count))
+            return restarts ? (echo + first, echo + first + echo + rest) : (echo + first, echo + expected)
+        case "until":
+            // The marker message alone: the last line, or the whole input.
+            let lines = expected.split(separator: 0x0A, omittingEmptySubsequences: false).dropLast()
+            return ([], format == "whole-input" ? expected : Array(lines.last ?? []) + [0x0A])
+        default:
+            return (format == "whole-input" ? [] : parts[0], expected)
+        }
     }
 
     /// stdin in three parts (a restart case stops the server after the first and starts it
@@ -265,21 +311,31 @@ struct ClientMatrixCase: CustomStringConvertible, Sendable {
         let seed = values.number * 10
         switch format {
         case "text", "jsonl", "base64":
-            let lines = (0..<3).map { i -> [UInt8] in
+            var lines = (0..<3).map { i -> [UInt8] in
                 switch format {
                 case "text": return Array((MatrixPayload.text(size, seed: seed + i) + "\n").utf8)
                 case "jsonl": return Array(#"{"type":"text","data":"\#(MatrixPayload.text(size, seed: seed + i))"}"#.utf8) + [0x0A]
                 default: return Array((Data(MatrixPayload.bytes(size, seed: seed + i)).base64EncodedString() + "\n").utf8)
                 }
             }
-            return (lines, lines.flatMap { $0 }, 3 * size)
+            guard conversation == "until" else { return (lines, lines.flatMap { $0 }, 3 * size) }
+            // The last line is the marker --until waits for.
+            let marker = format == "jsonl" ? #"{"until":\#(values.number)}"# : "until-\(values.number)"
+            lines[2] += written(marker)
+            return (lines, lines.flatMap { $0 }, 3 * size + marker.utf8.count)
         case "binary":
             let bytes = MatrixPayload.bytes(size, seed: seed)
             return (thirds(bytes), bytes, size)
         default: // whole-input: one message with newlines inside
             var bytes = Array(MatrixPayload.text(size, seed: seed).utf8)
             for i in stride(from: 60, to: bytes.count, by: 61) { bytes[i] = 0x0A }
-            return (thirds(bytes), bytes + [0x0A], size)
+            // --until's marker first (only a message's first MiB is examined), in place of
+            // the first bytes: the size stays under websocat's buffer and Python's max_size.
+            if conversation == "until" {
+                let marker = Array("until-\(values.number)\n".utf8)
+                bytes = marker + bytes.dropFirst(marker.count)
+            }
+            return (thirds(bytes), bytes + [0x0A], bytes.count)
         }
     }
 
@@ -305,7 +361,8 @@ struct ClientMatrixCase: CustomStringConvertible, Sendable {
         let command = "wspipe " + arguments.joined(separator: " ") + "   # peer: \(server.key)"
         func fail(_ text: String) { matrix.fail("\(self): \(text)\n    \(command)") }
 
-        let (parts, expected, sentBytes) = input
+        let (parts, _, sentBytes) = input
+        let (beforeStop, expected) = output
         let client = try matrix.spawn(Locations.wspipe, arguments, stdin: .pipe)
         client.writeStdin(parts[0])
         switch mode {
@@ -313,16 +370,17 @@ struct ClientMatrixCase: CustomStringConvertible, Sendable {
             // Wait for the first part's echo (nothing in flight), stop, queue, start, go on.
             // Lines come back as they were written (--jsonl adds connection events around
             // them); -b's bytes, and --exec cat's base64 lines, in other pieces; --whole-input
-            // comes back only at the end.
-            let firstBack: (([UInt8]) -> Bool)? = format == "whole-input" ? nil
-                : keepsBoundaries && format != "binary" ? { $0.firstRange(of: parts[0]) != nil } : { $0.count >= parts[0].count }
+            // comes back only at the end (its preamble's echo, though, at once).
+            let firstBack: (([UInt8]) -> Bool)? = beforeStop.isEmpty ? nil
+                : keepsBoundaries && format != "binary" && format != "jsonl" ? { $0.starts(with: beforeStop) }
+                : format == "jsonl" ? { $0.firstRange(of: parts[0]) != nil } : { $0.count >= beforeStop.count }
             if let firstBack {
                 guard client.stdout.wait(timeout: 30, until: firstBack) else {
                     fail("the first part did not come back before the restart; stdout \(client.stdout.bytes.count) bytes, stderr:\n\(client.stderr.text)")
                     return
                 }
             } else {
-                usleep(300_000)
+                usleep(printsMatchOnly ? 500_000 : 300_000)
             }
             try server.stop(mode == "restart" ? SIGTERM : SIGKILL)
             client.writeStdin(parts[1])
@@ -336,7 +394,9 @@ struct ClientMatrixCase: CustomStringConvertible, Sendable {
         default:
             client.writeStdin(parts[1] + parts[2])
         }
-        client.closeStdin()
+        // --until ends the run at its marker: stdin stays open (but for --whole-input, whose
+        // message goes at its end).
+        if conversation != "until" || format == "whole-input" { client.closeStdin() }
         let result = client.wait(timeout: 60)
         if result.termination != .exited(0) {
             fail("exit: \(result.termination), expected exit status 0; stderr:\n\(result.stderr)")
@@ -357,20 +417,31 @@ struct ClientMatrixCase: CustomStringConvertible, Sendable {
             }
             // A killed server reports nothing of its connection: count what came after it.
             let firstPart = format == "binary" ? parts[0].count : format == "whole-input" ? 0 : size
-            let expected = mode == "restart-killed" ? sentBytes - firstPart : sentBytes
+            // --send's message on each connection the peer reports.
+            let preambles = conversation == "expect" ? preamble.utf8.count * reports.count : 0
+            let expected = (mode == "restart-killed" ? sentBytes - firstPart : sentBytes) + preambles
             let counted = reports.compactMap(\.bytes)
-            if !counted.isEmpty && counted.reduce(0, +) != expected {
+            // Unseen (--print-match-only), the first part may have gone only after the kill.
+            let alsoExpected = printsMatchOnly && mode == "restart-killed" ? sentBytes : expected
+            if !counted.isEmpty && ![expected, alsoExpected].contains(counted.reduce(0, +)) {
                 fail("the peer received \(counted) payload bytes over \(reports.count) connection(s), expected \(expected) in all")
             }
         }
     }
 
     private func checkOutput(_ output: [UInt8], expected: [UInt8], fail: (String) -> Void) {
-        if format == "jsonl" {
+        if printsMatchOnly {
+            compare(output, expected, fail: fail)  // the match alone: no event, no close line
+        } else if format == "jsonl" {
             // Messages are "text" lines (the input has no binary ones); --reconnect adds
             // connecting/connected/disconnected events, and the Close the server answered.
             let lines = output.split(separator: 0x0A).map { String(decoding: $0, as: UTF8.self) }
             let closes = lines.filter { $0.hasPrefix(#"{"type":"close""#) }
+            // A completed preamble (one --send) is an event on every connection.
+            let resubscribed = lines.filter { $0 == #"{"type":"resubscribed","messages":1}"# }.count
+            if resubscribed != (conversation == "expect" ? (restarts ? 2 : 1) : 0) {
+                fail("\(resubscribed) resubscribed event(s) for \(restarts ? 2 : 1) connection(s)")
+            }
             let data = lines.filter { $0.hasPrefix(#"{"type":"text""#) }.map { $0 + "\n" }.joined()
             compare(Array(data.utf8), expected, fail: fail)
             // websocat answers a Close with an empty one: no code.

@@ -8,9 +8,9 @@ import TestSupport
 
 final class ConsoleTests: IntegrationTestCase {
     /// Runs one scenario of console.py; its output says what failed, with the screen.
-    private func scenario(_ name: String, file: StaticString = #filePath, line: UInt = #line) throws {
+    private func scenario(_ name: String, _ options: [String] = [], file: StaticString = #filePath, line: UInt = #line) throws {
         try requireTerminalEmulator(file: file, line: line)
-        let child = try spawnHelper(Locations.python, ["\(Locations.peers)/console.py", "--wspipe", Locations.wspipe, name])
+        let child = try spawnHelper(Locations.python, ["\(Locations.peers)/console.py", "--wspipe", Locations.wspipe] + options + [name])
         let result = finish(child, timeout: 90, file: file, line: line)
         XCTAssertEqual(result.exitCode, 0, "scenario \(name): \(result)", file: file, line: line)
     }
@@ -46,6 +46,16 @@ final class ConsoleTests: IntegrationTestCase {
 
     func testAWindowResizeRedrawsTheLine() throws { try scenario("resize") }
 
+    func testALineTallerThanTheScreenIsShownAroundTheCursor() throws { try scenario("tall") }
+
+    /// pyte cuts rows when narrowed, as xterm does: nothing above the prompt is erased.
+    func testNarrowingATerminalThatCutsRowsKeepsTheLinesAbove() throws { try scenario("narrow-xterm") }
+
+    /// pyte does not reflow on resize; tmux does (as VTE and kitty do): no stale edit rows.
+    func testNarrowingATerminalThatReflowsLeavesNoStaleRows() throws {
+        try scenario("reflow", ["--tmux", try Tool.tmux.path()])
+    }
+
     func testColoursUnlessNO_COLORAndTimestamps() throws { try scenario("colours") }
 
     func testHistoryAcrossRunsIsPrivateAndRefusesALink() throws { try scenario("history") }
@@ -69,6 +79,16 @@ final class ConsoleTests: IntegrationTestCase {
     func testReconnectSendAndTypedLinesAcrossConnections() throws { try scenario("reconnect") }
 
     func testTheConsoleKeepsDrawingWhileARetryDials() throws { try scenario("dialing") }
+
+    func testARowSaysTheFirstConnectionIsOpening() throws { try scenario("opening") }
+
+    func testAReconnectionsStatusRowKeepsTheTypedLine() throws { try scenario("reconnect-status") }
+
+    func testTheServersCloseIsToldOnce() throws { try scenario("close-once") }
+
+    func testCtrlLClearsTheScreenAndDrawsTheLineAtItsTop() throws { try scenario("clear") }
+
+    func testExpectAndUntilWorkInTheConsoleAndATypedLineWaitsForThePreamble() throws { try scenario("conversation") }
 
     func testTheStdioServerIsAConsoleToo() throws { try scenario("server") }
 

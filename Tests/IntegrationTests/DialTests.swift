@@ -74,6 +74,19 @@ final class DialTests: IntegrationTestCase {
         XCTAssertEqual(try proxy.record(1, as: ProxyRecord.self).target, "127.0.0.1:\(echo.port)")
     }
 
+    /// --connect-to with a name that does not resolve: status 3 as for the URL's host (a
+    /// HOST alone is a valid value: the URL's port), the line naming --connect-to (it named
+    /// the host only, read as the URL's). A value that is no HOST[:PORT] is a usage error.
+    func testConnectToANameThatDoesNotResolve() throws {
+        let result = try runWspipe(["--connect-to", "nope.invalid", "ws://127.0.0.1:1/"])
+        assertExit(result, 3)
+        XCTAssertTrue(result.stderr.hasPrefix("wspipe: cannot resolve host 'nope.invalid' (--connect-to): "), result.stderr)
+        XCTAssertEqual(result.stderr.split(separator: "\n").count, 1, result.stderr)
+        let bad = try runWspipe(["--connect-to", "nope:99999", "ws://127.0.0.1:1/"])
+        assertExit(bad, 2)
+        assertStderr(bad, contains: "--connect-to 'nope:99999' is not HOST:PORT")
+    }
+
     func testSNIOptionForAnAddressURL() throws {
         let tls = try TLSMaterial.shared()
         let echo = try startEcho(["--tls", tls.otherCert, tls.otherKey])

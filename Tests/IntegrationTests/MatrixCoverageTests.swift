@@ -42,6 +42,24 @@ final class MatrixCoverageTests: XCTestCase {
         XCTAssertEqual(matrix.generate().unreachable, ["a=1 x b=1", "a=2 x b=1"])
     }
 
+    func testAThreeValueExclusionKeepsOnlyTheThreeTogetherOut() {
+        // a=1 x b=1 must still be covered, with c=2; a=1 x b=1 x c=1 never appears.
+        let triple = PairwiseExclusion(.init("a", "1"), .init("b", "1"), when: .init("c", "1"), "z")
+        let matrix = PairwiseMatrix([
+            PairwiseParameter("a", ["1", "2"]), PairwiseParameter("b", ["1", "2"]), PairwiseParameter("c", ["1", "2"]),
+        ], excluding: [triple])
+        XCTAssertEqual(matrix.requiredPairs.count, 12)
+        let (cases, unreachable) = matrix.generate()
+        XCTAssertEqual(unreachable, [])
+        XCTAssertFalse(cases.contains { triple.isMet(by: $0.values) })
+        XCTAssertEqual(matrix.check(cases).missing, [])
+        let bad = PairwiseCase(number: 99, values: [.init("a", "1"), .init("b", "1"), .init("c", "1")])
+        XCTAssertEqual(matrix.check(cases + [bad]).excludedPresent, ["99: a=1 x b=1 x c=1"])
+        // When every value of c completes one, the pair is unreachable (to be excluded itself).
+        let both = PairwiseMatrix(matrix.parameters, excluding: [triple, PairwiseExclusion(.init("a", "1"), .init("b", "1"), when: .init("c", "2"), "z")])
+        XCTAssertEqual(both.generate().unreachable, ["a=1 x b=1"])
+    }
+
     private func assertSound(_ matrix: PairwiseMatrix, _ name: String, file: StaticString = #filePath, line: UInt = #line) {
         let (cases, unreachable) = matrix.generate()
         XCTAssertEqual(unreachable, [], "pairs no case can hold: exclude them in MatrixDimensions with a reason", file: file, line: line)

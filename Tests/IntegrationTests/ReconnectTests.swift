@@ -150,6 +150,21 @@ final class ReconnectTests: IntegrationTestCase {
         XCTAssertEqual(objects(result).filter { $0["type"] as? String == "connecting" }.count, 3, result.stderr)
     }
 
+    /// --timestamps stamps the events as it stamps messages: each object ends with its
+    /// "ts" (they had none).
+    func testTimestampsStampTheEvents() throws {
+        let port = try deadPort(path("feed.log"))
+        let result = try runWspipe(fast + ["--max-retries", "1", "--jsonl", "--timestamps", "--receive-only",
+                                           "ws://127.0.0.1:\(port)/"])
+        assertExit(result, 3)
+        let all = objects(result)
+        XCTAssertEqual(all.compactMap { $0["type"] as? String }, ["connecting", "retry", "connecting", "giving_up"], result.stdoutText)
+        for line in lines(result.stdoutText) {
+            let stamp = line.range(of: #","ts":"#).map { Double(line[$0.upperBound...].dropLast()) ?? 0 } ?? 0
+            XCTAssertLessThan(abs(stamp - Date().timeIntervalSince1970), 60, line)
+        }
+    }
+
     func testRetriesSpentGiveTheLastFailuresStatus() throws {
         let port = try deadPort(path("feed.log"))
         let result = try runWspipe(fast + ["--max-retries", "2", "--jsonl", "--receive-only", "ws://127.0.0.1:\(port)/"])

@@ -13,7 +13,10 @@ import Glibc
 /// echoed (--echo, --exec and --dir running sed as a cat, --static beside --echo), relayed by the test
 /// from the server's stdout to its stdin (stdio, --broadcast), or as bytes from a TCP echo
 /// behind --forward. Checked: what came back, the extension agreed, the close code on both
-/// sides, the static file, the server's end at SIGTERM.
+/// sides, the static file, the server's end at SIGTERM, and each limit's own mark: the rate
+/// paused the connection (metrics), a flood got 1008, a second connection from the address
+/// and a burst of handshakes got 429, the server names the address the PROXY line or the
+/// Forwarded header claims.
 /// WSPIPE_MATRIX_CASES=3,17 runs only those cases.
 final class ServerMatrixTests: IntegrationTestCase {
     func testTheServerMatrix() throws {
@@ -80,7 +83,7 @@ struct ServerMatrixContext: Sendable {
 
 struct ServerMatrixCase: CustomStringConvertible, Sendable {
     let values: PairwiseCase
-    let mode, client, transport, deflate, access: String
+    let mode, client, transport, deflate, access, limits: String
 
     init(_ values: PairwiseCase) {
         self.values = values
@@ -89,6 +92,7 @@ struct ServerMatrixCase: CustomStringConvertible, Sendable {
         transport = values["transport"]
         deflate = values["deflate"]
         access = values["access"]
+        limits = values["limits"]
     }
 
     var description: String { values.description }
@@ -101,6 +105,10 @@ struct ServerMatrixCase: CustomStringConvertible, Sendable {
     var bytes: Bool { mode == "forward" }
     /// The test carries the client's messages from the server's stdout to its stdin.
     var relayed: Bool { mode == "stdio" || mode == "broadcast" }
+    /// The address a PROXY line or a Forwarded header claims for the client.
+    var claimedAddress: String { "203.0.113.\(values.number % 250 + 1):4711" }
+    /// A client's headers: the Forwarded claim (only --trust-proxy's peers are believed).
+    var headers: [String] { limits == "forwarded" ? ["Forwarded: for=\"\(claimedAddress)\""] : [] }
 
     func serverArguments(_ context: ServerMatrixContext) -> [String] {
         var arguments = ["-l", "127.0.0.1:0", "-v"]
@@ -114,6 +122,18 @@ struct ServerMatrixCase: CustomStringConvertible, Sendable {
         }
         // --forward refuses any request with an Origin its --allow-origin does not name (man page).
         if mode == "forward" && client == "chromium" && access != "allow-origin" { arguments += ["--allow-origin", context.pageOrigin] }
+        switch limits {
+        // 3 messages, one of 70,000 bytes: over both rates, so reading pauses at least once.
+        case "rate-limit": arguments += ["--rate-limit", "4/s:1", "--byte-rate", "256K/s:16K", "--metrics", "/metrics"]
+        // The messages stay within the rate; a flood after them is closed with 1008.
+        case "rate-close": arguments += ["--rate-limit", "20/s:10", "--byte-rate", "1M/s:1M", "--rate-limit-action", "close"]
+        // At most 5 requests before the end's burst (the access probe, two of the crowd, the
+        // static file, the client), which then runs out of the 6.
+        case "per-ip": arguments += ["--max-clients-per-ip", "1", "--max-handshakes-per-ip", "2/s:6"]
+        case "proxy-protocol": arguments += ["--proxy-protocol", "--trust-proxy", "127.0.0.1/32"]
+        case "forwarded": arguments += ["--trust-proxy", "127.0.0.1/32", "--client-address-header", "Forwarded"]
+        default: break
+        }
         switch mode {
         case "echo": arguments += ["--echo"]
         case "broadcast": arguments += ["--broadcast"]
@@ -135,12 +155,25 @@ struct ServerMatrixCase: CustomStringConvertible, Sendable {
         let server = try matrix.spawn(Locations.wspipe, arguments, environment: environment, stdin: relayed ? .pipe : .null)
         let scheme = secure ? "wss" : "ws"
         guard let line = server.stderr.waitForLine(startingWith: "wspipe: listening on \(scheme)://127.0.0.1:", timeout: 20),
-              let port = Int(line.split(separator: ":").last?.split(separator: "/").first ?? "") else {
+              let serverPort = Int(line.split(separator: ":").last?.split(separator: "/").first ?? "") else {
             return fail("the server did not start: \(server.wait(timeout: 1))")
         }
+        // Under --proxy-protocol, every client (probes too) goes through the relay.
+        let port = limits == "proxy-protocol" ? try startProxyHeaderRelay(to: serverPort, in: matrix) : serverPort
         let url = "\(scheme)://127.0.0.1:\(port)\(path)"
         let staticURL = "\(secure ? "https" : "http")://127.0.0.1:\(port)/probe.js"
         try probeRefusal(url: url, port: port, context, in: matrix, fail: fail)
+        // The server's record of a client's Close (websocat sends one without a code).
+        let closed = client == "websocat" ? "disconnected (closed)" : "disconnected (closed) with 1000"
+        var closes = 1
+        // The stdio mode takes one client at a time: a second waits in the listen backlog,
+        // unread, where no limit sees it (man page, The stdio mode).
+        if limits == "per-ip" && mode != "stdio" {
+            try probeCrowd(url: url, context, in: matrix, fail: fail)
+            // The first connection's end must be counted before the client comes.
+            _ = server.stderr.wait(timeout: 10) { String(decoding: $0, as: UTF8.self).components(separatedBy: "disconnected (closed) with 1000").count > 1 }
+            closes += 1
+        }
 
         let child = try startClient(url: url, staticURL: staticURL, context, in: matrix)
         if relayed {
@@ -162,11 +195,10 @@ struct ServerMatrixCase: CustomStringConvertible, Sendable {
         let result = child.wait(timeout: client == "chromium" ? 90 : 40)
         checkClient(result, context, fail: fail)
 
-        // The server's record of the client's Close (websocat sends one without a code).
-        let closed = client == "websocat" ? "disconnected (closed)" : "disconnected (closed) with 1000"
-        if !server.stderr.wait(timeout: 10, until: { String(decoding: $0, as: UTF8.self).contains(closed) }) {
-            fail("the server did not log \(String(reflecting: closed)):\n\(server.stderr.text)")
+        if !server.stderr.wait(timeout: 10, until: { String(decoding: $0, as: UTF8.self).components(separatedBy: closed).count > closes }) {
+            fail("the server did not log \(String(reflecting: closed)) \(closes) time(s):\n\(server.stderr.text)")
         }
+        try checkLimits(server: server, url: url, metricsURL: "\(secure ? "https" : "http")://127.0.0.1:\(port)/metrics", context, in: matrix, fail: fail)
         server.signal(SIGTERM)
         // It closes its clients, then dies of the signal (as every mode does: a shell loop stops).
         let ended = server.wait(timeout: 15)
@@ -193,6 +225,68 @@ struct ServerMatrixCase: CustomStringConvertible, Sendable {
         }
     }
 
+    /// --max-clients-per-ip 1: a second connection beside a first (both with what the access
+    /// rule asks) gets 429.
+    private func probeCrowd(url: String, _ context: ServerMatrixContext, in matrix: MatrixRun, fail: (String) -> Void) throws {
+        let result = try probeAdmitted(url: url, ["--crowd"], context, in: matrix)
+        if result.stdoutText != "REFUSED 429\n" {
+            fail("a second connection from the address under --max-clients-per-ip 1: \(result), expected REFUSED 429")
+        }
+    }
+
+    /// Handshakes with what the access rule asks, by matrix_client.py --probe.
+    private func probeAdmitted(url: String, _ options: [String], _ context: ServerMatrixContext, in matrix: MatrixRun) throws -> RunResult {
+        var arguments = ["\(Locations.peers)/matrix_client.py", "--probe"] + options + [url, "--cafile", context.tls.caCert]
+        if access == "require-bearer" { arguments += ["--bearer", token] }
+        if access == "allow-origin" { arguments += ["--origin", Self.origin] }
+        return try matrix.spawn(Locations.python, arguments, environment: ["PYTHONDONTWRITEBYTECODE": "1"]).wait(timeout: 30)
+    }
+
+    /// A relay that prepends a PROXY v1 line claiming `claimedAddress`; its port.
+    private func startProxyHeaderRelay(to port: Int, in matrix: MatrixRun) throws -> Int {
+        let relay = try matrix.spawn(Locations.python, ["\(Locations.peers)/proxy_header.py", String(port), "--client", claimedAddress],
+                                     environment: ["PYTHONDONTWRITEBYTECODE": "1"])
+        guard let line = relay.stdout.waitForLine(startingWith: "PORT ", timeout: 20), let relayPort = Int(line.dropFirst(5)) else {
+            throw HarnessError("the PROXY header relay did not start: \(relay.stderr.text)")
+        }
+        return relayPort
+    }
+
+    /// Each limit's mark on the server: the rate paused the connection, or the server names
+    /// the client by the address the PROXY line or the Forwarded header claims.
+    private func checkLimits(server: ChildProcess, url: String, metricsURL: String, _ context: ServerMatrixContext, in matrix: MatrixRun,
+                             fail: (String) -> Void) throws {
+        switch limits {
+        case "rate-close":
+            let result = try probeAdmitted(url: url, ["--flood", "40"], context, in: matrix)
+            if result.stdoutText != "CLOSE 1008\n" {
+                fail("40 messages at once under --rate-limit 20/s:10 --rate-limit-action close: \(result), expected CLOSE 1008")
+            }
+        case "per-ip":
+            // --max-handshakes-per-ip 2/s:6: 20 handshakes at once run out of the burst (even
+            // at 150 ms each, the rate refills only 6 meanwhile).
+            let result = try probeAdmitted(url: url, ["--burst", "20"], context, in: matrix)
+            if !result.stdoutText.hasPrefix("REFUSED 429 AFTER ") {
+                fail("20 handshakes at once under --max-handshakes-per-ip 2/s:6: \(result), expected REFUSED 429 AFTER n")
+            }
+        case "rate-limit":
+            var arguments = ["\(Locations.peers)/matrix_client.py", "--fetch", metricsURL, "--cafile", context.tls.caCert]
+            if access == "require-bearer" { arguments += ["--bearer", token] }
+            let result = try matrix.spawn(Locations.python, arguments, environment: ["PYTHONDONTWRITEBYTECODE": "1"]).wait(timeout: 30)
+            let paused = result.stdoutText.split(separator: "\n").first { $0.hasPrefix(#"wspipe_limited_total{reason="rate_paused"} "#) }
+            if (paused?.split(separator: " ").last).flatMap({ Int($0) }) ?? 0 < 1 {
+                fail("no pause for the rate in the metrics (\(paused ?? "no rate_paused line")): \(result)")
+            }
+        case "proxy-protocol", "forwarded":
+            let named = "connected from \(claimedAddress) to "
+            if !server.stderr.text.contains(named) {
+                fail("the server did not name the client \(claimedAddress) (\(String(reflecting: named))):\n\(server.stderr.text)")
+            }
+        default:
+            break
+        }
+    }
+
     private func startClient(url: String, staticURL: String, _ context: ServerMatrixContext, in matrix: MatrixRun) throws -> ChildProcess {
         let origin = access == "allow-origin" ? Self.origin : nil
         let bearer = access == "require-bearer" ? token : nil
@@ -204,6 +298,7 @@ struct ServerMatrixCase: CustomStringConvertible, Sendable {
             if let origin { arguments += ["--origin", origin] }
             if bytes { arguments += ["--bytes"] }
             if mode == "static" { arguments += ["--get", staticURL] }
+            arguments += headers.flatMap { ["--header", $0] }
             return client == "python"
                 ? try matrix.spawn(Locations.python, ["\(Locations.peers)/matrix_client.py"] + arguments, environment: ["PYTHONDONTWRITEBYTECODE": "1"])
                 : try matrix.spawn(MatrixTools.node, ["\(Locations.peers)/matrix_client.js"] + arguments,
@@ -216,6 +311,7 @@ struct ServerMatrixCase: CustomStringConvertible, Sendable {
             var arguments = ["-t", "-B", "200000", "--websocket-ignore-zeromsg", url]
             if let bearer { arguments += ["-H", "Authorization: Bearer \(bearer)"] }
             if let origin { arguments += ["--origin", origin] }
+            arguments += headers.flatMap { ["-H", $0] }
             if secure { arguments += ["-k"] }
             let child = try matrix.spawn(Locations.websocat, arguments, stdin: .pipe)
             child.writeStdin(context.messages.joined(separator: "\n") + "\n")

@@ -202,6 +202,25 @@ final class ServerStdioTests: IntegrationTestCase {
         XCTAssertEqual(lines[3], #"{"type":"disconnected","client":1,"code":1000,"reason":"","cause":"closed"}"#)
     }
 
+    /// The stdio server's events take --timestamps' "ts" as its messages do.
+    func testTimestampsStampTheEvents() throws {
+        let (server, port) = try startStdioServer(["--jsonl", "--timestamps"])
+        let client = try pythonClient(["wait", "ws://127.0.0.1:\(port)/", "yo"])
+        XCTAssertTrue(server.stdout.wait(timeout: 15) { String(decoding: $0, as: UTF8.self).contains(#""data":"yo""#) })
+        server.closeStdin()
+        _ = finish(client, timeout: 20)
+        let result = finish(server, timeout: 20)
+        assertExit(result, 0)
+        let lines = result.stdoutText.split(separator: "\n").map(String.init)
+        XCTAssertEqual(lines.count, 4, result.stdoutText)
+        for (line, start) in zip(lines, [#"{"type":"connected","client":1,"#, #"{"type":"text","data":"yo","ts":"#,
+                                         #"{"type":"close","code":1000,"#, #"{"type":"disconnected","client":1,"#]) {
+            XCTAssertTrue(line.hasPrefix(start), line)
+            let stamp = line.range(of: #","ts":"#).map { Double(line[$0.upperBound...].dropLast()) ?? 0 } ?? 0
+            XCTAssertLessThan(abs(stamp - Date().timeIntervalSince1970), 60, line)
+        }
+    }
+
     func testEveryModeRefusesWhatItHasNoUseFor() throws {
         for (arguments, text) in [(["--echo", "--linger", "1"], "--linger has no meaning with -l/--listen --echo"),
                                   (["--broadcast", "--whole-input"], "--whole-input has no meaning with -l/--listen --broadcast"),
@@ -304,7 +323,7 @@ final class ServerStdioTests: IntegrationTestCase {
 
     /// --broadcast writes the clients' messages as the client writes its own (the one
     /// endpoint): --jsonl --timestamps gives each object its "client" and then its "ts" (the
-    /// events none); -b --base64 reads stdin lines as base64 and writes binary messages as
+    /// events their "ts" too, last, as messages have it); -b --base64 reads stdin lines as base64 and writes binary messages as
     /// base64 lines. Both were usage errors before (the broadcast wrote stdout by hand).
     func testBroadcastTakesTimestampsAndBase64AsTheClientDoes() throws {
         let (stamped, port) = try startStdioServer(["--broadcast", "--jsonl", "--timestamps"])
@@ -318,14 +337,14 @@ final class ServerStdioTests: IntegrationTestCase {
         let lines = result.stdoutText.split(separator: "\n").map(String.init)
         XCTAssertEqual(lines.count, 4, result.stdoutText)
         guard lines.count == 4 else { return }
-        XCTAssertTrue(lines[0].hasPrefix(#"{"type":"connected","client":1,"#) && !lines[0].contains(#""ts""#), lines[0])
+        XCTAssertTrue(lines[0].hasPrefix(#"{"type":"connected","client":1,"#) && lines[0].contains(#","ts":"#), lines[0])
         for (line, start) in zip(lines[1...2], [#"{"type":"text","data":"hi","client":1,"ts":"#,
                                                 #"{"type":"binary","base64":"AP8=","client":1,"ts":"#]) {
             XCTAssertTrue(line.hasPrefix(start) && line.hasSuffix("}"), line)
             let seconds = Double(line.dropFirst(start.count).dropLast()) ?? 0
             XCTAssertLessThan(abs(seconds - Date().timeIntervalSince1970), 60, line)
         }
-        XCTAssertTrue(lines[3].hasPrefix(#"{"type":"disconnected","client":1,"#), lines[3])
+        XCTAssertTrue(lines[3].hasPrefix(#"{"type":"disconnected","client":1,"#) && lines[3].contains(#","ts":"#), lines[3])
 
         let (server, base64Port) = try startStdioServer(["--broadcast", "--binary", "--base64"])
         let client = try spawnWspipe(["--no-deflate", "--binary", "--base64", "ws://127.0.0.1:\(base64Port)/"], stdin: .pipe)

@@ -95,6 +95,27 @@ final class TLSTests: IntegrationTestCase {
         }
     }
 
+    /// Certificates OpenSSL refuses for reasons of its own were said in its words alone
+    /// ("the server's certificate was refused [unsuitable certificate purpose]", "no
+    /// certificate or crl found"); now in a sentence, its words after it in brackets.
+    func testCertificateProblemsAreSaidInWords() throws {
+        let tls = try TLSMaterial.shared(), client = try ClientTLSMaterial.shared()
+        let clientServing = try startTLSEcho(cert: client.cert, key: client.key)  // extendedKeyUsage=clientAuth
+        let purpose = try runWspipe(["--cacert", tls.caCert, url(clientServing, scheme: "wss", host: "localhost")])
+        assertExit(purpose, 4)
+        assertStderr(purpose, contains: "the server's certificate is not meant for a TLS server (its extended key usage lacks "
+                     + "serverAuth) [unsuitable certificate purpose]")
+        let selfSigned = try startTLSEcho(cert: client.strangerCert, key: client.strangerKey)
+        let stranger = try runWspipe(["--cacert", tls.caCert, url(selfSigned, scheme: "wss", host: "localhost")])
+        assertExit(stranger, 4)
+        assertStderr(stranger, contains: "the server's certificate is self-signed (trust that certificate itself with --cacert FILE)")
+        let echo = try startTLSEcho(cert: tls.serverCert, key: tls.serverKey)
+        let keyAsCA = try runWspipe(["--cacert", tls.serverKey, url(echo, scheme: "wss", host: "localhost")])
+        assertExit(keyAsCA, 4)
+        XCTAssertEqual(keyAsCA.stderr, "wspipe: TLS: cannot load CA certificates from '\(tls.serverKey)': it holds no certificate "
+                       + "in PEM form (-----BEGIN CERTIFICATE-----) [no certificate or crl found]\n")
+    }
+
     func testPlainWebSocketToATLSPortFails() throws {
         let tls = try TLSMaterial.shared()
         let echo = try startTLSEcho(cert: tls.serverCert, key: tls.serverKey)

@@ -33,24 +33,37 @@ package struct PairwiseValue: Hashable, Sendable, CustomStringConvertible {
 
 /// Two values that never meet in a case, and why. `knownBug` marks a pair that should work
 /// and does not (kept out so the matrix stays green, and listed so it stays visible).
+/// With a third value (`when`), only the three together are kept out: the pair itself
+/// still has to be covered, by a case with another value of the third parameter.
 package struct PairwiseExclusion: Sendable, CustomStringConvertible {
     package let first: PairwiseValue
     package let second: PairwiseValue
+    package let third: PairwiseValue?
     package let reason: String
     package let knownBug: Bool
 
-    package init(_ first: PairwiseValue, _ second: PairwiseValue, _ reason: String, knownBug: Bool = false) {
+    package init(_ first: PairwiseValue, _ second: PairwiseValue, when third: PairwiseValue? = nil, _ reason: String,
+                 knownBug: Bool = false) {
         self.first = first
         self.second = second
+        self.third = third
         self.reason = reason
         self.knownBug = knownBug
     }
 
+    /// A pair the matrix need not cover (a three-value exclusion excludes no pair).
     package func matches(_ a: PairwiseValue, _ b: PairwiseValue) -> Bool {
-        (a == first && b == second) || (a == second && b == first)
+        third == nil && ((a == first && b == second) || (a == second && b == first))
     }
 
-    package var description: String { "\(first) x \(second): \(knownBug ? "KNOWN BUG: " : "")\(reason)" }
+    /// Whether `values` (a case, or part of one) hold every value this exclusion names.
+    package func isMet(by values: [PairwiseValue]) -> Bool {
+        ([first, second] + (third.map { [$0] } ?? [])).allSatisfy(values.contains)
+    }
+
+    package var description: String {
+        "\(first) x \(second)\(third.map { " x \($0)" } ?? ""): \(knownBug ? "KNOWN BUG: " : "")\(reason)"
+    }
 }
 
 /// One generated case: a value for every parameter.
@@ -94,6 +107,13 @@ package struct PairwiseMatrix: Sendable {
     private func allowed(_ i: Int, _ a: Int, _ j: Int, _ b: Int) -> Bool {
         let x = value(i, a), y = value(j, b)
         return !exclusions.contains { $0.matches(x, y) }
+    }
+
+    /// Whether giving parameter `p` the value `v` completes a three-value exclusion.
+    private func excludesTriple(_ chosen: [Int?], _ p: Int, _ v: Int) -> Bool {
+        var values = chosen.indices.compactMap { q in chosen[q].map { value(q, $0) } }
+        values.append(value(p, v))
+        return exclusions.contains { $0.third != nil && $0.isMet(by: values) }
     }
 
     /// Every pair of values of two different parameters that no exclusion names.
@@ -141,7 +161,7 @@ package struct PairwiseMatrix: Sendable {
                 var best: (score: Int, uses: Int, index: Int)?
                 for v in parameters[p].values.indices {
                     let fits = chosen.indices.allSatisfy { q in chosen[q].map { allowed(min(p, q), p < q ? v : $0, max(p, q), p < q ? $0 : v) } ?? true }
-                    guard fits else { continue }
+                    guard fits, !excludesTriple(chosen, p, v) else { continue }
                     let score = chosen.indices.filter { q in
                         guard let w = chosen[q] else { return false }
                         return uncoveredSet.contains(p < q ? Pair(i: p, a: v, j: q, b: w) : Pair(i: q, a: w, j: p, b: v))
@@ -182,6 +202,10 @@ package struct PairwiseMatrix: Sendable {
                     covered.insert("\(x) x \(y)")
                     if exclusions.contains(where: { $0.matches(x, y) }) { excludedPresent.append("\(item.number): \(x) x \(y)") }
                 }
+            }
+            for exclusion in exclusions {
+                guard let third = exclusion.third, exclusion.isMet(by: item.values) else { continue }
+                excludedPresent.append("\(item.number): \(exclusion.first) x \(exclusion.second) x \(third)")
             }
         }
         let missing = requiredPairs.map { "\(value($0.i, $0.a)) x \(value($0.j, $0.b))" }.filter { !covered.contains($0) }

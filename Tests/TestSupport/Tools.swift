@@ -37,6 +37,8 @@ package struct Tool: Sendable {
     /// peers/browser.py finds it on PATH itself and exits 77 without it: see `absence`.
     package static let chromium = Tool("chromium", ["/usr/bin/chromium"], package: "chromium")
     package static let socat = Tool("socat", ["/usr/bin/socat"], package: "socat")
+    /// A terminal that wraps its rows again when narrowed (the console's resize test).
+    package static let tmux = Tool("tmux", ["/usr/bin/tmux"], package: "tmux")
     package static let ip = Tool("ip", ["/usr/sbin/ip", "/sbin/ip", "/bin/ip"], package: "iproute2")
     package static let setpriv = Tool("setpriv", ["/usr/bin/setpriv"], package: "util-linux")
     /// Debian installs both in /usr/sbin.

@@ -69,6 +69,48 @@ final class CommandLineHabitsTests: XCTestCase {
         XCTAssertTrue(message(["--wait", "2", "ws://h/"])?.contains("wscat's --wait SECS is --linger SECS") == true)
     }
 
+    /// websocketd's flags that wspipe names otherwise were "unknown option" alone (--ssl:
+    /// "did you mean --sni or --sh?"), with two dashes or one (Go's flags take both).
+    func testWebsocketdFlagsNameWspipesEquivalents() {
+        let hints: [(String, String, String)] = [
+            ("--address", "websocketd's --address ADDR (with --port PORT) is wspipe -l ADDR:PORT", "--listen"),
+            ("--maxforks", "websocketd's --maxforks N is --max-children N", "--max-children"),
+            ("--loglevel", "websocketd's --loglevel LEVEL is -v (each client and how it ended, on stderr: debug to info) "
+                + "or -q (errors only: error, fatal)", "--quiet"),
+            ("--ssl", "websocketd's --ssl --sslcert FILE --sslkey FILE is --cert FILE --key FILE (with -l: serve wss://)", "--cert"),
+            ("--sslcert", "is --cert FILE --key FILE", "--key"),
+            ("--sslkey", "is --cert FILE --key FILE", "--key"),
+            ("--closems", "websocketd's --closems MS is --close-grace SECS", "--close-grace"),
+            ("--header-ws", "websocketd's --header-ws 'Name: value' is --response-header 'Name: value'", "--response-header"),
+        ]
+        for (flag, hint, option) in hints {
+            XCTAssertNotNil(Option.named(option), option)
+            for typed in [flag, String(flag.dropFirst())] {
+                let said = message([typed, "x", "--port=8080"]) ?? ""
+                XCTAssertTrue(said.hasPrefix("unknown option '\(typed)'; ") && said.contains(hint), said)
+            }
+            XCTAssertTrue(message([flag + "=x", "-l", "8080"])?.contains(hint) == true, flag)
+        }
+        XCTAssertEqual(message(["-port=8080", "./count.sh"]),
+                       "unknown option '-port'; websocketd's --port=8080 ./count.sh is wspipe -l 8080 --exec ./count.sh",
+                       "was: did you mean --cert?")
+        XCTAssertEqual(message(["-port", "8080"]),
+                       "unknown option '-port'; websocketd's --port 8080 is wspipe -l 8080 (with --exec PROGRAM to run a program for each client)")
+        XCTAssertEqual(message(["-l", "8080", "--header", "X-A: 1"]), "--header is a client option; it cannot be used with "
+                       + "-l/--listen (a header of the 101 answer, as websocketd's --header: --response-header)")
+    }
+
+    /// websocat's '-' (standard input and output) was "more than one URL given" after a URL,
+    /// and after short flags (-b-) "unknown option '--'".
+    func testWebsocatsDashForStandardStreams() {
+        let said = "websocat's '-' (standard input and output) is what wspipe always bridges: give the URL alone"
+        XCTAssertEqual(message(["-b", "ws://h/", "-"]), "'-' is no URL; " + said)
+        XCTAssertEqual(message(["-", "ws://h/"]), "'-' is no URL; " + said)
+        XCTAssertEqual(message(["-b-", "ws://h/"]), "'-' in '-b-' is no option; " + said)
+        XCTAssertEqual(message(["-l", "8080", "cat", "-"]), "-l takes no URL, and 'cat' is not one; to run a program for each "
+                       + "client, write wspipe -l 8080 --exec cat -", "a program's argument")
+    }
+
     func testSchemelessAddresses() {
         XCTAssertEqual(SchemelessAddress("localhost:8080")?.url, "ws://localhost:8080/")
         XCTAssertEqual(SchemelessAddress("127.0.0.1:80/a/b?c=d")?.url, "ws://127.0.0.1:80/a/b?c=d")

@@ -83,10 +83,18 @@ final class LineEditorTests: XCTestCase {
         XCTAssertEqual(e.line, "")
         XCTAssertEqual(e.apply(ctrl("c")), .interrupt)
         XCTAssertEqual(e.apply(ctrl("z")), .suspend)
-        XCTAssertEqual(e.apply(ctrl("l")), .redraw)
         XCTAssertEqual(e.apply(.escape), .none)
         XCTAssertEqual(e.apply(.unknown), .none)
         XCTAssertEqual(e.apply(ctrl("t")), .bell, "a control key with no binding")
+    }
+
+    /// Ctrl-L clears the screen (the console's part); the line and the cursor stay.
+    func testCtrlLClearsTheScreenAndKeepsTheLine() {
+        var e = editor("half typed")
+        _ = e.apply(.left)
+        XCTAssertEqual(e.apply(ctrl("l")), .clearScreen)
+        XCTAssertEqual(e.line, "half typed")
+        XCTAssertEqual(e.cursor, 9)
     }
 
     func testKillAndYank() {

@@ -95,4 +95,28 @@ final class LineRenderingTests: XCTestCase {
         XCTAssertEqual(Diagnostics.terminalSafe("evil\u{202E}txt.exe"), "evil\\u{202E}txt.exe", "diagnostics show bidi overrides too")
         XCTAssertEqual(TerminalText.safe("plain \u{200F}rtl"), "plain \u{200F}rtl", "a mark is no override")
     }
+
+    /// A line taller than the screen is shown a screenful at a time, around the cursor; the
+    /// window moves only as far as the cursor needs.
+    func testATallLineShowsTheWindowWithTheCursor() {
+        let long = String(repeating: "a", count: 10 * 10 - 2)
+        let end = render(long, columns: 10)  // "> " and 98: 10 full rows, the cursor on an 11th
+        XCTAssertEqual(end.rows.count, 11)
+        let (shown, start) = end.window(rows: 4, from: 0)
+        XCTAssertEqual(start, 7)
+        XCTAssertEqual(shown.rows, Array(end.rows[7...]))
+        XCTAssertEqual(shown.cursorRow, 3)
+        XCTAssertEqual(shown.cursorColumn, 0)
+        let home = render(long, cursor: 0, columns: 10)
+        XCTAssertEqual(home.window(rows: 4, from: 7).start, 0, "Home: the window goes up to the prompt")
+        XCTAssertEqual(home.window(rows: 4, from: 7).rendering.rows.first, "> aaaaaaaa")
+        let middle = render(long, cursor: 48, columns: 10)  // row 5
+        XCTAssertEqual(middle.window(rows: 4, from: 3).start, 3, "the cursor within the window: it stays")
+        XCTAssertEqual(middle.window(rows: 4, from: 7).start, 5)
+        XCTAssertEqual(middle.window(rows: 4, from: 0).start, 2)
+        let short = render("abc", columns: 10)
+        XCTAssertEqual(short.window(rows: 4, from: 5).start, 0, "a line that fits is shown whole")
+        XCTAssertEqual(short.window(rows: 4, from: 5).rendering, short)
+        XCTAssertEqual(end.window(rows: 0, from: 0).rendering.rows.count, 1, "at least the cursor's row")
+    }
 }

@@ -50,6 +50,26 @@ final class OutputAssemblerTests: XCTestCase {
         XCTAssertEqual(output(assembler.takeBatch()), "{\"type\":\"text\",\"data\":\"a\\nbc\"}\n")
     }
 
+    /// --jsonl --timestamps: an event line ends with "ts" as a message does (it had none);
+    /// a line with its own (the bus's events) and lines without --timestamps stay as given.
+    func testEventsTakeTimestampsAsMessagesDo() {
+        let event = Array(#"{"type":"connected","client":1}"#.utf8)
+        var stamped = OutputAssembler(format: .jsonLines(timestamps: true))
+        stamped.event(event)
+        stamped.event(Array(#"{"type":"bus_restored","ts":1.5}"#.utf8), timed: true)
+        let lines = output(stamped.takeBatch()).split(separator: "\n").map(String.init)
+        XCTAssertEqual(lines.count, 2)
+        let start = #"{"type":"connected","client":1,"ts":"#
+        XCTAssertTrue(lines.first?.hasPrefix(start) == true && lines.first?.hasSuffix("}") == true, "\(lines)")
+        let seconds = lines.first.flatMap { Double($0.dropFirst(start.count).dropLast()) } ?? 0
+        XCTAssertLessThan(abs(seconds - Double(time(nil))), 60, "\(lines)")
+        XCTAssertEqual(lines.last, #"{"type":"bus_restored","ts":1.5}"#)
+
+        var plain = OutputAssembler(format: .jsonLines(timestamps: false))
+        plain.event(event)
+        XCTAssertEqual(output(plain.takeBatch()), #"{"type":"connected","client":1}"# + "\n")
+    }
+
     func testLargeMessageStaysInPlace() {
         var assembler = OutputAssembler(format: .raw(separator: nil))
         var big: ByteBuffer = received(String(repeating: "x", count: OutputAssembler.copyLimit + 1))

@@ -44,6 +44,26 @@ final class WebSocketConnectionTests: XCTestCase {
         XCTAssertEqual(unmasked, payload)
     }
 
+    /// The Close facts live in a box made at the first of them: a copy of a connection
+    /// still closes, receives a Close and fails on its own (value semantics).
+    func testACopiedConnectionClosesAlone() {
+        var first = WebSocketConnection()
+        first.close(ClosePayload(code: .normalClosure))
+        var second = first
+        XCTAssertEqual(second.closeSent?.code, .normalClosure)
+        second.fail(.protocolError("test"))
+        _ = receive(&second, serverFrame(.close, [0x03, 0xE9]))
+        XCTAssertEqual(second.failure, .protocolError("test"))
+        XCTAssertNil(first.failure)
+        XCTAssertNil(first.closeReceived)
+        var third = WebSocketConnection()
+        let fourth = third
+        third.close(ClosePayload(code: .goingAway))
+        XCTAssertEqual(third.closeSent?.code, .goingAway)
+        XCTAssertNil(fourth.closeSent)
+        XCTAssertEqual(fourth.state, .open)
+    }
+
     func testEmptyPingIsAnsweredWithEmptyMaskedPong() {
         var connection = fixedConnection()
         _ = receive(&connection, [0x89, 0x00])

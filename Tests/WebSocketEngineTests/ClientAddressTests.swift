@@ -127,4 +127,27 @@ final class ClientAddressResolutionTests: XCTestCase {
         XCTAssertNil(PeerAddress(node: "example.com:80"))
         XCTAssertNil(PeerAddress(node: "[2001:db8::1]x"))
     }
+
+    /// A hop and a command line's HOST:PORT split brackets alike (`BracketedHost`) and keep
+    /// their own rules: a hop takes port 0, an obfuscated port and no port, but only IPv6
+    /// in brackets; HostPort wants a port from 1 and takes any address in them.
+    func testBracketedFormsOfAHopAndOfHostPort() {
+        let cases: [(String, hop: String?, hostPort: String?)] = [
+            ("[2001:db8::1]:4711", "[2001:db8::1]:4711", "[2001:db8::1]:4711"),
+            ("[2001:db8::1]:0", "[2001:db8::1]:0", nil),
+            ("[2001:db8::1]:_x", "2001:db8::1", nil),
+            ("[2001:db8::1]", "2001:db8::1", nil),
+            ("[192.0.2.1]:80", nil, "192.0.2.1:80"),
+            ("[2001:db8::1]:", nil, nil),
+            ("[2001:db8::1]:65536", nil, nil),
+            ("[2001:db8::1]x", nil, nil),
+            ("[2001:db8::1]]:80", nil, nil),
+            ("[2001:db8::1:80", nil, nil),
+            ("[]:80", nil, nil),
+        ]
+        for (text, hop, hostPort) in cases {
+            XCTAssertEqual(PeerAddress(node: text)?.description, hop, text)
+            XCTAssertEqual(HostPort(parsing: text)?.description, hostPort, text)
+        }
+    }
 }

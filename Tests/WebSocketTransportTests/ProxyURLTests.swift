@@ -99,6 +99,21 @@ final class HostPortTests: XCTestCase {
         }
     }
 
+    /// The split both HostPort and a proxy's hop (PeerAddress) make: inside the brackets, and
+    /// after "]:" (unchecked); nothing else may follow "]".
+    func testBracketedHost() {
+        let cases: [(String, host: String?, port: String?)] = [
+            ("[::1]:8443", "::1", "8443"), ("[::1]", "::1", nil), ("[::1]:", "::1", ""), ("[]", "", nil),
+            ("[x]:_hidden", "x", "_hidden"), ("[::1]:80:90", "::1", "80:90"),
+            ("[::1]x", nil, nil), ("[::1]]:80", nil, nil), ("[::1", nil, nil), ("::1", nil, nil), ("x[::1]:80", nil, nil), ("", nil, nil),
+        ]
+        for (text, host, port) in cases {
+            let split = BracketedHost(Substring(text))
+            XCTAssertEqual(split.map { String($0.host) }, host, text)
+            XCTAssertEqual(split?.port.map(String.init), port, text)
+        }
+    }
+
     func testResolveOverride() {
         let entry = ResolveOverride(parsing: "Dual.Test:9000:::1,127.0.0.1")
         XCTAssertEqual(entry?.host, "dual.test")

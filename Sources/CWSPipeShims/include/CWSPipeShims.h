@@ -43,6 +43,8 @@ void wsp_terminal_restore(void);
 void wsp_terminal_editing(int editing);
 /// Columns of the terminal on `fd` (TIOCGWINSZ), 0 when unknown.
 int wsp_terminal_columns(int fd);
+/// Rows of the terminal on `fd` (TIOCGWINSZ), 0 when unknown.
+int wsp_terminal_rows(int fd);
 /// Whether `fd` is a terminal whose foreground process group is ours.
 int wsp_terminal_in_foreground(int fd);
 /// The console's SIGTSTP and SIGCONT handlers: SIGTSTP (Ctrl-Z, or `kill -TSTP`) restores

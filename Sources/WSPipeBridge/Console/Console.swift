@@ -23,6 +23,9 @@ final class Console {
     /// A lone ESC waits this long for the rest of a sequence before it is the Esc key.
     private var escapeTimer: EventLoop.Timer?
     private var columns = 80
+    private var screenRows = 24
+    /// The first row shown of a line taller than the screen (`LineRendering.window`).
+    private var windowStart = 0
     private let prompt = "> "
     /// The message being received.
     private var message: [UInt8] = []
@@ -33,10 +36,20 @@ final class Console {
     private var pings: [(payload: [UInt8], sent: Instant)] = []
     private var pingCount = 0
     private var started = false
+    /// --reconnect between connections: the status row above the prompt.
+    private var reconnectStatus = ReconnectStatus()
+    /// Counts its seconds down.
+    private var statusTimer: EventLoop.Timer?
+    /// How the next "connected to" line ends (again after N s, the attempt).
+    private var connectedWords = ""
+    private var hinted = false
+    /// The first connection is opening (a slow server, a dial that times out): its row.
+    private var openingRow: String?
 
     init(session: Session, settings: ConsoleSettings) {
         self.session = session
-        screen = ConsoleScreen(colours: settings.colours, timestamps: session.config.stdio.timestamps)
+        screen = ConsoleScreen(colours: settings.colours, timestamps: session.config.stdio.timestamps,
+                               reflows: settings.reflowsOnResize)
         if let environment = settings.historyEnvironment { history = ConsoleHistory(environment: environment) }
     }
 
@@ -85,11 +98,18 @@ final class Console {
     private func readColumns() {
         let read = Int(wsp_terminal_columns(1))
         columns = read > 0 ? read : 80
+        let rows = Int(wsp_terminal_rows(1))
+        screenRows = rows > 0 ? rows : 24
     }
 
-    private func redraw() {
-        let rendering = editor.render(prompt: prompt, columns: columns)
-        screen.draw(rows: rendering.rows, row: rendering.cursorRow, column: rendering.cursorColumn)
+    private func redraw(clearingScreen: Bool = false) {
+        let status = (reconnectStatus.line(at: Instant.now()) ?? openingRow).map { LineRendering(prompt: "", line: Array($0), cursor: 0, columns: columns).rows } ?? []
+        // The edit rows stay within the screen, a row of it left for what was printed last.
+        let (rendering, start) = editor.render(prompt: prompt, columns: columns)
+            .window(rows: screenRows - 1 - status.count, from: windowStart)
+        windowStart = start
+        screen.draw(status: status, rows: rendering.rows, row: rendering.cursorRow, column: rendering.cursorColumn,
+                    columns: columns, clearingScreen: clearingScreen)
     }
 
     /// Ctrl-Z: as SIGTSTP from elsewhere (its handler restores the terminal and stops the
@@ -109,6 +129,7 @@ final class Console {
 
     private func apply(_ typed: [ConsoleKey]) {
         var redraws = false
+        var clears = false
         for key in typed {
             switch editor.apply(key) {
             case .none: break
@@ -119,14 +140,16 @@ final class Console {
             case .interrupt:
                 // Exactly SIGINT's path: Close 1001, then the process dies of SIGINT.
                 raise(SIGINT)
-            case .endOfInput: session.consoleEndOfInput()
+            case .endOfInput: endOfInput()
             case .suspend:
                 suspend()
                 redraws = false
+                clears = false
+            case .clearScreen: clears = true
             case .bell: writeAll(1, [0x07])
             }
         }
-        if redraws { redraw() }
+        if redraws || clears { redraw(clearingScreen: clears) }
     }
 
     /// ESC and nothing after it yet: the Esc key, unless the rest of a sequence follows soon.
@@ -182,14 +205,30 @@ final class Console {
             for (name, what) in ConsoleCommand.summaries {
                 say(name + String(repeating: " ", count: width - name.count + 2) + what)
             }
-        case .quit: session.consoleEndOfInput()
+        case .quit: endOfInput()
         }
     }
 
     private func send(_ opcode: Opcode, _ bytes: [UInt8]) throws(ConsoleCommandError) {
-        guard session.consoleSend(opcode, bytes) else {
-            throw ConsoleCommandError("not connected: not sent")
+        switch session.consoleSend(opcode, bytes) {
+        case .sent: break
+        // Between connections: the status row counts it (not while a preamble waits).
+        case .queued: if session.driver == nil { reconnectStatus.lineQueued() }
+        case .nowhere:
+            throw ConsoleCommandError(session.driver != nil && !session.conversation.preambleDone
+                ? "the preamble (--expect) is still waiting: not sent" : "not connected: not sent")
         }
+    }
+
+    /// Ctrl-D on an empty line, /quit. While --reconnect is between connections the run
+    /// ends now, and the lines entered meanwhile are not sent: said, not lost silently.
+    private func endOfInput() {
+        if session.driver == nil, reconnectStatus.queued > 0 {
+            let count = reconnectStatus.queued
+            say("\(count) line\(count == 1 ? "" : "s") entered while disconnected not sent (the run ends before a connection)",
+                style: .error)
+        }
+        session.consoleEndOfInput()
     }
 
     private func file(_ path: String, _ command: String) throws(ConsoleCommandError) -> [UInt8] {
@@ -235,17 +274,54 @@ final class Console {
 
     // MARK: - The connection
 
+    /// The run's first connection opens (before `start`): a status row says so until it
+    /// is connected or fails, rather than a bare prompt that seems ready.
+    func opening(_ url: String) {
+        openingRow = "connecting to \(TerminalText.safe(url))... (a line entered now is not sent)"
+    }
+
     /// `who`: "connected to URL" (the client), "client ADDRESS connected" (the server).
     func connected(_ who: String, subprotocol: String?, compressed: Bool) {
         var text = Diagnostics.terminalSafe(who)
         if let subprotocol { text += ", subprotocol \(Diagnostics.terminalSafe(subprotocol))" }
         if compressed { text += ", permessage-deflate" }
-        say(text + " (/help for commands, Ctrl-D to close)")
+        // The hint once a run: a reconnection's line says how long the gap was instead.
+        openingRow = nil
+        say(text + connectedWords + (hinted ? "" : " (/help for commands, Ctrl-D to close)"))
+        connectedWords = ""
+        hinted = true
     }
 
     func ended(_ ending: ConnectionEnding, peer: String) {
         pings.removeAll()
+        openingRow = nil
+        reconnectStatus.disconnected(at: Instant.now())
         say(ConsoleRendering.ending(ending, peer: peer))
+    }
+
+    /// --reconnect's turning points (`ReconnectingRunner`): the status row while there is
+    /// no connection, and how the next "connected to" line ends.
+    func reconnection(_ event: ConnectionEvent) {
+        let now = Instant.now()
+        switch event {
+        case .retry(let seconds, let attempt, _): reconnectStatus.retry(after: seconds, attempt: attempt, now: now)
+        case .connecting(_, let attempt): reconnectStatus.dialing(attempt: attempt)
+        case .connected(_, _, let attempt): connectedWords = reconnectStatus.connected(attempt: attempt, now: now)
+        case .givingUp: reconnectStatus = ReconnectStatus()
+        case .disconnected, .resubscribed, .expectFailed, .dropped: return
+        }
+        countDown(from: now)
+        redraw()
+    }
+
+    /// The status row's countdown: drawn again when its number changes.
+    private func countDown(from now: Instant) {
+        let timer = statusTimer ?? session.loop.timer { [unowned self] in
+            redraw()
+            countDown(from: Instant.now())
+        }
+        statusTimer = timer
+        session.loop.arm(timer, at: reconnectStatus.nextChange(after: now))
     }
 }
 

@@ -8,9 +8,14 @@ public struct ConsoleSettings: Sendable, Equatable {
     /// XDG_STATE_HOME and HOME, as set, for the history file (`ConsoleHistory`); nil: no
     /// history (--no-history).
     public var historyEnvironment: [String: String]?
-    public init(colours: Bool, historyEnvironment: [String: String]?) {
+    /// The terminal wraps its rows again when the window narrows (tmux, VTE, kitty, and most
+    /// others), rather than cutting them (xterm): how far up the edit rows start after a
+    /// resize (`EditRows`).
+    public var reflowsOnResize: Bool
+    public init(colours: Bool, historyEnvironment: [String: String]?, reflowsOnResize: Bool = true) {
         self.colours = colours
         self.historyEnvironment = historyEnvironment
+        self.reflowsOnResize = reflowsOnResize
     }
 }
 
@@ -29,10 +34,14 @@ public enum ConsoleRule {
     }
 
     /// The console's settings: colours unless NO_COLOR is set (to anything but empty); the
-    /// history unless `history` is false (--no-history).
+    /// history unless `history` is false (--no-history); rows wrapped again on a resize but
+    /// in xterm.
     public static func settings(history: Bool, environment: (String) -> String?) -> ConsoleSettings {
         var variables: [String: String] = [:]
         for name in ["XDG_STATE_HOME", "HOME"] { variables[name] = environment(name) }
-        return ConsoleSettings(colours: (environment("NO_COLOR") ?? "").isEmpty, historyEnvironment: history ? variables : nil)
+        // xterm (XTERM_VERSION) cuts rows when narrowed; tmux run in it wraps them again.
+        let reflows = environment("XTERM_VERSION") == nil || environment("TMUX") != nil
+        return ConsoleSettings(colours: (environment("NO_COLOR") ?? "").isEmpty, historyEnvironment: history ? variables : nil,
+                               reflowsOnResize: reflows)
     }
 }

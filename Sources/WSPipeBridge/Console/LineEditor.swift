@@ -13,6 +13,8 @@ package enum LineEditorAction: Equatable, Sendable {
     case endOfInput
     /// Ctrl-Z.
     case suspend
+    /// Ctrl-L: clear the screen, then draw the line again at its top.
+    case clearScreen
     /// The key could do nothing here (no older history, an ambiguous completion): ring.
     case bell
 }
@@ -116,7 +118,7 @@ package struct LineEditor: Sendable {
         case 6: return moveCursor(to: cursor + 1)  // Ctrl-F
         case 8: return deleteBackward()  // Ctrl-H
         case 11: return kill(cursor..<characters.count)  // Ctrl-K
-        case 12: return .redraw  // Ctrl-L
+        case 12: return .clearScreen  // Ctrl-L
         case 14: return newerHistory()  // Ctrl-N
         case 16: return olderHistory()  // Ctrl-P
         case 18:  // Ctrl-R

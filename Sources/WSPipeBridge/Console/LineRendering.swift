@@ -34,6 +34,20 @@ package struct LineRendering: Equatable, Sendable {
         cursorColumn = at?.column ?? 0
     }
 
+    /// At most `limit` of the rows, with the cursor's: a line taller than the screen is
+    /// shown a screenful at a time (the cursor could not go up to rows scrolled off it, so
+    /// each redraw left copies above and a clear erased the screen's other lines). The
+    /// window moves only as far as the cursor needs, from where it started (`start`).
+    package func window(rows limit: Int, from start: Int) -> (rendering: LineRendering, start: Int) {
+        let limit = max(1, limit)
+        guard rows.count > limit else { return (self, 0) }
+        var first = min(max(0, start), rows.count - limit)
+        if cursorRow < first { first = cursorRow }
+        if cursorRow >= first + limit { first = cursorRow - limit + 1 }
+        let shown = LineRendering(rows: Array(rows[first..<(first + limit)]), cursorRow: cursorRow - first, cursorColumn: cursorColumn)
+        return (shown, first)
+    }
+
     /// The cells `text` takes on a terminal as this type counts them (each grapheme cluster's
     /// `CellWidth`): what every row of a rendering stays within.
     package static func cells(_ text: String) -> Int {

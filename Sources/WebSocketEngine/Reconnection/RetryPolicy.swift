@@ -35,7 +35,7 @@ extension AttemptFailure {
         switch error {
         case .transport(.connect), .transport(.timedOut), .transport(.unixConnect), .transport(.system):
             self = .connectFailed
-        case .transport(.resolve(_, let reason, _, _)):
+        case .transport(.resolve(_, let reason, _, _, _)):
             // Only a temporary failure (EAI_AGAIN) may pass; a name that does not exist will not.
             self = reason == String(cString: gai_strerror(EAI_AGAIN)) ? .connectFailed : .connectRefusedForGood
         case .transport(.proxy(.refused(_, _, let status, _, _))) where [502, 503, 504].contains(status):

@@ -11,6 +11,7 @@ import asyncio
 import os
 import re
 import signal
+import subprocess
 import sys
 import tempfile
 import threading
@@ -35,8 +36,9 @@ class Server:
     pings and Close; echoes text messages with `echo`; `script(connection, message)` may
     answer a message otherwise; `greeting` messages are sent on connect."""
 
-    def __init__(self, echo=False, greeting=(), on_message=None):
+    def __init__(self, echo=False, greeting=(), on_message=None, process_request=None):
         self.echo = echo
+        self.process_request = process_request
         self.greeting = list(greeting)
         self.on_message = on_message
         self.messages = []
@@ -52,7 +54,8 @@ class Server:
         asyncio.set_event_loop(self.loop)
 
         async def main():
-            server = await serve(self._handle, "127.0.0.1", 0, compression=None, ping_interval=None)
+            server = await serve(self._handle, "127.0.0.1", 0, compression=None, ping_interval=None,
+                                 process_request=self.process_request)
             self.port = server.sockets[0].getsockname()[1]
             ready.set()
             await server.serve_forever()
@@ -318,6 +321,36 @@ def scenario_wide(args):
     end_with_ctrl_d(term)
 
 
+def scenario_tall(args):
+    """A pasted line taller than the screen (3,000 columns, 38 rows of 80 in 24): the edit
+    rows are a screenful around the cursor, so Home shows the prompt (the cursor could not
+    go up to rows scrolled off), and Enter leaves the line shown above the next prompt (a
+    clear from above the screen's top erased it all)."""
+    server = Server()
+    term = open_console(args, server)
+    long = "".join(chr(ord("a") + i % 26) for i in range(3000))
+    term.type("\x1b[200~" + long + "\x1b[201~")
+    term.wait_for(lambda t: t.screen.cursor.x == 3002 % 80 and t.cursor_line().endswith(long[-(3002 % 80):]))
+    term.type("X")
+    term.wait_for(lambda t: t.cursor_line().endswith("X"))
+    term.type(HOME)
+    term.wait_for(lambda t: (t.screen.cursor.x, t.cursor_line()) == (2, "> " + long[:78]))
+    top = term.screen.cursor.y
+    check(top <= 1, "the window's first row near the top (row %d)" % top)
+    term.type(END)
+    term.wait_for(lambda t: t.cursor_line().endswith("X") and t.screen.cursor.y == top + ROWS - 2)
+    lines = term.lines()
+    shown = "".join(lines[top:top + ROWS - 1])
+    check(shown == ("> " + long + "X")[-(ROWS - 2) * 80 - 3003 % 80:], "the last screenful of the line: %r" % lines)
+    term.type("\r")
+    server.wait(lambda: server.messages == [long + "X"], "the line sent")
+    term.wait_for(lambda t: t.cursor_line() == ">")
+    term.settle(0.2)
+    above = term.lines()[term.screen.cursor.y - 1]
+    check(above == ("> " + long + "X")[-(3003 % 80):], "the line sent, above the prompt: %r" % above)
+    end_with_ctrl_d(term)
+
+
 def scenario_reconnect(args):
     server = Server(echo=True)
     term = wspipe_console(args, ["--reconnect", "--retry-delay", "0.3", "--send", "hi", server.url])
@@ -326,14 +359,147 @@ def scenario_reconnect(args):
     term.wait_for("< one")
     server.run(server.connections[0].close(1012, "restart"))
     term.wait_for("closed by the server: 1012 restart")
-    term.wait_for("reconnecting (--reconnect)")
-    term.wait_for(lambda t: t.text().count("connected to ws://") == 2)
+    term.wait_for(lambda t: re.search(r"^connected to ws://\S+ again after [0-9.]+ s \(attempt 2\)$", t.text(), re.M))
     term.type("two\r")
     term.wait_for("< two")
     check(server.messages == ["hi", "one", "hi", "two"], "--send on each connection, then the typed lines: %r" % server.messages)
     term.type("\x04")
     status, _ = term.wait_exit()
     check(status == 0, "exit status %r" % status)
+
+
+def scenario_reconnect_status(args):
+    """While --reconnect waits and dials, a status row above the prompt counts the wait down
+    and says what happens to lines entered meanwhile; the line being typed stays whole under
+    it, and once connected again the row goes, the queued line is sent, then the typed one."""
+    attempts = []
+
+    def busy_once(connection, request):
+        """The attempt after the drop is refused with 503 and Retry-After: 3 (the backoff's
+        own wait is random: full jitter), so the next one waits 3 s."""
+        attempts.append(request.path)
+        if len(attempts) == 2:
+            response = connection.respond(503, "restarting\n")
+            response.headers["Retry-After"] = "3"
+            return response
+        return None
+
+    server = Server(process_request=busy_once)
+    term = wspipe_console(args, ["--reconnect", "--retry-delay", "0.2", server.url])
+    term.wait_for("connected to")
+    term.type("half typed")
+    term.wait_for(lambda t: t.cursor_line() == "> half typed")
+    server.run(server.connections[0].close(1012, "restart"))
+    term.wait_for("closed by the server: 1012 restart")
+    countdown = re.compile(r"^reconnecting in (\d+(?:\.\d)?) s \(attempt 3\); lines entered now are sent once connected$")
+    term.wait_for(lambda t: countdown.match(t.lines()[t.screen.cursor.y - 1]) is not None)
+    first = float(countdown.match(term.lines()[term.screen.cursor.y - 1]).group(1))
+    check(term.cursor_line() == "> half typed", "the typed line under the status row: %r" % term.cursor_line())
+    check(term.screen.cursor.x == len("> half typed"), "the cursor at its end (column %d)" % term.screen.cursor.x)
+    term.type(HOME + "\x0b" + "queued\r")  # Ctrl-K keeps the typed line (Ctrl-Y brings it back)
+    term.wait_for(lambda t: re.match(r"^reconnecting in [0-9.]+ s \(attempt 3\); 1 line queued, sent once connected$",
+                                     t.lines()[t.screen.cursor.y - 1]) is not None)
+    term.type("\x19")
+    term.wait_for(lambda t: t.cursor_line() == "> half typed")
+    if first > 1:
+        term.wait_for(lambda t: (countdown.match(t.lines()[t.screen.cursor.y - 1]) or re.match(
+            r"^reconnecting in ([0-9.]+) s", t.lines()[t.screen.cursor.y - 1])) and float(re.match(
+                r"^reconnecting in ([0-9.]+) s", t.lines()[t.screen.cursor.y - 1]).group(1)) < first, timeout=3)
+    # (That line is longer than a row: the rows joined.)
+    term.wait_for(lambda t: re.search(r"connected to ws://\S+ again after [0-9.]+ s \(attempt 3; sending the 1 line entered "
+                                      r"meanwhile\)>", "".join(t.lines())) is not None)
+    server.wait(lambda: server.messages == ["queued"], "the line entered while disconnected, sent on the next connection")
+    term.settle(0.3)
+    check(not any(line.startswith("reconnecting") for line in term.lines()), "the status row stays: %r" % term.lines())
+    check(term.cursor_line() == "> half typed", "the typed line after the reconnection: %r" % term.cursor_line())
+    check("wspipe: disconnected after" not in term.text() and "wspipe: reconnected" not in term.text(),
+          "the drop and the return told twice")
+    term.type("\r")
+    server.wait(lambda: server.messages == ["queued", "half typed"], "the typed line sent after the reconnection")
+    end_with_ctrl_d(term)
+
+
+def scenario_close_once(args):
+    """The server's Close is told once: the console's closed line, not the status's line too."""
+    server = Server()
+    term = open_console(args, server)
+    server.run(server.connections[0].close(4001, "bye now"))
+    status, _ = term.wait_exit()
+    check(status == 8, "exit status %r" % status)
+    told = [line for line in term.lines() if "4001" in line]
+    check(told == ["closed by the server: 4001 bye now"], "the close told %d times: %r" % (len(told), told))
+
+
+def scenario_clear(args):
+    """Ctrl-L clears the screen as readline does and draws the prompt and the line being
+    edited, cursor in place, at its top; what was on the screen is left to the scrollback
+    (no ESC [3J)."""
+    server = Server(echo=True)
+    term = open_console(args, server)
+    term.type("one\r")
+    term.wait_for("< one")
+    term.type("typing here" + LEFT * 4)
+    term.wait_for(lambda t: t.screen.cursor.x == len("> typing "))
+    term.type("\x0c")
+    term.wait_for(lambda t: t.lines()[0] == "> typing here")
+    term.settle(0.2)
+    check(term.text().strip() == "> typing here", "the screen after Ctrl-L:\n%s" % term.text())
+    check((term.screen.cursor.y, term.screen.cursor.x) == (0, len("> typing ")), "the cursor where it was in the line")
+    check(b"\x1b[3J" not in term.raw, "the scrollback erased")
+    term.type("still \r")
+    server.wait(lambda: server.messages == ["one", "typing still here"], "editing goes on after Ctrl-L")
+    term.wait_for("< typing still here")
+    end_with_ctrl_d(term)
+
+
+def scenario_conversation(args):
+    """--send/--expect and --until-json in the console, as in a pipe: the preamble's reply
+    (shown) is matched, a line typed while it waits goes out only after it (queued under
+    --reconnect), and the message --until-json names ends the run with status 0."""
+    order = []
+
+    async def answer(connection, message):
+        order.append(message)
+        if message == "auth":  # answered later, in a task: the next message is read meanwhile
+            async def reply():
+                await asyncio.sleep(0.8)
+                order.append("<ok sent>")
+                await connection.send("ok")
+            asyncio.ensure_future(reply())
+        else:
+            await connection.send('{"done":true}' if message == "finish" else message)
+
+    server = Server(on_message=answer)
+    term = wspipe_console(args, ["--reconnect", "--send", "auth", "--expect", "^ok$", "--expect-timeout", "5",
+                                 "--until-json", "done=true", server.url])
+    term.wait_for("connected to ws://")
+    term.type("early\r")
+    term.wait_for("< ok")
+    term.wait_for("< early")
+    check(order == ["auth", "<ok sent>", "early"], "the typed line went out after the preamble: %r" % order)
+    term.type("finish\r")
+    status, _ = term.wait_exit()
+    check(status == 0, "--until-json's match ends the run with 0: exit status %r" % status)
+
+
+def scenario_opening(args):
+    """While the first connection opens (a server that accepts and never answers), a row
+    above the prompt says so, and what happens to a line entered then; it goes once the
+    attempt fails."""
+    listener = __import__("socket").socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1)
+    url = "ws://127.0.0.1:%d/" % listener.getsockname()[1]
+    term = wspipe_console(args, ["--connect-timeout", "2", url])
+    row = "connecting to %s... (a line entered now is not sent)" % url
+    term.wait_for(lambda t: t.lines()[t.screen.cursor.y - 1] == row and t.cursor_line() == ">")
+    term.type("early\r")
+    term.wait_for("not connected: not sent")
+    term.wait_for(lambda t: t.lines()[t.screen.cursor.y - 1] == row)
+    status, _ = term.wait_exit()
+    check(status == 3, "exit status %r" % status)
+    check(row not in term.lines(), "the row stays after the end: %r" % term.lines())
+    listener.close()
 
 
 def scenario_dialing(args):
@@ -432,6 +598,84 @@ def scenario_resize(args):
     term.type("\r")
     server.wait(lambda: server.messages == [long], "the line sent")
     end_with_ctrl_d(term)
+
+
+def scenario_narrow_xterm(args):
+    """Narrowed, xterm (XTERM_VERSION set) and pyte cut rows rather than wrap them again: the
+    redraw goes up the rows as drawn, so the lines above the prompt stay."""
+    server = Server(echo=True)
+    term = open_console(args, server, env={"XTERM_VERSION": "XTerm(390)"})
+    term.type("above\r")
+    term.wait_for("< above")
+    long = "".join(chr(ord("a") + i % 26) for i in range(150))
+    term.type(long)
+    term.wait_for(lambda t: t.screen.cursor.x == (152 % 80))
+    term.screen.resize(ROWS, 40)
+    term.child.setwinsize(ROWS, 40)
+    term.wait_for(lambda t: t.screen.cursor.x == 152 % 40)
+    term.settle(0.2)
+    row = term.screen.cursor.y
+    check("".join(term.lines()[row - 3:row + 1]) == "> " + long, "the line over four rows of 40: %r" % term.lines())
+    check(["> above", "< above"] == term.lines()[row - 5:row - 3], "the lines above the prompt: %r" % term.lines())
+    term.type("\r")
+    server.wait(lambda: server.messages == ["above", long], "the line sent")
+    end_with_ctrl_d(term)
+
+
+def scenario_reflow(args):
+    """Narrowed, a terminal that wraps its rows again (tmux here; VTE, kitty alike; pyte does
+    not) keeps no stale edit rows: the redraw goes up as many rows as the old ones became."""
+    if not args.tmux:
+        raise Failed("--tmux PATH is needed")
+    server = Server()
+    folder = tempfile.mkdtemp()
+    socket_path = os.path.join(folder, "tmux")
+    environment = dict(os.environ, TERM="xterm-256color", LANG="C.UTF-8", LC_ALL="C.UTF-8", XDG_STATE_HOME=folder)
+    environment.pop("TMUX", None)
+
+    def tmux(*words):
+        return subprocess.run([args.tmux, "-S", socket_path, "-f", "/dev/null"] + list(words), env=environment,
+                              capture_output=True, text=True, timeout=10).stdout
+
+    def pane():
+        # -J: rows the terminal wrapped (the connected line, old rows it reflowed) are joined
+        # again; the edit rows are rows of their own (each ends in CR LF).
+        return [line.rstrip() for line in tmux("capture-pane", "-p", "-J", "-t", "console").split("\n") if line.strip()]
+
+    def edit_rows(lines, count):
+        """The last `count` rows, joined, if nothing else on the screen is of the typed line."""
+        if any("abcdefghij" in line for line in lines[:-count]):
+            return None
+        return "".join(lines[-count:])
+
+    def wait(predicate, what, timeout=10):
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            if predicate(pane()):
+                return
+            time.sleep(0.05)
+        raise Failed("%s:\n%s" % (what, "\n".join(pane())))
+
+    tmux("new-session", "-d", "-s", "console", "-x", "60", "-y", "20", "%s %s" % (args.wspipe, server.url))
+    try:
+        wait(lambda lines: any(line.startswith("connected to") for line in lines), "no connected line")
+        long = "".join(chr(ord("a") + i % 26) for i in range(150))
+        tmux("send-keys", "-t", "console", "-l", long)
+        wait(lambda lines: edit_rows(lines, 3) == "> " + long, "the line typed at 60 columns")
+        tmux("resize-window", "-t", "console", "-x", "40")
+        wait(lambda lines: len(lines[-1]) == 152 % 40, "the line drawn again at 40 columns")
+        time.sleep(0.3)
+        # tmux keeps the cursor's row and moves what reflowed above the screen into its
+        # scrollback (which no cursor reaches): on the screen, only the new rows.
+        lines = pane()
+        check(edit_rows(lines, 4) == "> " + long, "stale rows after narrowing:\n%s" % "\n".join(lines))
+        cursor = tmux("display-message", "-p", "-t", "console", "#{cursor_x},#{cursor_y}").strip()
+        tmux("send-keys", "-t", "console", "Enter")
+        server.wait(lambda: server.messages == [long], "the line sent (cursor was at %s)" % cursor)
+        tmux("send-keys", "-t", "console", "C-d")
+        server.wait(lambda: server.closes == [(1000, "")], "Ctrl-D's Close")
+    finally:
+        tmux("kill-server")
 
 
 # MARK: - Endings, in a shell
@@ -648,6 +892,7 @@ def scenario_server(args):
 def main():
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--wspipe", required=True)
+    parser.add_argument("--tmux", help="tmux, for the scenario of a terminal that reflows")
     parser.add_argument("scenario")
     args = parser.parse_args()
     scenario = globals().get("scenario_" + args.scenario.replace("-", "_"))

@@ -1,7 +1,7 @@
 // The server matrix's Node `ws` client (ServerMatrixTests), at ws's defaults
 // (perMessageDeflate offered) unless --no-deflate.
 //   node matrix_client.js URL MESSAGES [--no-deflate] [--bearer T] [--origin O] [--cafile CA]
-//                         [--bytes] [--get URL]
+//                         [--bytes] [--get URL] [--header 'Name: value']...
 // As matrix_client.py: sends the JSON list's messages at once, reads until they came back
 // (--bytes: the same bytes however framed), closes with 1000; prints `EXT ...`, `GOT ok`
 // and `CLOSE <code>`; --get first prints `GET <status> <body>`.
@@ -13,6 +13,11 @@ const [url, file] = argv;
 const messages = JSON.parse(fs.readFileSync(file, 'utf8'));
 const ca = flag('--cafile') ? fs.readFileSync(flag('--cafile')) : undefined;
 const headers = flag('--bearer') ? { Authorization: 'Bearer ' + flag('--bearer') } : {};
+argv.forEach((a, i) => {
+  if (a !== '--header') return;
+  const [name, ...value] = argv[i + 1].split(':');
+  headers[name.trim()] = value.join(':').trim();
+});
 setTimeout(() => { console.log('TIMEOUT'); process.exit(1); }, 25000);
 
 function get(target) {
