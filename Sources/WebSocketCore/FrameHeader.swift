@@ -73,6 +73,27 @@ public struct FrameHeader: Sendable, Equatable {
         return size
     }
 
+    /// Writes the header of a final, unmasked frame without extension bits (a server's whole
+    /// message) at `destination`, which must have room for 10 bytes; returns the bytes
+    /// written. The same bytes as `encode(into:)`, in a form that inlines into a caller
+    /// framing one message after another.
+    @inlinable @inline(__always) @discardableResult
+    public static func encodeFinal(_ opcode: Opcode, payloadLength: Int, into destination: UnsafeMutableRawPointer) -> Int {
+        destination.storeBytes(of: 0x80 | opcode.rawValue, as: UInt8.self)
+        if payloadLength < 126 {
+            destination.storeBytes(of: UInt8(truncatingIfNeeded: payloadLength), toByteOffset: 1, as: UInt8.self)
+            return 2
+        }
+        if payloadLength <= 0xFFFF {
+            destination.storeBytes(of: 126, toByteOffset: 1, as: UInt8.self)
+            destination.storeBytes(of: UInt16(truncatingIfNeeded: payloadLength).bigEndian, toByteOffset: 2, as: UInt16.self)
+            return 4
+        }
+        destination.storeBytes(of: 127, toByteOffset: 1, as: UInt8.self)
+        destination.storeBytes(of: UInt64(payloadLength).bigEndian, toByteOffset: 2, as: UInt64.self)
+        return 10
+    }
+
     /// The header's bytes as an array.
     public var bytes: [UInt8] {
         var out = [UInt8](repeating: 0, count: encodedSize)

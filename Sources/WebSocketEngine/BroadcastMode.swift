@@ -133,6 +133,12 @@ public final class BroadcastMode: ServerMode, MessageSink {
     /// The buffer being filled (nil: none yet), and where in it the batch not flushed yet
     /// starts; `batchMessages` counts the messages since.
     private var arena: ByteBuffer?
+    /// The arena's base and capacity and how much of it is filled, kept here rather than
+    /// read from it: appending a message then touches no reference (no retain or release
+    /// per message). `arena.count` is brought up to date when the batch goes out.
+    private var arenaBase: UnsafeMutableRawPointer?
+    private var arenaCapacity = 0
+    private var filled = 0
     private var batchStart = 0
     private var batchMessages = 0
     /// Payload bytes of the batch's messages (the metrics' bytes sent).
@@ -146,27 +152,20 @@ public final class BroadcastMode: ServerMode, MessageSink {
     /// mask, RSV bits clear). A payload of `batchLimit` or more that has an owner is not
     /// copied: its header ends the batch, and the payload follows it from where it is.
     private func appendToBatch(_ opcode: Opcode, _ payload: UnsafeMutableRawPointer?, count: Int, in owner: ByteBuffer?) {
-        let header = FrameHeader(fin: true, opcode: opcode, payloadLength: UInt64(count))
         let referenced = count >= BroadcastMode.batchLimit && owner != nil && payload != nil
-        let size = header.encodedSize + (referenced ? 0 : count)
-        let target: ByteBuffer
-        if let arena, arena.free >= size {
-            target = arena
-        } else {
-            flush()
-            target = ByteBuffer(capacity: max(BroadcastMode.arenaSize, size))
-            arena = target
-            batchStart = 0
-        }
-        let start = target.end
-        _ = header.encode(into: start)
-        if !referenced, count > 0, let payload { (start + header.encodedSize).copyMemory(from: payload, byteCount: count) }
-        target.count += size
+        let headerSize = FrameHeader.encodedSize(payloadLength: UInt64(count), masked: false)
+        let size = headerSize + (referenced ? 0 : count)
+        if arenaBase == nil || arenaCapacity - filled < size { startArena(size) }
+        guard let base = arenaBase else { return }
+        let start = base + filled
+        FrameHeader.encodeFinal(opcode, payloadLength: count, into: start)
+        if !referenced, count > 0, let payload { (start + headerSize).copyMemory(from: payload, byteCount: count) }
+        filled += size
         batchMessages += 1
         batchPayload += count
         if referenced, let payload, let owner {
             flush(then: (payload, count, owner))
-        } else if target.count - batchStart >= BroadcastMode.batchLimit {
+        } else if filled - batchStart >= BroadcastMode.batchLimit {
             flush()
         } else if !flushScheduled {
             flushScheduled = true
@@ -176,7 +175,26 @@ public final class BroadcastMode: ServerMode, MessageSink {
             }
         }
         // A buffer made for one outsized message is not kept for the next.
-        if let arena, arena.capacity != BroadcastMode.arenaSize, batchMessages == 0 { self.arena = nil }
+        if arenaBase != nil, arenaCapacity != BroadcastMode.arenaSize, batchMessages == 0 { dropArena() }
+    }
+
+    /// Sends the batch and starts a new arena with room for `size` bytes.
+    private func startArena(_ size: Int) {
+        flush()
+        let made = ByteBuffer(capacity: max(BroadcastMode.arenaSize, size))
+        arena = made
+        arenaBase = made.base
+        arenaCapacity = made.capacity
+        filled = 0
+        batchStart = 0
+    }
+
+    private func dropArena() {
+        arena = nil
+        arenaBase = nil
+        arenaCapacity = 0
+        filled = 0
+        batchStart = 0
     }
 
     /// Gives the batch to every client that takes uncompressed frames (a client that is
@@ -186,11 +204,12 @@ public final class BroadcastMode: ServerMode, MessageSink {
     /// `payload`: the last frame's payload, which stays in its owner.
     private func flush(then payload: (start: UnsafeMutableRawPointer, count: Int, owner: ByteBuffer)?) {
         guard batchMessages > 0, let arena else { return }
+        arena.count = filled
         let frames = arena.base + batchStart
-        let count = arena.count - batchStart
+        let count = filled - batchStart
         let messages = batchMessages
         let payloadBytes = UInt64(batchPayload)
-        batchStart = arena.count
+        batchStart = filled
         batchMessages = 0
         batchPayload = 0
         for (id, driver) in clients where driver.canSendData && driver.compression == nil {
