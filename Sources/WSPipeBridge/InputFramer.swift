@@ -221,7 +221,7 @@ struct InputFramer {
         let number = lines + 1
         switch mode {
         case .lines:
-            try validateLine(start, length)
+            try InputFramer.validateLine(start, length, number: number)
             frame(.text, owner, start, length, sink)
         case .base64Lines:
             guard let decoded = Base64.decode(bytes: UnsafeRawBufferPointer(start: start, count: length)) else {
@@ -316,12 +316,14 @@ struct InputFramer {
         }
     }
 
-    private func validateLine(_ start: UnsafeMutableRawPointer, _ length: Int) throws(InputError) {
+    /// Static: a method would copy the whole framer for each line (it is called from a
+    /// mutating one).
+    private static func validateLine(_ start: UnsafeMutableRawPointer, _ length: Int, number: Int) throws(InputError) {
         var validator = UTF8Validator()
         if let bad = validator.validate(UnsafeRawPointer(start), count: length) {
-            throw .invalidUTF8(line: lines + 1, column: bad + 1, byte: start.load(fromByteOffset: bad, as: UInt8.self))
+            throw .invalidUTF8(line: number, column: bad + 1, byte: start.load(fromByteOffset: bad, as: UInt8.self))
         }
-        if !validator.isComplete { throw .invalidUTF8(line: lines + 1, column: length, byte: nil) }
+        if !validator.isComplete { throw .invalidUTF8(line: number, column: length, byte: nil) }
     }
 
     private mutating func appendCarry(_ start: UnsafeMutableRawPointer, _ length: Int, validate: Bool) throws(InputError) {

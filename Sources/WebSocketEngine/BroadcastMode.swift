@@ -236,7 +236,13 @@ public final class BroadcastMode: ServerMode, MessageSink {
         if !parked.isEmpty { wakeParked() }
         largestMessage = max(largestMessage, count)
         if compressingClients < clients.count { appendToBatch(opcode, payload, count: count, in: owner) }
-        guard compressingClients > 0 else { return }
+        if compressingClients > 0 { sendCompressing(opcode, payload, count: count, in: owner) }
+    }
+
+    /// `send` to the clients with permessage-deflate; out of line, so that the common path
+    /// (no such client) stays a few instructions.
+    @inline(never)
+    private func sendCompressing(_ opcode: Opcode, _ payload: UnsafeMutableRawPointer?, count: Int, in owner: ByteBuffer?) {
         var shared = SharedCopies()
         for (id, driver) in clients where driver.canSendData {
             guard let agreed = driver.compression else { continue }
