@@ -318,6 +318,7 @@ struct InputFramer {
 
     /// Static: a method would copy the whole framer for each line (it is called from a
     /// mutating one).
+    @inline(__always)
     private static func validateLine(_ start: UnsafeMutableRawPointer, _ length: Int, number: Int) throws(InputError) {
         var validator = UTF8Validator()
         if let bad = validator.validate(UnsafeRawPointer(start), count: length) {

@@ -151,6 +151,7 @@ public final class BroadcastMode: ServerMode, MessageSink {
     /// Encodes one whole message at the end of the batch (a frame of the server role: no
     /// mask, RSV bits clear). A payload of `batchLimit` or more that has an owner is not
     /// copied: its header ends the batch, and the payload follows it from where it is.
+    @inline(__always)  // one caller, `send`: one call less per message
     private func appendToBatch(_ opcode: Opcode, _ payload: UnsafeMutableRawPointer?, count: Int, in owner: ByteBuffer?) {
         let referenced = count >= BroadcastMode.batchLimit && owner != nil && payload != nil
         let headerSize = FrameHeader.encodedSize(payloadLength: UInt64(count), masked: false)
