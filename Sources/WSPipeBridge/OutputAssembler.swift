@@ -96,23 +96,23 @@ struct OutputAssembler {
         }
     }
 
-    /// The examiner's verdict on the message ending (whether it is written). Out of line:
-    /// only a conversation sets an examiner, and every message passes `end`.
-    @inline(never)
-    private mutating func examined(_ kind: MessageKind) -> Bool {
-        guard let examiner else { return true }
-        return withExaminedPayload { examiner(kind, $0) }
+    /// `end` with the examiner's verdict first: a message it holds back (or every message,
+    /// with `discard`) is only counted. Apart from `end`, which every message of the plain
+    /// path passes: the writer calls this one when there is an examiner (`StdoutWriter.examine`).
+    mutating func endExamined() {
+        if let examiner, !limitReached, !withExaminedPayload({ examiner(currentKind ?? .binary, $0) }) || discard {
+            currentKind = nil
+            clearPending()
+            messages += 1
+            return
+        }
+        end()
     }
 
     mutating func end() {
         let size = pendingSize
         let kind = currentKind ?? .binary
         currentKind = nil
-        if examiner != nil, !limitReached, !examined(kind) || discard {
-            clearPending()
-            messages += 1
-            return
-        }
         guard !discard && !limitReached else {
             clearPending()
             messages += 1

@@ -18,10 +18,10 @@ extension Session {
         return printsAll || actions.contains(.untilMatched)
     }
 
-    /// Carries out what the conversation decided about the message just written. Not
-    /// inlined: every received message passes the check that calls it (scripts/profile).
-    @inline(never)
+    /// Carries out what the conversation decided about the message just written (the
+    /// writer calls it after each examined message: `StdoutWriter.examine`).
     func conversationDecided() {
+        guard !conversationActions.isEmpty else { return }
         let actions = conversationActions
         conversationActions = []
         converse(actions)

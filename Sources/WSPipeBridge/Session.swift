@@ -151,7 +151,8 @@ final class Session: ConnectionDelegate, StdinReaderOwner {
         stdout.onDecompressFailure = { [unowned self] error in decompressFailed(error) }
         limits.onLimit = { [unowned self] reason in limitUp(reason) }
         if conversation.script.matches || conversation.script.printMatchOnly {
-            stdout.assembler.examiner = { [unowned self] kind, payload in examine(kind, payload) }
+            stdout.examine(by: { [unowned self] kind, payload in examine(kind, payload) },
+                           then: { [unowned self] in conversationDecided() })
         }
         if let settings = config.stdio.console {
             let console = Console(session: self, settings: settings)
@@ -226,8 +227,7 @@ final class Session: ConnectionDelegate, StdinReaderOwner {
     }
 
     public func connectionDidEndMessage(_ connection: ConnectionDriver) {
-        stdout.end()
-        if !conversationActions.isEmpty { conversationDecided() }
+        stdout.end()  // and, with an examiner, what the conversation decided (`conversationDecided`)
     }
 
     // MARK: - --decompress
