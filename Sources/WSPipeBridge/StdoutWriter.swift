@@ -96,14 +96,13 @@ final class StdoutWriter {
     // MARK: - Writing
 
     /// Bytes waiting for stdout, written or about to be: at `highWater` the owner stops reading.
-    var lagging: Bool { sink.pendingBytes + assembler.batch.byteCount >= StdoutWriter.highWater }
+    var lagging: Bool { sink.pendingBytes + assembler.batchBytes >= StdoutWriter.highWater }
 
     /// Hands what the assembler completed to stdout and writes what stdout takes now; what
     /// it does not take waits for POLLOUT (`refreshWatch`).
     func flush() {
-        let batch = assembler.takeBatch()
-        guard !batch.isEmpty else { return }
-        sink.submit(batch)
+        guard assembler.batchBytes > 0 else { return }
+        assembler.handOverBatch { sink.submit(&$0) }
         if !blocked { blocked = sink.flush() }
     }
 
