@@ -54,7 +54,7 @@ final class StdoutWriter {
     /// pipeline's message path is unchanged.
     var console: Console?
     /// Called once the writer is done with a message the examiner looked at (`examine`).
-    private var examined: () -> Void = {}
+    private var afterExamined: () -> Void = {}
 
     init(loop: EventLoop, assembler: OutputAssembler, decompress: CompressionFormat? = nil, maximumMessageSize: UInt64 = 0,
          console: Bool = false) {
@@ -69,7 +69,7 @@ final class StdoutWriter {
     /// where the owner may act on what the examiner saw (change the assembler's limit, close).
     func examine(by examiner: @escaping (MessageKind, UnsafeRawBufferPointer) -> Bool, then: @escaping () -> Void) {
         assembler.examiner = examiner
-        examined = then
+        afterExamined = then
         screens = true
     }
 
@@ -187,7 +187,7 @@ final class StdoutWriter {
         }
         guard assembler.examiner != nil else { return assembler.end() }
         assembler.endExamined()
-        examined()
+        afterExamined()
     }
 
     @inline(never)
