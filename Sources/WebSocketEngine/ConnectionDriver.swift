@@ -13,7 +13,12 @@ import WebSocketTransport
 public final class ConnectionDriver: MessageSink {
     public let loop: EventLoop
     public let options: ConnectionOptions
-    private(set) var delegate: ConnectionDelegate?
+    /// Gets every event. Set by the server's connection when it hands its driver straight
+    /// to the mode's handler (`ServerConnection.start`).
+    internal(set) var delegate: ConnectionDelegate?
+    /// Told of the ending after the delegate: the server's connection when the mode's
+    /// handler is the delegate, so the server's bookkeeping costs nothing per message.
+    var endObserver: ConnectionEndObserver?
     private let stream: ByteStream
     private var watch: EventLoop.Watch!
     /// Made when a deadline first comes (pings, a close under way): an idle connection
@@ -564,6 +569,10 @@ public final class ConnectionDriver: MessageSink {
         let owner = delegate
         delegate = nil
         owner?.connection(self, didEnd: result)
+        if let observer = endObserver {
+            endObserver = nil
+            observer.driver(self, didEnd: result)
+        }
         loopReference.driver = nil
     }
 }

@@ -517,7 +517,7 @@ public final class ServerDriver {
     func connectionEnded(_ connection: ServerConnection, _ driver: ConnectionDriver, _ ending: ConnectionEnding) {
         connections[connection.info.id] = nil
         if let key = clientKeys.removeValue(forKey: connection.info.id) { addressTable?.disconnected(key, now: RateKeeper.seconds(.now())) }
-        endedTotals.add(connection, driver)
+        endedTotals.add(driver)
         if let received = driver.closeReceived { endedTotals.closes[received.code?.rawValue ?? 1005, default: 0] += 1 }
         if connection.info.deflate != nil { noteDeflateEnded() }
         onEvent?(.disconnected(connection, ending))
@@ -532,7 +532,7 @@ public final class ServerDriver {
         for connection in connections.values {
             // A parked client has sent and been sent nothing: it is not woken for a scrape.
             guard let driver = connection.activeDriver else { continue }
-            totals.add(connection, driver)
+            totals.add(driver)
         }
         totals.bytesSent &+= mode?.encodedPayloadSent ?? 0
         return totals
