@@ -145,9 +145,11 @@ public final class ServerConnection: ConnectionDelegate, ConnectionEndObserver {
             keeper.attach(driver)
             limits = keeper
         }
-        if limits == nil {
+        if limits == nil, let handler {
             // Forwarding each event through this connection was ~230 instructions of an
             // echoed message (scripts/profile echo-server): the driver calls the handler.
+            // (Without one, a client woken after its mode went, this connection stays the
+            // delegate: a driver without one would not read the client's Close.)
             handlerIsDelegate = true
             driver.delegate = handler
             driver.endObserver = self

@@ -22,6 +22,37 @@ final class ExecServerTests: IntegrationTestCase {
         return file
     }
 
+    /// A server flooding tiny messages (`yes`) must not starve the client's stdin: the
+    /// client's turn counted reads (16 of 256 KiB: 1.4 million "y" messages) and read its
+    /// stdin 16.7 s late (debug build); it now delivers at most a few thousand messages a
+    /// turn before stdin and timers get theirs.
+    func testAFloodOfTinyMessagesDoesNotStarveTheClientsStdin() throws {
+        let got = path("got")
+        let (server, port) = try serve(["--sh", "yes & IFS= read -r line; printf '%s\\n' \"$line\" > '\(got)'; wait"])
+        let client = try spawnWspipe(["-v", "ws://127.0.0.1:\(port)/"], stdin: .pipe, stdoutFile: "/dev/null")
+        XCTAssertNotNil(client.stderr.waitForLine(startingWith: "wspipe: < HTTP/1.1 101", timeout: 15), client.stderr.text)
+        // A backlog for the client: stopped, it reads nothing while the flood fills the
+        // socket's buffers and the server's queue, so its reads come full when it goes on.
+        client.signal(SIGSTOP)
+        usleep(1_000_000)
+        XCTAssertTrue(client.writeStdin(Array("hello\n".utf8)))
+        client.closeStdin()
+        let start = monotonicSeconds()
+        client.signal(SIGCONT)
+        var line = ""
+        while monotonicSeconds() - start < 20 {
+            line = (try? String(contentsOfFile: got, encoding: .utf8)) ?? ""
+            if line.hasSuffix("\n") { break }
+            usleep(10_000)
+        }
+        let waited = monotonicSeconds() - start
+        XCTAssertEqual(line, "hello\n", client.stderr.text)
+        XCTAssertLessThan(waited, 2, "the line reached the server \(waited) s after stdin had it")
+        client.kill()
+        server.signal(SIGTERM)
+        _ = finish(server)
+    }
+
     func testCountFeedToOurClient() throws {
         let (server, port) = try serve(["--exec", Locations.packageRoot + "/examples/count.sh"])
         let result = try runWspipe(["--no-close", "ws://127.0.0.1:\(port)/?n=3"], stdin: .null)

@@ -8,7 +8,9 @@ import XCTest
 /// frames on `client` and turns the loop.
 struct HandedOverClient<Mode: ServerMode> {
     let loop: EventLoop
-    let mode: Mode  // the server holds its mode weakly
+    /// The server holds its mode weakly: the test keeps it, until `releaseMode`.
+    private var keptMode: Mode?
+    var mode: Mode { keptMode! }
     let server: ServerDriver
     let connection: ServerConnection
     let client: Int32
@@ -18,7 +20,7 @@ struct HandedOverClient<Mode: ServerMode> {
         var fds: [Int32] = [-1, -1]
         XCTAssertEqual(socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0, &fds), 0)
         let serverEnd = TCPStream(adopting: fds[0], remoteAddress: "pair")
-        self.mode = mode
+        keptMode = mode
         server = ServerDriver(loop: loop, configuration: configuration, mode: mode)
         connection = try XCTUnwrap(server.handOver(serverEnd, connection: serverEnd, clientAddress: .local(path: "pair"),
                                                    request: try Self.upgradeRequest(), subprotocol: nil, deflate: nil,
@@ -54,6 +56,9 @@ struct HandedOverClient<Mode: ServerMode> {
         }
         return received
     }
+
+    /// Lets go of the mode: the server's weak reference to it goes nil.
+    mutating func releaseMode() { keptMode = nil }
 
     func send(_ bytes: [UInt8]) {
         _ = bytes.withUnsafeBytes { write(client, $0.baseAddress, $0.count) }

@@ -120,6 +120,27 @@ final class ParkedClientTests: XCTestCase {
         second.activeDriver?.abandon()
     }
 
+    /// A parked client woken after its server's mode is gone (the server holds it weakly)
+    /// has nobody to serve it: it gets 1001 and ends as any connection does (the server's
+    /// table and its events), not a closed socket the server still counts as connected.
+    func testAClientWokenAfterItsModeIsGoneGets1001AndEnds() throws {
+        var pair = try handedOver()
+        defer { close(pair.client) }
+        XCTAssertTrue(pair.connection.isParked)
+        var ended: ConnectionEnding?
+        pair.server.onEvent = { if case .disconnected(_, let ending) = $0 { ended = ending } }
+        pair.releaseMode()
+        XCTAssertNil(pair.server.mode)
+        pair.send(frame(0x1, Array("hello".utf8)))
+        XCTAssertEqual(pair.run { $0.count >= 4 }, [0x88, 0x02, 0x03, 0xE9], "a Close with 1001 going away")
+        pair.send(frame(0x8, [0x03, 0xE9]))
+        shutdown(pair.client, Int32(SHUT_WR))
+        _ = pair.run { _ in ended != nil }
+        guard case .closed(let handshake)? = ended else { return XCTFail("ended: \(String(describing: ended))") }
+        XCTAssertTrue(handshake.initiatedByUs)
+        XCTAssertEqual(pair.server.exposition.clientsConnected, 0, "the server no longer counts the client")
+    }
+
     func testKeepalivePingsGiveEveryClientItsDriver() throws {
         var configuration = ServerConfiguration()
         configuration.connection.pingInterval = 30
