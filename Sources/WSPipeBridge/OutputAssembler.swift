@@ -34,8 +34,14 @@ struct OutputAssembler {
     /// an array; further pieces go to `pending` after it.
     private var first: Segment?
     private var pending = SegmentList()
-    private(set) var batch = SegmentList()
+    /// Complete messages not taken yet (`takeBatch`), but for the run below.
+    private var batch = SegmentList()
     private var arena = ByteBuffer(capacity: OutputAssembler.arenaSize)
+    /// Bytes of output copied into the arena since the last `batch` append, which end at
+    /// the arena's end: the run grows by a count per small message and goes to `batch` as one
+    /// segment when something else does (`endRun`), rather than an append (47 instructions)
+    /// per message (scripts/profile's messages-down).
+    private var run = 0
     static let arenaSize = 64 * 1024
     static let copyLimit = 1024
     /// Messages and payload bytes received (written or not).
@@ -96,23 +102,23 @@ struct OutputAssembler {
         }
     }
 
-    /// The examiner's verdict on the message ending (whether it is written). Out of line:
-    /// only a conversation sets an examiner, and every message passes `end`.
-    @inline(never)
-    private mutating func examined(_ kind: MessageKind) -> Bool {
-        guard let examiner else { return true }
-        return withExaminedPayload { examiner(kind, $0) }
+    /// `end` with the examiner's verdict first: a message it holds back (or every message,
+    /// with `discard`) is only counted. Apart from `end`, which every message of the plain
+    /// path passes: the writer calls this one when there is an examiner (`StdoutWriter.examine`).
+    mutating func endExamined() {
+        if let examiner, !limitReached, !withExaminedPayload({ examiner(currentKind ?? .binary, $0) }) || discard {
+            currentKind = nil
+            clearPending()
+            messages += 1
+            return
+        }
+        end()
     }
 
     mutating func end() {
         let size = pendingSize
         let kind = currentKind ?? .binary
         currentKind = nil
-        if examiner != nil, !limitReached, !examined(kind) || discard {
-            clearPending()
-            messages += 1
-            return
-        }
         guard !discard && !limitReached else {
             clearPending()
             messages += 1
@@ -189,6 +195,7 @@ struct OutputAssembler {
     mutating func detachSmallMessage() {
         let size = pendingSize
         guard first != nil, size <= OutputAssembler.copyLimit else { return }
+        endRun()  // the run must end at the arena's end
         let start = reserve(size)
         copyPending(to: start)
         if !pending.isEmpty { pending.removeAll() }
@@ -202,7 +209,21 @@ struct OutputAssembler {
     }
 
     /// The complete messages collected since the last call.
-    mutating func takeBatch() -> SegmentList { batch.take() }
+    mutating func takeBatch() -> SegmentList {
+        endRun()
+        return batch.take()
+    }
+
+    /// The complete messages collected since the last call, to `receiver`, which takes the
+    /// segments (`StdoutSink.submit`): the list it leaves, empty, is the next batch.
+    mutating func handOverBatch(_ receiver: (inout SegmentList) -> Void) {
+        endRun()
+        receiver(&batch)
+        if !batch.isEmpty { batch.removeAll() }
+    }
+
+    /// Bytes of the complete messages not taken yet.
+    var batchBytes: Int { batch.byteCount + run }
 
     /// A line of wspipe's own (a connection event, --jsonl), in order with the messages;
     /// not counted as a message. With --timestamps it ends with "ts" as a message does, the
@@ -227,8 +248,9 @@ struct OutputAssembler {
             let start = reserve(total)
             let offset = copyPending(to: start)
             if let separatorBuffer { (start + offset).copyMemory(from: separatorBuffer.base, byteCount: 1) }
-            batch.append(arena, start, total)
+            run += total
         } else {
+            endRun()
             if let first { batch.append(first.owner, first.start, first.count) }
             batch.append(contentsOf: pending)
             if let separatorBuffer { batch.append(separatorBuffer, separatorBuffer.base, 1) }
@@ -242,21 +264,36 @@ struct OutputAssembler {
         guard total > 0 else { return }  // an empty binary message of --broadcast -b
         let owner: ByteBuffer
         let start: UnsafeMutableRawPointer
-        if total <= OutputAssembler.arenaSize {
+        let inArena = total <= OutputAssembler.arenaSize
+        if inArena {
             start = reserve(total)
             owner = arena
         } else {
+            endRun()
             owner = ByteBuffer(capacity: total)
             start = owner.base
             owner.count = total
         }
         bytes.withUnsafeBytes { if let base = $0.baseAddress { start.copyMemory(from: base, byteCount: bytes.count) } }
         if total > bytes.count, let separatorBuffer { (start + bytes.count).copyMemory(from: separatorBuffer.base, byteCount: 1) }
-        batch.append(owner, start, total)
+        if inArena { run += total } else { batch.append(owner, start, total) }
     }
 
+    /// The run of arena bytes goes to `batch`: before anything else does, before the arena
+    /// is replaced (the run keeps it alive from there) and when the batch is taken.
+    private mutating func endRun() {
+        guard run > 0 else { return }
+        batch.append(arena, arena.end - run, run)
+        run = 0
+    }
+
+    /// `count` bytes at the arena's end (a new arena when it is full): the run, if any, ends
+    /// right before them unless the arena was replaced.
     private mutating func reserve(_ count: Int) -> UnsafeMutableRawPointer {
-        if arena.free < count { ByteBuffer.reuse(&arena, orMake: OutputAssembler.arenaSize) }
+        if arena.free < count {
+            endRun()
+            ByteBuffer.reuse(&arena, orMake: OutputAssembler.arenaSize)
+        }
         let start = arena.end
         arena.count += count
         return start

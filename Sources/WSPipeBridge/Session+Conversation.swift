@@ -18,10 +18,10 @@ extension Session {
         return printsAll || actions.contains(.untilMatched)
     }
 
-    /// Carries out what the conversation decided about the message just written. Not
-    /// inlined: every received message passes the check that calls it (scripts/profile).
-    @inline(never)
+    /// Carries out what the conversation decided about the message just written (the
+    /// writer calls it after each examined message: `StdoutWriter.examine`).
     func conversationDecided() {
+        guard !conversationActions.isEmpty else { return }
         let actions = conversationActions
         conversationActions = []
         converse(actions)
@@ -37,6 +37,14 @@ extension Session {
     /// An --expect missed on the connection that just ended (the reconnecting runner counts
     /// it as a failed attempt).
     var preambleMissed: Bool { ending.expectMissed }
+
+    /// Says a miss the reconnecting runner held back as the run's last word (no retry
+    /// follows): the one-shot client's line, an error.
+    func sayUnsaidMiss() {
+        guard let line = unsaidMiss else { return }
+        unsaidMiss = nil
+        say(.expectMissed(line: line))
+    }
 
     /// Carries out a conversation transition's actions, in order.
     func converse(_ actions: [Conversation.Action]) {
@@ -57,7 +65,8 @@ extension Session {
                 refreshStdin()
             case .fail(let miss):
                 if let expectTimer { loop.arm(expectTimer, at: nil) }
-                say(.expectMissed(line: miss.sentence(lastMessage: lastSeen)))
+                let line = miss.sentence(lastMessage: lastSeen)
+                if config.client.reconnect != nil { unsaidMiss = line } else { say(.expectMissed(line: line)) }
                 emit(.expectFailed(miss, lastMessage: lastSeen))
                 preambleSent = 0
                 carryOut(ending.expectFailed(close: endOfInputClose, connection))

@@ -80,6 +80,9 @@ final class Session: ConnectionDelegate, StdinReaderOwner {
     var lastSeen: [UInt8]?
     /// Messages the current connection's preamble sent.
     var preambleSent: UInt64 = 0
+    /// Under --reconnect, the line of a wait that missed, until the runner knows whether a
+    /// retry follows (then it is said as a retry: `ReconnectionNotices.missed`) or not.
+    var unsaidMiss: String?
 
     var endedDriver: ConnectionDriver?  // the last one, for the ending's facts
     var lastReceived = Instant.now()    // --stale-timeout
@@ -151,7 +154,8 @@ final class Session: ConnectionDelegate, StdinReaderOwner {
         stdout.onDecompressFailure = { [unowned self] error in decompressFailed(error) }
         limits.onLimit = { [unowned self] reason in limitUp(reason) }
         if conversation.script.matches || conversation.script.printMatchOnly {
-            stdout.assembler.examiner = { [unowned self] kind, payload in examine(kind, payload) }
+            stdout.examine(by: { [unowned self] kind, payload in examine(kind, payload) },
+                           then: { [unowned self] in conversationDecided() })
         }
         if let settings = config.stdio.console {
             let console = Console(session: self, settings: settings)
@@ -226,8 +230,7 @@ final class Session: ConnectionDelegate, StdinReaderOwner {
     }
 
     public func connectionDidEndMessage(_ connection: ConnectionDriver) {
-        stdout.end()
-        if !conversationActions.isEmpty { conversationDecided() }
+        stdout.end()  // and, with an examiner, what the conversation decided (`conversationDecided`)
     }
 
     // MARK: - --decompress

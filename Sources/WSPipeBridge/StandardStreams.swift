@@ -162,9 +162,19 @@ final class StdoutSink {
     /// Bytes queued and not yet written.
     var pendingBytes: Int { queue.byteCount }
 
-    func submit(_ batch: SegmentList) {
-        guard !batch.isEmpty, failure == nil else { return }
-        queue.append(contentsOf: batch)
+    /// Queues `batch`'s segments and leaves it empty. Into an empty queue (stdout keeps up:
+    /// the usual case) the two lists are swapped, so the writer's next batch starts with the
+    /// queue's array, capacity kept: no append per segment and no array grown anew per read.
+    func submit(_ batch: inout SegmentList) {
+        if batch.isEmpty { return }
+        if failure != nil {
+            batch.removeAll()
+        } else if queue.isEmpty {
+            swap(&queue, &batch)
+        } else {
+            queue.append(contentsOf: batch)
+            batch.removeAll()
+        }
     }
 
     /// Writes what the descriptor takes now. Returns true when it would block (poll for

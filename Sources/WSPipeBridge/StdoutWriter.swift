@@ -26,11 +26,25 @@ final class StdoutWriter {
     var watchesReader: () -> Bool = { false }
 
     /// --decompress: nil without it. A constant and one flag are read per message, so a run
-    /// without --decompress pays nothing more (both without run-time exclusivity checks,
-    /// which would cost more than the rest of a small message's path).
+    /// without --decompress, a console or an examiner pays nothing more (both without
+    /// run-time exclusivity checks, which would cost more than the rest of a small message's
+    /// path).
     private let decompression: Decompression?
-    private let decompresses: Bool
-    @exclusivity(unchecked) private var diverted = false
+    /// Messages take `startScreened` (--decompress, the console, --expect/--until's examiner):
+    /// decided once, at init or `examine`, so the plain path reads one flag per message.
+    @exclusivity(unchecked) private var screens: Bool
+    /// Where the current message goes; `.plain` unless `screens`.
+    @exclusivity(unchecked) private var route = Route.plain
+    private enum Route {
+        /// Straight to the assembler, which writes it.
+        case plain
+        /// To the assembler, which lets the examiner look at it before it writes it.
+        case examined
+        /// Inflated on its way to the assembler (or dropped, after a failure).
+        case inflated
+        /// To the console; the assembler only counts it (and keeps it for an examiner).
+        case console
+    }
     /// Set by the owner once it has ended locally: a binary message is then dropped, not inflated.
     var stopped = false
     /// A payload did not inflate: the owner reports it and closes (nothing more is written).
@@ -39,46 +53,56 @@ final class StdoutWriter {
     /// only counting it (its `discard`). The same one flag as --decompress guards it, so a
     /// pipeline's message path is unchanged.
     var console: Console?
+    /// Called once the writer is done with a message the examiner looked at (`examine`).
+    private var afterExamined: () -> Void = {}
 
     init(loop: EventLoop, assembler: OutputAssembler, decompress: CompressionFormat? = nil, maximumMessageSize: UInt64 = 0,
          console: Bool = false) {
         self.loop = loop
         self.assembler = assembler
         decompression = decompress.map { Decompression(format: $0, limit: maximumMessageSize) }
-        decompresses = decompress != nil || console
+        screens = decompress != nil || console
+    }
+
+    /// --expect and --until: `examiner` looks at each message before it is written (see
+    /// `OutputAssembler.examiner`); `then` runs once the writer is done with the message,
+    /// where the owner may act on what the examiner saw (change the assembler's limit, close).
+    func examine(by examiner: @escaping (MessageKind, UnsafeRawBufferPointer) -> Bool, then: @escaping () -> Void) {
+        assembler.examiner = examiner
+        afterExamined = then
+        screens = true
     }
 
     // MARK: - Messages in pieces (the client and the stdio server)
 
     @inline(__always)
     func start(_ kind: MessageKind) {
-        if decompresses { startDiverted(kind) }
+        if screens { startScreened(kind) }
         assembler.start(kind)
     }
 
     @inline(__always)
     func data(_ buffer: ByteBuffer, _ bytes: UnsafeMutableRawPointer, _ count: Int) {
-        if diverted { return divertedData(buffer, bytes, count: count) }
+        if route != .plain { return screenedData(buffer, bytes, count: count) }
         assembler.data(buffer, bytes, count)
     }
 
     @inline(__always)
     func end() {
-        if diverted && !endDiverted() { return }
+        if route != .plain { return endScreened() }
         assembler.end()
     }
 
     // MARK: - Writing
 
     /// Bytes waiting for stdout, written or about to be: at `highWater` the owner stops reading.
-    var lagging: Bool { sink.pendingBytes + assembler.batch.byteCount >= StdoutWriter.highWater }
+    var lagging: Bool { sink.pendingBytes + assembler.batchBytes >= StdoutWriter.highWater }
 
     /// Hands what the assembler completed to stdout and writes what stdout takes now; what
     /// it does not take waits for POLLOUT (`refreshWatch`).
     func flush() {
-        let batch = assembler.takeBatch()
-        guard !batch.isEmpty else { return }
-        sink.submit(batch)
+        guard assembler.batchBytes > 0 else { return }
+        assembler.handOverBatch { sink.submit(&$0) }
         if !blocked { blocked = sink.flush() }
     }
 
@@ -116,56 +140,73 @@ final class StdoutWriter {
     /// The end: what stdout still has to take, waiting for it.
     func drain() { sink.drain() }
 
-    // MARK: - --decompress
+    // MARK: - --decompress, the console, the examiner
 
-    /// A message starts with --decompress: a binary one is inflated; after a failure (or once
-    /// the owner stopped) it is dropped, and after a failure every message is.
+    /// A message starts with `screens` set. The console takes every message. With
+    /// --decompress a binary one is inflated; after a failure (or once the owner stopped) it
+    /// is dropped, and after a failure every message is. With an examiner the rest go to the
+    /// assembler to be examined.
     @inline(never)
-    private func startDiverted(_ kind: MessageKind) {
+    private func startScreened(_ kind: MessageKind) {
         if let console {
-            diverted = true
+            route = .console
             return console.messageStarted(kind)
         }
-        guard let decompression else { return }
-        diverted = decompression.failed || kind == .binary
-        guard kind == .binary && !stopped else { return }
-        do throws(ReceiveError) {
-            try decompression.begin()
-        } catch {
-            decompressFailed(error)
+        if let decompression, decompression.failed || kind == .binary {
+            route = .inflated
+            guard kind == .binary && !stopped else { return }
+            do throws(ReceiveError) {
+                try decompression.begin()
+            } catch {
+                decompressFailed(error)
+            }
+            return
         }
+        route = assembler.examiner == nil ? .plain : .examined
     }
 
-    /// The diverted message ended: true when it is to be counted as output.
+    /// The screened message ended: it is counted (and written, unless the console showed
+    /// it or the examiner held it back), except when it did not inflate.
     @inline(never)
-    private func endDiverted() -> Bool {
-        diverted = false
-        if let console {
-            console.messageEnded()
-            return true
+    private func endScreened() {
+        let ended = route
+        route = .plain
+        switch ended {
+        case .console:
+            console?.messageEnded()
+        case .inflated:
+            guard let decompression else { return }
+            do throws(ReceiveError) {
+                guard try decompression.finish({ buffer, start, n in self.assembler.data(buffer, start, n) }) else { return }
+            } catch {
+                decompressFailed(error)
+                return
+            }
+        case .examined, .plain:
+            break
         }
-        guard let decompression else { return false }
-        do throws(ReceiveError) {
-            return try decompression.finish { buffer, start, n in self.assembler.data(buffer, start, n) }
-        } catch {
-            decompressFailed(error)
-            return false
-        }
+        guard assembler.examiner != nil else { return assembler.end() }
+        assembler.endExamined()
+        afterExamined()
     }
 
     @inline(never)
-    private func divertedData(_ buffer: ByteBuffer, _ bytes: UnsafeMutableRawPointer, count: Int) {
-        if let console {
+    private func screenedData(_ buffer: ByteBuffer, _ bytes: UnsafeMutableRawPointer, count: Int) {
+        switch route {
+        case .console:
             // --expect and --until examine the message in the assembler, which keeps it for
             // that alone (it discards what the console shows).
             if assembler.examiner != nil { assembler.data(buffer, bytes, count) }
-            return console.messageData(bytes, count: count)
-        }
-        guard let decompression else { return }
-        do throws(ReceiveError) {
-            try decompression.feed(bytes, count: count) { buffer, start, n in self.assembler.data(buffer, start, n) }
-        } catch {
-            decompressFailed(error)
+            console?.messageData(bytes, count: count)
+        case .inflated:
+            guard let decompression else { return }
+            do throws(ReceiveError) {
+                try decompression.feed(bytes, count: count) { buffer, start, n in self.assembler.data(buffer, start, n) }
+            } catch {
+                decompressFailed(error)
+            }
+        case .examined, .plain:
+            assembler.data(buffer, bytes, count)
         }
     }
 

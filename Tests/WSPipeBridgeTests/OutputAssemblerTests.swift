@@ -81,6 +81,39 @@ final class OutputAssemblerTests: XCTestCase {
         XCTAssertEqual(output(assembler.takeBatch()).count, OutputAssembler.copyLimit + 1)
     }
 
+    /// Small messages copied into the arena go to the batch as one segment per run (one
+    /// iovec), in order with a large message referenced in place, a message detached in
+    /// the middle, and across a full arena (whose bytes must survive its replacement).
+    func testRunsOfSmallMessagesStayInOrderAcrossLargeOnesDetachingAndAFullArena() {
+        var assembler = OutputAssembler(format: .raw(separator: 0x0A))
+        func message(_ text: String, detachingAfter: String? = nil) {
+            assembler.start(.text)
+            let piece = received(text)
+            assembler.data(piece, piece.base, piece.count)
+            if let rest = detachingAfter {
+                assembler.detachSmallMessage()
+                let more = received(rest)
+                assembler.data(more, more.base, more.count)
+            }
+            assembler.end()
+        }
+        let large = String(repeating: "x", count: OutputAssembler.copyLimit + 1)
+        message("a"); message("b"); message("c")
+        XCTAssertEqual(assembler.batchBytes, 6, "the run counts before it is in the batch")
+        message(large); message("d"); message("e", detachingAfter: "f"); message("g")
+        let batch = assembler.takeBatch()
+        XCTAssertEqual(output(batch), "a\nb\nc\n" + large + "\nd\nef\ng\n")
+        XCTAssertEqual(batch.segments.count, 5, "a-c, the large one, its newline, d, e-g (detached in place)")
+        XCTAssertEqual(assembler.batchBytes, 0)
+
+        let lines = (0..<100).map { String(repeating: Character(UnicodeScalar(UInt8(65 + $0 % 26))), count: 999) + "\($0 % 10)" }
+        lines.forEach { message($0) }
+        XCTAssertEqual(assembler.batchBytes, 100 * 1001)
+        let full = assembler.takeBatch()
+        XCTAssertEqual(output(full), lines.map { $0 + "\n" }.joined())
+        XCTAssertEqual(full.segments.count, 2, "one run per arena")
+    }
+
     func testNothingInProgressIsANoOp() {
         var assembler = OutputAssembler(format: .raw(separator: 0x0A))
         assembler.detachSmallMessage()
