@@ -58,6 +58,22 @@ final class FrameLengthTests: XCTestCase {
         }
     }
 
+    /// The broadcast batch's header writer gives `encode(into:)`'s bytes for a final
+    /// unmasked frame, and writes nothing past them.
+    func testEncodeFinalWritesTheBytesOfAFinalUnmaskedHeader() {
+        for (length, expected) in Self.vectors {
+            for opcode in [Opcode.text, .binary] {
+                var buffer = [UInt8](repeating: 0xEE, count: FrameHeader.maximumSize)
+                let written = buffer.withUnsafeMutableBytes {
+                    FrameHeader.encodeFinal(opcode, payloadLength: Int(length), into: $0.baseAddress!)
+                }
+                XCTAssertEqual(Array(buffer[..<written]), FrameHeader(opcode: opcode, payloadLength: length).bytes, "length \(length)")
+                XCTAssertEqual(written, expected.count, "length \(length)")
+                XCTAssertTrue(buffer[written...].allSatisfy { $0 == 0xEE }, "bytes written past the header")
+            }
+        }
+    }
+
     func testFirstByteCarriesFinRsvAndOpcode() {
         XCTAssertEqual(FrameHeader(fin: true, rsv: 0b100, opcode: .text, payloadLength: 0).bytes, [0xC1, 0x00])
         XCTAssertEqual(FrameHeader(fin: true, rsv: 0b010, opcode: .text, payloadLength: 0).bytes, [0xA1, 0x00])
