@@ -1,4 +1,3 @@
-import Glibc
 import Synchronization
 import WebSocketCore
 import WebSocketEngine
@@ -391,38 +390,15 @@ public final class WebSocket: Sendable {
 
     /// The next message if one is buffered, without waiting (WSKitFoundation's completion
     /// handlers take buffered messages without a task).
-    package func receiveNow() -> Message? { takeBuffered().message }
-
-    /// A buffered message, if any (callers already waiting come first: each takes the
-    /// messages in turn); `waits`: none will come without a wait (others wait first, or the
-    /// connection is over).
-    private func takeBuffered() -> (message: Message?, waits: Bool) {
-        let taken = shared.withLock { state -> (Message?, Bool, Bool) in
-            guard state.receivers.isEmpty else { return (nil, false, true) }
-            guard let message = state.inbox.popFirst() else { return (nil, false, state.state == .closed) }
+    package func receiveNow() -> Message? {
+        let taken = shared.withLock { state -> (Message?, Bool) in
+            // Callers already waiting come first: each takes the messages in turn.
+            guard state.receivers.isEmpty, let message = state.inbox.popFirst() else { return (nil, false) }
             state.inboxBytes -= message.byteCount
-            return (message, state.unpauseIfCaughtUp(limit: receiveLimit), false)
+            return (message, state.unpauseIfCaughtUp(limit: receiveLimit))
         }
         if taken.1 { resumeReading() }
-        return (taken.0, taken.2)
-    }
-
-    /// How long `receive` looks for the next read's messages, yielding its core, before it
-    /// suspends.
-    static let receiveSpin: Int64 = 30_000  // ns
-
-    /// A consumer that keeps up finds the inbox empty between socket reads. Looking again
-    /// for a few microseconds (yielding the core to the engine thread meanwhile) takes the
-    /// next read's messages without a suspension and the engine's wake of the consumer (a
-    /// futex and a thread switch at every read: ~15 % of a 64 KiB download's samples).
-    private func receiveSoon() -> Message? {
-        let start = monotonicNanoseconds()
-        while monotonicNanoseconds() - start < WebSocket.receiveSpin {
-            sched_yield()
-            let taken = takeBuffered()
-            if taken.message != nil || taken.waits { return taken.message }
-        }
-        return nil
+        return taken.0
     }
 
     /// The next message; nil after the peer's Close (what `messages` yields). Callers
@@ -430,7 +406,7 @@ public final class WebSocket: Sendable {
     /// a cancelled one is resumed at once with `.cancelled` (even one cancelled before it
     /// started waiting), and closes the connection with 1001.
     nonisolated(nonsending) package func receive() async throws(WebSocketError) -> Message? {
-        if let message = receiveNow() ?? receiveSoon() { return message }
+        if let message = receiveNow() { return message }
         let id = shared.withLock { state -> UInt64 in state.nextReceiver += 1; return state.nextReceiver }
         let result: Result<Message?, WebSocketError> = await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<Result<Message?, WebSocketError>, Never>) in
@@ -718,11 +694,4 @@ struct Shared {
         }
         return .success(nil)
     }
-}
-
-/// CLOCK_MONOTONIC in nanoseconds (the vDSO: no system call).
-func monotonicNanoseconds() -> Int64 {
-    var now = timespec()
-    clock_gettime(CLOCK_MONOTONIC, &now)
-    return Int64(now.tv_sec) * 1_000_000_000 + Int64(now.tv_nsec)
 }
