@@ -4,7 +4,7 @@ import TestSupport
 import WSKit
 
 /// What receiving costs beyond the message itself (docs/PERFORMANCE.md, "WSKit download:
-/// heap pages kept, consumer spin").
+/// the engine's heap keeps its pages").
 final class WSKitReceiveCostTests: XCTestCase {
     /// A 64 KiB message's array is allocated on the engine thread and freed by the consumer.
     /// With glibc's start thresholds the engine thread's heap gave its pages back whenever
