@@ -154,6 +154,11 @@ final class ReconnectionNotices {
         }
     }
 
+    /// A wait of the preamble that missed, with a retry to follow: "--expect #1 'ready': the
+    /// connection ended before a match; reconnecting (--reconnect)" (the last miss, on which
+    /// wspipe gives up, is said as the one-shot client says it).
+    static func missed(_ line: String) -> String { "\(line); reconnecting (--reconnect)" }
+
     /// "not connected yet: WHY; retrying (--reconnect)", WHY as the one-shot client says it.
     static func notYet(_ why: String) -> String {
         "not connected yet: \(why); retrying (--reconnect)"

@@ -141,7 +141,10 @@ final class ReconnectingRunner {
         let stale = session.connectionWasStale
         say(Self.disconnection(ending, stale: stale, missed: missed && !serverClosed, up: up))
         session.submitOutput()
-        guard !session.endedByItself else { return false }
+        guard !session.endedByItself else {
+            session.sayUnsaidMiss()
+            return false
+        }
         if session.inputCloses && !missed {
             // stdin is over and its end closes: what went on this connection is not sent
             // again, so a retry would have nothing to send, and its connection nothing to
@@ -152,7 +155,9 @@ final class ReconnectingRunner {
             guard !offlineQueue.isEmpty else { return false }
             session.closeNextConnectionAtEndOfInput()
         }
-        guard scheduleRetry(missed && !serverClosed ? .preambleFailed : stale ? .stale : .ended(ending), retryAfter: nil) else {
+        guard scheduleRetry(missed && !serverClosed ? .preambleFailed : stale ? .stale : .ended(ending), retryAfter: nil,
+                            saying: session.unsaidMiss.map(ReconnectionNotices.missed)) else {
+            session.sayUnsaidMiss()
             let status = missed ? .expectFailed : Session.status(of: ending, stale: stale)
             if status != .success { givingUp = status.rawValue }
             return false
@@ -169,10 +174,15 @@ final class ReconnectingRunner {
         session.console?.reconnection(event)
     }
 
-    /// Arms the next attempt if `failure` is retried and retries are left.
-    private func scheduleRetry(_ failure: AttemptFailure, retryAfter: Double?) -> Bool {
+    /// Arms the next attempt if `failure` is retried and retries are left; `saying`: a
+    /// notice that goes before the retry's (a missed wait, told as retried).
+    private func scheduleRetry(_ failure: AttemptFailure, retryAfter: Double?, saying notice: String? = nil) -> Bool {
         guard settings.policy.retries(failure),
               let delay = backoff.nextDelay(retryAfter: retryAfter, jitter: &jitter) else { return false }
+        if let notice {
+            session.unsaidMiss = nil
+            log.notice(notice)
+        }
         say(.retry(seconds: delay, attempt: attempts + 1, retryAfter: retryAfter.map { $0 >= delay - 1e-9 } ?? false))
         session.submitOutput()
         let timer = retryTimer ?? loop.timer { [unowned self] in attempt() }

@@ -38,6 +38,14 @@ extension Session {
     /// it as a failed attempt).
     var preambleMissed: Bool { ending.expectMissed }
 
+    /// Says a miss the reconnecting runner held back as the run's last word (no retry
+    /// follows): the one-shot client's line, an error.
+    func sayUnsaidMiss() {
+        guard let line = unsaidMiss else { return }
+        unsaidMiss = nil
+        say(.expectMissed(line: line))
+    }
+
     /// Carries out a conversation transition's actions, in order.
     func converse(_ actions: [Conversation.Action]) {
         for action in actions {
@@ -57,7 +65,8 @@ extension Session {
                 refreshStdin()
             case .fail(let miss):
                 if let expectTimer { loop.arm(expectTimer, at: nil) }
-                say(.expectMissed(line: miss.sentence(lastMessage: lastSeen)))
+                let line = miss.sentence(lastMessage: lastSeen)
+                if config.client.reconnect != nil { unsaidMiss = line } else { say(.expectMissed(line: line)) }
                 emit(.expectFailed(miss, lastMessage: lastSeen))
                 preambleSent = 0
                 carryOut(ending.expectFailed(close: endOfInputClose, connection))

@@ -58,6 +58,7 @@ extension Session {
     func finishRun(_ facts: @autoclosure () -> RunnerFacts = RunnerFacts()) -> ExitStatus {
         Signals.exitAtOnce.store(true, ordering: .relaxed)
         console?.finish()
+        sayUnsaidMiss()
         submitOutput()
         stdout.drain()
         let facts = facts()

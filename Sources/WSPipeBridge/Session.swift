@@ -80,6 +80,9 @@ final class Session: ConnectionDelegate, StdinReaderOwner {
     var lastSeen: [UInt8]?
     /// Messages the current connection's preamble sent.
     var preambleSent: UInt64 = 0
+    /// Under --reconnect, the line of a wait that missed, until the runner knows whether a
+    /// retry follows (then it is said as a retry: `ReconnectionNotices.missed`) or not.
+    var unsaidMiss: String?
 
     var endedDriver: ConnectionDriver?  // the last one, for the ending's facts
     var lastReceived = Instant.now()    // --stale-timeout

@@ -1,4 +1,5 @@
 import WebSocketCore
+import WebSocketTransport
 
 /// `--bus URL`: which bus, where, over TLS or not, the channel, and the credentials given
 /// in the URL. `redis://[[USER]:PASSWORD@]HOST[:PORT]/CHANNEL`, `rediss://` over TLS;
@@ -70,10 +71,9 @@ public struct BusAddress: Sendable, Equatable, CustomStringConvertible {
         var hostPart = authority
         var portText: Substring?
         if hostPart.hasPrefix("[") {
-            guard let close = hostPart.firstIndex(of: "]") else { throw .noHost }
-            let after = hostPart[hostPart.index(after: close)...]
-            if after.hasPrefix(":") { portText = after.dropFirst() } else if !after.isEmpty { throw .noHost }
-            hostPart = hostPart[hostPart.index(after: hostPart.startIndex)..<close]
+            guard let split = BracketedHost(hostPart) else { throw .noHost }
+            portText = split.port
+            hostPart = split.host
         } else if let colon = hostPart.lastIndex(of: ":") {
             portText = hostPart[hostPart.index(after: colon)...]
             hostPart = hostPart[..<colon]

@@ -49,6 +49,9 @@ public struct MessageReader: Sendable {
     private var message: MessageKind?
     private var messageSize: UInt64 = 0       // bytes announced by the message's frames so far
     private var messageBytesSeen: UInt64 = 0  // payload bytes of the message already checked
+    private var earlierMessagesBytes: UInt64 = 0  // payload bytes of the data messages before this one
+    /// Data messages received whole (their final frame's payload seen).
+    public private(set) var messagesReceived: UInt64 = 0
     private var utf8 = UTF8Validator()
     private var control: [UInt8] = []
     private var endPending = false
@@ -71,6 +74,9 @@ public struct MessageReader: Sendable {
     public var isInsideMessage: Bool { message != nil }
     /// Payload bytes of the current frame still to come (on the wire: compressed, if so).
     public var frameBytesRemaining: UInt64 { parser.payloadRemaining }
+    /// Payload bytes of data frames received so far, as on the wire (compressed, if so).
+    /// Summed per message rather than per piece: the count costs nothing per read.
+    public var dataPayloadReceived: UInt64 { earlierMessagesBytes &+ messageBytesSeen }
 
     /// The next event from `input[index...]`, advancing `index`; nil when all input is
     /// consumed (or the reader is finished). Throws `ReceiveError` when the peer broke a
@@ -129,6 +135,7 @@ public struct MessageReader: Sendable {
                             throw .invalidUTF8("text message ends in the middle of a UTF-8 sequence")
                         }
                         message = nil
+                        messagesReceived &+= 1
                         if range.isEmpty { return .messageEnd }
                         endPending = true
                         return .messageData(range)
@@ -174,6 +181,7 @@ public struct MessageReader: Sendable {
             let kind: MessageKind = header.opcode == .text ? .text : .binary
             message = kind
             messageSize = 0
+            earlierMessagesBytes &+= messageBytesSeen
             messageBytesSeen = 0
             messageRSV = RSVBits(rawValue: header.rsv)
             checksUTF8 = kind == .text && messageRSV.isEmpty

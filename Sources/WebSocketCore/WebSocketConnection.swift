@@ -123,6 +123,10 @@ public struct WebSocketConnection: Sendable {
     /// Payload bytes of the frame being received still to come: a receiver that assembles
     /// a message can size its storage once.
     public var frameBytesRemaining: UInt64 { reader.frameBytesRemaining }
+    /// Data messages received whole, and their payload bytes as received (compressed, if
+    /// so; a message under way counts what arrived): a server's metrics read them.
+    public var dataMessagesReceived: UInt64 { reader.messagesReceived }
+    public var dataPayloadReceived: UInt64 { reader.dataPayloadReceived }
 
     /// The next event from `input[index...]` (see `MessageReader`), with the automatic
     /// replies queued: a pong for each ping (unless we already sent a Close), the echo of the

@@ -78,3 +78,8 @@ public struct ConnectionOptions: Sendable {
 
     public init() {}
 }
+
+/// Told when a driver has ended, after its delegate (`ConnectionDriver.endObserver`).
+protocol ConnectionEndObserver: AnyObject {
+    func driver(_ driver: ConnectionDriver, didEnd ending: ConnectionEnding)
+}

@@ -9,6 +9,14 @@ extension ConnectionDriver {
     /// Compressed messages received and sent: wire bytes against payload bytes.
     public var compressionIn: CompressionCount { deflate?.received ?? CompressionCount() }
     public var compressionOut: CompressionCount { deflate?.sent ?? CompressionCount() }
+    /// Data messages received whole.
+    public var messagesReceived: UInt64 { core.dataMessagesReceived }
+    /// Payload bytes of data messages received, inflated (a compressed message counts once
+    /// it is whole).
+    public var payloadReceived: UInt64 {
+        let compressed = compressionIn
+        return core.dataPayloadReceived &- compressed.wire &+ compressed.payload
+    }
     /// Messages below this many bytes go uncompressed (`MessageDeflate.threshold`).
     public static let compressionThreshold = MessageDeflate.threshold
 

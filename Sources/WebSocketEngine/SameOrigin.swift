@@ -1,4 +1,5 @@
 import WebSocketCore
+import WebSocketTransport
 
 /// `--sameorigin`'s rule, pure: a browser's `Origin` (RFC 6454 serialization,
 /// "scheme://host[:port]") names the same server as the request's `Host` header, with the
@@ -22,13 +23,9 @@ public enum SameOrigin {
         guard !text.isEmpty, !text.contains(where: { $0 == "/" || $0 == "@" || $0 == "?" || $0 == "#" || $0 == " " }) else { return nil }
         var host = Substring(text), portText: Substring?
         if text.hasPrefix("[") {
-            guard let close = text.firstIndex(of: "]") else { return nil }
-            host = text[...close]
-            let rest = text[text.index(after: close)...]
-            if !rest.isEmpty {
-                guard rest.hasPrefix(":") else { return nil }
-                portText = rest.dropFirst()
-            }
+            guard let split = BracketedHost(host) else { return nil }
+            host = host[...split.host.endIndex]  // brackets kept: "[::1]" compares as written
+            portText = split.port
         } else if let colon = text.firstIndex(of: ":") {
             host = text[..<colon]
             portText = text[text.index(after: colon)...]

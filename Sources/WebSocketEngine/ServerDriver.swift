@@ -494,15 +494,22 @@ public final class ServerDriver {
 
     /// A parked client's socket has something (or the server needs its driver): it gets its
     /// driver and handler now, as `handOver` would have made them.
+    /// With the mode gone (the server holds it weakly) nobody serves the client: it still
+    /// gets a driver, which says 1001 and ends it as any connection ends (the server's
+    /// table, its events, a drain waiting for it), not a closed socket still counted.
     func unpark(_ connection: ServerConnection, stream: TCPStream) -> ConnectionDriver? {
-        guard let mode else { stream.close(); return nil }
-        connection.handler = mode.handler(for: connection)
+        let mode = self.mode
+        connection.handler = mode?.handler(for: connection)
         let agreement = ServerHandshake.agreement(subprotocol: connection.info.subprotocol, deflate: nil)
         let driver = ConnectionDriver(loop: loop, stream: stream, agreement: agreement,
                                       maximumMessageSize: configuration.maximumMessageSize, options: configuration.connection,
                                       delegate: connection)
-        mode.connectionWillStart(connection, driver: driver)
+        mode?.connectionWillStart(connection, driver: driver)
         connection.start(driver, limits: ConnectionLimits())
+        guard let mode else {
+            driver.close(ClosePayload(code: .goingAway))
+            return driver
+        }
         mode.connectionDidStart(connection)
         return driver
     }
@@ -510,7 +517,7 @@ public final class ServerDriver {
     func connectionEnded(_ connection: ServerConnection, _ driver: ConnectionDriver, _ ending: ConnectionEnding) {
         connections[connection.info.id] = nil
         if let key = clientKeys.removeValue(forKey: connection.info.id) { addressTable?.disconnected(key, now: RateKeeper.seconds(.now())) }
-        endedTotals.add(connection, driver)
+        endedTotals.add(driver)
         if let received = driver.closeReceived { endedTotals.closes[received.code?.rawValue ?? 1005, default: 0] += 1 }
         if connection.info.deflate != nil { noteDeflateEnded() }
         onEvent?(.disconnected(connection, ending))
@@ -525,7 +532,7 @@ public final class ServerDriver {
         for connection in connections.values {
             // A parked client has sent and been sent nothing: it is not woken for a scrape.
             guard let driver = connection.activeDriver else { continue }
-            totals.add(connection, driver)
+            totals.add(driver)
         }
         totals.bytesSent &+= mode?.encodedPayloadSent ?? 0
         return totals

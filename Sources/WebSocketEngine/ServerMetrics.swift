@@ -18,11 +18,10 @@ public struct ServerTotals: Sendable, Equatable {
 
     public init() {}
 
-    /// Adds one connection's counts: what it received as its `ServerConnection` counted,
-    /// what it sent as its driver framed it.
-    mutating func add(_ connection: ServerConnection, _ driver: ConnectionDriver) {
-        messagesReceived &+= connection.messagesReceived
-        bytesReceived &+= connection.bytesReceived
+    /// Adds one connection's counts, as its driver received and framed them.
+    mutating func add(_ driver: ConnectionDriver) {
+        messagesReceived &+= driver.messagesReceived
+        bytesReceived &+= driver.payloadReceived
         messagesSent &+= driver.messagesSent
         // Framed payload counts a compressed message at its wire size: its payload instead.
         let out = driver.compressionOut

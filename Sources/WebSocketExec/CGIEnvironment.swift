@@ -1,4 +1,5 @@
 import WebSocketCore
+import WebSocketTransport
 
 /// What the server knows about one accepted connection besides its request.
 public struct ConnectionFacts: Sendable, Equatable {
@@ -38,12 +39,11 @@ public struct ConnectionFacts: Sendable, Equatable {
 
 extension ConnectionFacts {
     /// "ip:port" or "[v6]:port" → (address without brackets, port); a Unix socket path (or
-    /// anything without a port) → ("", nil): a Unix client has no address.
+    /// anything without a port, or bad brackets) → ("", nil): a Unix client has no address.
     public static func split(_ address: String) -> (address: String, port: Int?) {
-        if address.hasPrefix("["), let close = address.lastIndex(of: "]") {
-            let host = String(address[address.index(after: address.startIndex)..<close])
-            let rest = address[address.index(after: close)...]
-            return (host, rest.hasPrefix(":") ? Int(rest.dropFirst()) : nil)
+        if address.hasPrefix("[") {
+            guard let split = BracketedHost(address[...]) else { return ("", nil) }
+            return (String(split.host), split.port.flatMap { Int($0) })
         }
         guard !address.hasPrefix("/"), let colon = address.lastIndex(of: ":"),
               let port = Int(address[address.index(after: colon)...]) else { return ("", nil) }

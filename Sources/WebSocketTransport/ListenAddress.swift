@@ -63,11 +63,9 @@ public enum ListenAddress: Sendable, Equatable, CustomStringConvertible {
         var address = "127.0.0.1"
         var portText = Substring(text)
         if text.hasPrefix("[") {
-            guard let close = text.firstIndex(of: "]"), text[text.index(after: close)...].hasPrefix(":") else {
-                throw .badAddress(text)
-            }
-            address = String(text[text.index(after: text.startIndex)..<close])
-            portText = text[text.index(close, offsetBy: 2)...]
+            guard let split = BracketedHost(text[...]), let port = split.port else { throw .badAddress(text) }
+            address = String(split.host)
+            portText = port
             guard let ip = IPAddress(address), ip.isIPv6 else { throw .badAddress(address) }
         } else if let colon = text.lastIndex(of: ":") {
             address = String(text[..<colon])

@@ -168,6 +168,25 @@ final class ConversationTests: IntegrationTestCase {
         XCTAssertFalse(result.stderr.contains("the server closed the connection"), result.stderr)
     }
 
+    /// A wait cut short by a lost connection under --reconnect is said as the other retries
+    /// are ("; reconnecting (--reconnect)", a notice: -q hides it), not as a final error; the
+    /// miss on which wspipe gives up keeps the one-shot client's line and status 13.
+    func testAWaitCutShortUnderReconnectIsSaidAsARetryUntilTheLast() throws {
+        let server = try startScripted(Wire.switching, then: "close")
+        let arguments = ["--reconnect", "--retry-delay", "0.05", "--max-retries", "1", "--expect", "ready", url(server)]
+        let result = try runWspipe(arguments, timeout: 15)
+        assertExit(result, 13)
+        let lines = result.stderr.split(separator: "\n").map(String.init)
+        let miss = "wspipe: --expect #1 'ready': the connection ended before a match"
+        XCTAssertEqual(lines.first, miss + "; reconnecting (--reconnect)", result.stderr)
+        XCTAssertEqual(lines.last, miss, result.stderr)
+        XCTAssertEqual(lines.filter { $0.hasPrefix(miss) }.count, 2, result.stderr)
+
+        let quiet = try runWspipe(["-q"] + arguments, timeout: 15)
+        assertExit(quiet, 13)
+        XCTAssertEqual(quiet.stderr, miss + "\n", "-q keeps only the final line")
+    }
+
     func testAServerCloseDuringAWaitIsRetriedByItsCodeAsAnyClose() throws {
         // A server that closes with 4003 "unauthorized" when it reads the auth: the same
         // Close without --expect ends the run at once (codes 3000-4999 are not retried), so

@@ -22,6 +22,37 @@ final class ExecServerTests: IntegrationTestCase {
         return file
     }
 
+    /// A server flooding tiny messages (`yes`) must not starve the client's stdin: the
+    /// client's turn counted reads (16 of 256 KiB: 1.4 million "y" messages) and read its
+    /// stdin 16.7 s late (debug build); it now delivers at most a few thousand messages a
+    /// turn before stdin and timers get theirs.
+    func testAFloodOfTinyMessagesDoesNotStarveTheClientsStdin() throws {
+        let got = path("got")
+        let (server, port) = try serve(["--sh", "yes & IFS= read -r line; printf '%s\\n' \"$line\" > '\(got)'; wait"])
+        let client = try spawnWspipe(["-v", "ws://127.0.0.1:\(port)/"], stdin: .pipe, stdoutFile: "/dev/null")
+        XCTAssertNotNil(client.stderr.waitForLine(startingWith: "wspipe: < HTTP/1.1 101", timeout: 15), client.stderr.text)
+        // A backlog for the client: stopped, it reads nothing while the flood fills the
+        // socket's buffers and the server's queue, so its reads come full when it goes on.
+        client.signal(SIGSTOP)
+        usleep(1_000_000)
+        XCTAssertTrue(client.writeStdin(Array("hello\n".utf8)))
+        client.closeStdin()
+        let start = monotonicSeconds()
+        client.signal(SIGCONT)
+        var line = ""
+        while monotonicSeconds() - start < 20 {
+            line = (try? String(contentsOfFile: got, encoding: .utf8)) ?? ""
+            if line.hasSuffix("\n") { break }
+            usleep(10_000)
+        }
+        let waited = monotonicSeconds() - start
+        XCTAssertEqual(line, "hello\n", client.stderr.text)
+        XCTAssertLessThan(waited, 2, "the line reached the server \(waited) s after stdin had it")
+        client.kill()
+        server.signal(SIGTERM)
+        _ = finish(server)
+    }
+
     func testCountFeedToOurClient() throws {
         let (server, port) = try serve(["--exec", Locations.packageRoot + "/examples/count.sh"])
         let result = try runWspipe(["--no-close", "ws://127.0.0.1:\(port)/?n=3"], stdin: .null)
@@ -155,6 +186,53 @@ final class ExecServerTests: IntegrationTestCase {
         XCTAssertEqual(result.stdoutText, "text:hi\ntext:got one\ntext:got two\nclose 1011 exit status 3\n", "\(result)")
         server.signal(SIGTERM)
         assertDiedOf(finish(server), SIGTERM)
+    }
+
+    /// A client floods a program that never reads its stdin, so the server stops reading the
+    /// client, then resets its connection: the program must be ended. The reset used to
+    /// stop between the connection's driver and the program's bridge, so the program ran on
+    /// for ever and kept its --max-children slot. With and without a per-client limit (the
+    /// two ways a driver's events reach the bridge).
+    func testAClientThatResetsWhileItsProgramDoesNotReadEndsTheProgram() throws {
+        for limit in [[], ["--idle-timeout", "60"]] {
+            let pidFile = path("program-\(limit.count).pid")
+            let (server, port) = try serve(limit + ["--close-grace", "0.3", "--sh", "echo $$ > \(pidFile); exec sleep 100"])
+            let fd = try stalledClient(port)
+            // Masked (zero key) binary frames of 64 KiB until the socket has taken nothing for 0.5 s.
+            let frame: [UInt8] = [0x82, 0xFF, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0] + [UInt8](repeating: 0x61, count: 65536)
+            var offset = 0
+            var lastProgress = Date()
+            while Date().timeIntervalSince(lastProgress) < 0.5 {
+                let n = frame.withUnsafeBytes { send(fd, $0.baseAddress! + offset, frame.count - offset, Int32(MSG_DONTWAIT | MSG_NOSIGNAL)) }
+                if n > 0 {
+                    offset = (offset + n) % frame.count
+                    lastProgress = Date()
+                } else {
+                    usleep(20_000)
+                }
+            }
+            let text = try XCTUnwrap(waitForFile(pidFile), "the program did not start: \(server.stderr.text)")
+            let pid = try XCTUnwrap(pid_t(text.trimmingCharacters(in: .whitespacesAndNewlines)))
+            var reset = linger(l_onoff: 1, l_linger: 0)
+            setsockopt(fd, SOL_SOCKET, SO_LINGER, &reset, socklen_t(MemoryLayout<linger>.size))
+            close(fd)
+            let deadline = Date().addingTimeInterval(10)
+            while kill(pid, 0) == 0 && Date() < deadline { usleep(50_000) }
+            XCTAssertNotEqual(kill(pid, 0), 0, "the program \(pid) runs on after its client's reset (\(limit))")
+            if kill(pid, 0) == 0 { kill(pid, SIGKILL) }
+            server.signal(SIGTERM)
+            _ = finish(server)
+        }
+    }
+
+    /// The text of `file` once it has some, within 10 s.
+    private func waitForFile(_ file: String) -> String? {
+        let deadline = Date().addingTimeInterval(10)
+        while Date() < deadline {
+            if let text = try? String(contentsOfFile: file, encoding: .utf8), text.hasSuffix("\n") { return text }
+            usleep(20_000)
+        }
+        return nil
     }
 
     /// A program that outlives the grace after the client's Close: 1011 "program did not

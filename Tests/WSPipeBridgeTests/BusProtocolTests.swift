@@ -95,6 +95,13 @@ final class BusProtocolTests: XCTestCase {
         XCTAssertEqual(full.password, "s@cret:x")
         XCTAssertEqual(full.channel, "chat.in")
         XCTAssertEqual(full.description, "rediss://app:***@[::1]:6380/chat.in", "the password is never shown")
+        let bare = try BusAddress(parsing: "redis://[::1]/t")
+        XCTAssertEqual(bare.host, "::1")
+        XCTAssertEqual(bare.port, 6379, "an IPv6 literal without a port: the default")
+        XCTAssertEqual(try BusAddress(parsing: "nats://[::1]:80/t").port, 80)
+        for bad in ["redis://[::1/t", "redis://[::1]6380/t", "redis://[]:6380/t"] {
+            XCTAssertThrowsError(try BusAddress(parsing: bad), bad) { XCTAssertEqual($0 as? BusAddress.Problem, .noHost, bad) }
+        }
         let passwordOnly = try BusAddress(parsing: "redis://:hunter2@bus/t")
         XCTAssertNil(passwordOnly.user)
         XCTAssertEqual(passwordOnly.password, "hunter2")

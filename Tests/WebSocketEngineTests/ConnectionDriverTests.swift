@@ -50,6 +50,26 @@ final class ConnectionDriverTests: XCTestCase {
         XCTAssertEqual(clientLog.messages[1].bytes, big)
     }
 
+    /// A read full of tiny messages is delivered a turn's budget at a time, so the loop's
+    /// other work (stdin, timers, other clients) gets its turn in between; what waits in the
+    /// buffer is not lost when the peer's Close comes right behind it.
+    func testATurnDeliversABoundedNumberOfMessagesAndLosesNone() {
+        let (_, clientLog, server, _) = pair()
+        let total = 3 * ConnectionDriver.messagesPerTurn + 100
+        for _ in 0..<total { server.send(.text, bytes: [0x79]) }
+        server.close(ClosePayload(code: .normalClosure))
+        var most = 0
+        let deadline = Instant.now().adding(seconds: 10)
+        while clientLog.ending == nil && Instant.now() < deadline {
+            let before = clientLog.messages.count
+            loop.turn()
+            most = max(most, clientLog.messages.count - before)
+        }
+        XCTAssertEqual(clientLog.messages.count, total)
+        XCTAssertLessThanOrEqual(most, ConnectionDriver.messagesPerTurn, "messages delivered in one turn")
+        XCTAssertEqual(clientLog.closes.first?.code, .normalClosure)
+    }
+
     /// Frames encoded once (a broadcast's batch) go out referenced, in order with the
     /// messages around them, through the waiting queue too (a 1 KiB queue limit), and a
     /// Close asked for after them follows them.

@@ -8,57 +8,13 @@ import XCTest
 /// handler (`ServerMode.parksIdleClients`): its first data, its Close, its hang-up or the
 /// server's shutdown give it one, and nothing of the connection is lost on the way.
 final class ParkedClientTests: XCTestCase {
-    private struct Pair {
-        let loop: EventLoop
-        let mode: EchoMode  // the server holds its mode weakly
-        let server: ServerDriver
-        let connection: ServerConnection
-        let client: Int32
-
-        /// Turns the loop until `done` says so (or `seconds`), collecting what the client reads.
-        func run(seconds: Double = 3, until done: ([UInt8]) -> Bool) -> [UInt8] {
-            var received: [UInt8] = []
-            let deadline = Instant.now().adding(seconds: seconds)
-            let tick = loop.timer {}
-            while !done(received) && Instant.now() < deadline {
-                loop.arm(tick, at: Instant.now().adding(seconds: 0.01))
-                loop.turn()
-                var chunk = [UInt8](repeating: 0, count: 256)
-                let n = recv(client, &chunk, chunk.count, Int32(MSG_DONTWAIT))
-                if n > 0 { received += chunk[..<n] }
-            }
-            return received
-        }
-
-        func send(_ bytes: [UInt8]) {
-            _ = bytes.withUnsafeBytes { write(client, $0.baseAddress, $0.count) }
-        }
-    }
-
-    private static func request() throws -> HandshakeRequest {
-        try ServerHandshake.validate(HTTPRequestHead(method: "GET", target: "/", version: "HTTP/1.1", headers: [
-            HTTPHeader(name: "Host", value: "h"), HTTPHeader(name: "Upgrade", value: "websocket"),
-            HTTPHeader(name: "Connection", value: "Upgrade"), HTTPHeader(name: "Sec-WebSocket-Key", value: "dGhlIHNhbXBsZSBub25jZQ=="),
-            HTTPHeader(name: "Sec-WebSocket-Version", value: "13")]))
-    }
+    private typealias Pair = HandedOverClient<EchoMode>
 
     private func handedOver(configuration: ServerConfiguration = ServerConfiguration()) throws -> Pair {
-        let loop = try EventLoop()
-        var fds: [Int32] = [-1, -1]
-        XCTAssertEqual(socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0, &fds), 0)
-        let serverEnd = TCPStream(adopting: fds[0], remoteAddress: "pair")
-        let mode = EchoMode()
-        let server = ServerDriver(loop: loop, configuration: configuration, mode: mode)
-        let request = try Self.request()
-        let connection = try XCTUnwrap(server.handOver(serverEnd, connection: serverEnd, clientAddress: .local(path: "pair"),
-                                                       request: request, subprotocol: nil, deflate: nil, received: nil, parsed: 0))
-        return Pair(loop: loop, mode: mode, server: server, connection: connection, client: fds[1])
+        try Pair(configuration: configuration, mode: EchoMode())
     }
 
-    /// Masked with a zero key: the payload as it is.
-    private func frame(_ opcode: UInt8, _ payload: [UInt8]) -> [UInt8] {
-        [0x80 | opcode, 0x80 | UInt8(payload.count), 0, 0, 0, 0] + payload
-    }
+    private func frame(_ opcode: UInt8, _ payload: [UInt8]) -> [UInt8] { Pair.frame(opcode, payload) }
 
     func testAClientThatSendsNothingHasNoDriverUntilItSends() throws {
         let pair = try handedOver()
@@ -129,7 +85,7 @@ final class ParkedClientTests: XCTestCase {
             var fds: [Int32] = [-1, -1]
             XCTAssertEqual(socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0, &fds), 0)
             let end = TCPStream(adopting: fds[0], remoteAddress: "pair")
-            let request = try Self.request()
+            let request = try Pair.upgradeRequest()
             let connection = try XCTUnwrap(server.handOver(end, connection: end, clientAddress: .local(path: "pair"), request: request,
                                                            subprotocol: nil, deflate: nil, received: nil, parsed: 0))
             return (connection, fds[1])
@@ -162,6 +118,27 @@ final class ParkedClientTests: XCTestCase {
         XCTAssertEqual(got[secondClient], [0x81, 0x03] + Array("two".utf8), "the second joined after 'one' was sent")
         first.activeDriver?.abandon()
         second.activeDriver?.abandon()
+    }
+
+    /// A parked client woken after its server's mode is gone (the server holds it weakly)
+    /// has nobody to serve it: it gets 1001 and ends as any connection does (the server's
+    /// table and its events), not a closed socket the server still counts as connected.
+    func testAClientWokenAfterItsModeIsGoneGets1001AndEnds() throws {
+        var pair = try handedOver()
+        defer { close(pair.client) }
+        XCTAssertTrue(pair.connection.isParked)
+        var ended: ConnectionEnding?
+        pair.server.onEvent = { if case .disconnected(_, let ending) = $0 { ended = ending } }
+        pair.releaseMode()
+        XCTAssertNil(pair.server.mode)
+        pair.send(frame(0x1, Array("hello".utf8)))
+        XCTAssertEqual(pair.run { $0.count >= 4 }, [0x88, 0x02, 0x03, 0xE9], "a Close with 1001 going away")
+        pair.send(frame(0x8, [0x03, 0xE9]))
+        shutdown(pair.client, Int32(SHUT_WR))
+        _ = pair.run { _ in ended != nil }
+        guard case .closed(let handshake)? = ended else { return XCTFail("ended: \(String(describing: ended))") }
+        XCTAssertTrue(handshake.initiatedByUs)
+        XCTAssertEqual(pair.server.exposition.clientsConnected, 0, "the server no longer counts the client")
     }
 
     func testKeepalivePingsGiveEveryClientItsDriver() throws {

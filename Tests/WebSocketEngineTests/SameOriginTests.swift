@@ -14,6 +14,17 @@ final class SameOriginTests: XCTestCase {
         XCTAssertTrue(SameOrigin.admits(origin: "http://[::1]", host: "[::1]", secure: false))
     }
 
+    /// IPv6 literals split by the shared `BracketedHost` rule: the brackets stay in the host
+    /// compared, a port only after "]:", and bad brackets are no authority.
+    func testIPv6LiteralForms() {
+        XCTAssertEqual(SameOrigin.authority("[::1]:80", secure: false), .init(host: "[::1]", port: 80))
+        XCTAssertEqual(SameOrigin.authority("[::1]", secure: true), .init(host: "[::1]", port: 443))
+        XCTAssertEqual(SameOrigin.authority("[FE80::1]:8080", secure: false), .init(host: "[fe80::1]", port: 8080))
+        for bad in ["[::1", "[::1]80", "[::1]:", "[::1]:x", "[::1]:65536"] {
+            XCTAssertNil(SameOrigin.authority(bad, secure: false), bad)
+        }
+    }
+
     func testEverythingElseIsAnotherOrigin() {
         XCTAssertFalse(SameOrigin.admits(origin: "https://example.com:8080", host: "example.com:8080", secure: false), "scheme")
         XCTAssertFalse(SameOrigin.admits(origin: "http://example.com:8080", host: "example.com:8080", secure: true), "scheme")

@@ -69,6 +69,12 @@ final class ServerPolicyTests: XCTestCase {
         XCTAssertEqual(try ListenAddress(parsing: "8080"), .tcp(address: "127.0.0.1", port: 8080))
         XCTAssertEqual(try ListenAddress(parsing: "0.0.0.0:0"), .tcp(address: "0.0.0.0", port: 0))
         XCTAssertEqual(try ListenAddress(parsing: "[::1]:9"), .tcp(address: "::1", port: 9))
+        XCTAssertEqual(try ListenAddress(parsing: "[::1]:80"), .tcp(address: "::1", port: 80))
+        // Bad brackets name the whole argument; a good bracket without a port names the port.
+        for (bad, error) in [("[::1]", ListenAddress.ParseError.badAddress("[::1]")), ("[::1", .badAddress("[::1")),
+                             ("[::1]80", .badAddress("[::1]80")), ("[::1]:", .badPort("")), ("[127.0.0.1]:80", .badAddress("127.0.0.1"))] {
+            XCTAssertThrowsError(try ListenAddress(parsing: bad), bad) { XCTAssertEqual($0 as? ListenAddress.ParseError, error, bad) }
+        }
         XCTAssertEqual(try ListenAddress(parsing: "unix:/tmp/x.sock"), .unix(path: "/tmp/x.sock"))
         XCTAssertEqual(ListenAddress.tcp(address: "::1", port: 9).description, "[::1]:9")
         XCTAssertEqual(try ListenAddress(parsing: "fd:3"), .descriptor(3))

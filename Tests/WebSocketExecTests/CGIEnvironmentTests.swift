@@ -122,6 +122,11 @@ final class CGIEnvironmentTests: XCTestCase {
     func testAddressesAreSplit() {
         XCTAssertTrue(ConnectionFacts.split("127.0.0.1:8080") == ("127.0.0.1", 8080))
         XCTAssertTrue(ConnectionFacts.split("[::1]:443") == ("::1", 443))
+        XCTAssertTrue(ConnectionFacts.split("[::1]:80") == ("::1", 80))
+        XCTAssertTrue(ConnectionFacts.split("[::1]") == ("::1", nil))
+        // Bad brackets give no address (an unclosed one read as "[:" port 1).
+        XCTAssertTrue(ConnectionFacts.split("[::1") == ("", nil))
+        XCTAssertTrue(ConnectionFacts.split("[::1]80") == ("", nil))
         XCTAssertTrue(ConnectionFacts.split("/run/app.sock") == ("", nil))
     }
 }
