@@ -123,7 +123,7 @@ let package = Package(
         // The library face: WebSocket.connect, send, messages (no Foundation).
         .target(
             name: "WSKit",
-            dependencies: ["WebSocketEngine", "WebSocketTransport", "WebSocketCore"],
+            dependencies: ["WebSocketEngine", "WebSocketTransport", "WebSocketCore", "CWSPipeShims"],
             // Lets a program's module inline WSKit's calls; its effect was within the noise of
             // wall-clock runs on a shared machine (docs/PERFORMANCE.md).
             swiftSettings: [.unsafeFlags(["-cross-module-optimization"], .when(configuration: .release))]

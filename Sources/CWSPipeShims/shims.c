@@ -255,6 +255,10 @@ ssize_t wsp_writev_nosigpipe(int fd, const struct iovec *vectors, int count) {
 
 #include <malloc.h>
 int wsp_malloc_trim(void) { return malloc_trim(0); }
+void wsp_raise_malloc_thresholds(size_t bytes) {
+    void *volatile block = malloc(bytes);  // volatile: the pair is not optimized away
+    free(block);
+}
 
 static struct termios wsp_saved_modes;
 static volatile sig_atomic_t wsp_terminal_fd = -1;     // saved: restore these modes on it

@@ -139,6 +139,12 @@ int wsp_child_pipe(int fds[2], int nonblocking_index);
 /// malloc_trim(0): gives malloc's free pages back to the system (glibc's malloc.h, which the
 /// Glibc module does not export). 1 if memory was released.
 int wsp_malloc_trim(void);
+/// Frees a `bytes` allocation that glibc's malloc serves with mmap (any over its threshold,
+/// 128 KiB at start): glibc then raises its mmap threshold to `bytes` and its trim
+/// threshold to twice that (its documented dynamic adjustment, as after any such free), so
+/// a heap that shrinks by less than that keeps its pages instead of giving them back and
+/// faulting them in again at the next allocations.
+void wsp_raise_malloc_thresholds(size_t bytes);
 /// POSIX extended regular expressions (glibc regcomp/regexec) for --expect and --until,
 /// always in the C locale whatever the process's (bytes, and glibc's fast DFA: in a UTF-8
 /// locale its matcher is up to 5,000 times slower on some patterns). REG_NOSUB.
