@@ -117,6 +117,11 @@ final class BusProtocolTests: XCTestCase {
         XCTAssertEqual(problem("nats://h/a..b"), .badChannel("a..b"))
         XCTAssertEqual(problem("nats://h/>"), .badChannel(">"))
         XCTAssertEqual(try BusAddress(parsing: "tls://tok@h/t").description, "tls://***@h:4222/t")
+        // The user as URL text again, so the description parses back to the same user (fuzz target bus).
+        let escapedUser = try BusAddress(parsing: "redis://a%25s%40x%3Ay%C3%A9:pw@h/t")
+        XCTAssertEqual(escapedUser.user, "a%s@x:yé")
+        XCTAssertEqual(escapedUser.description, "redis://a%25s%40x%3Ay%C3%A9:***@h:6379/t")
+        XCTAssertEqual(try BusAddress(parsing: escapedUser.description).user, "a%s@x:yé")
         XCTAssertEqual(problem("http://h/t"), .scheme("http"))
         XCTAssertEqual(problem("127.0.0.1:6379"), .scheme("127.0.0.1:6379"))
         XCTAssertEqual(problem("redis://h"), .noChannel)
