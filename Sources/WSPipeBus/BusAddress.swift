@@ -104,26 +104,10 @@ public struct BusAddress: Sendable, Equatable, CustomStringConvertible {
     /// The URL without its password (for -v lines and errors).
     public var description: String {
         var out = kind == .nats ? (tls ? "tls://" : "nats://") : (tls ? "rediss://" : "redis://")
-        if let user { out += BusAddress.escaped(user) + ":***@" } else if password != nil { out += "***@" }
+        // The user as URL text: the description parses back to the same user.
+        if let user { out += WebSocketURL.percentEncoded(userInfo: user) + ":***@" } else if password != nil { out += "***@" }
         out += host.contains(":") ? "[\(host)]" : host
         return out + ":\(port)/\(channel)"
-    }
-
-    /// `text` as user information in the URL: every byte but RFC 3986's unreserved ones as
-    /// a %-escape, so the description parses back to the same user (a user `a%s`, given
-    /// as `a%25s`, was shown as `a%s`, which does not parse).
-    private static func escaped(_ text: String) -> String {
-        let digits = Array("0123456789ABCDEF".utf8)
-        var out: [UInt8] = []
-        for byte in text.utf8 {
-            switch byte {
-            case 0x30...0x39, 0x41...0x5A, 0x61...0x7A, UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"):
-                out.append(byte)
-            default:
-                out += [UInt8(ascii: "%"), digits[Int(byte >> 4)], digits[Int(byte & 15)]]
-            }
-        }
-        return String(decoding: out, as: UTF8.self)
     }
 
     private static func unescape(_ text: Substring) throws(Problem) -> String {

@@ -192,10 +192,30 @@ public struct WebSocketURL: Sendable, Equatable, CustomStringConvertible {
             if byte > 0x20 && byte < 0x7F {
                 target.append(byte)
             } else {
-                target += [UInt8(ascii: "%"), Array("0123456789ABCDEF".utf8)[Int(byte >> 4)], Array("0123456789ABCDEF".utf8)[Int(byte & 15)]]
+                appendEscape(byte, to: &target)
             }
         }
         return String(decoding: target, as: UTF8.self)
+    }
+
+    /// `text` as URL user information, `percentDecoded`'s inverse: every byte but RFC 3986's
+    /// unreserved ones (§2.3) as a %-escape, so it reads back as the same text.
+    public static func percentEncoded(userInfo text: String) -> String {
+        var out = [UInt8]()
+        for byte in text.utf8 {
+            switch byte {
+            case 0x30...0x39, 0x41...0x5A, 0x61...0x7A, UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"):
+                out.append(byte)
+            default:
+                appendEscape(byte, to: &out)
+            }
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    private static func appendEscape(_ byte: UInt8, to bytes: inout [UInt8]) {
+        let digits = Array("0123456789ABCDEF".utf8)
+        bytes += [UInt8(ascii: "%"), digits[Int(byte >> 4)], digits[Int(byte & 15)]]
     }
 
     static func percentDecode(_ bytes: ArraySlice<UInt8>) throws(URLError) -> String {

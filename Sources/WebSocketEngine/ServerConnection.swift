@@ -95,11 +95,10 @@ public final class ServerConnection: ConnectionDelegate, ConnectionEndObserver {
     /// The mode's per-connection delegate; may be shared by every connection (it gets the
     /// driver with each event).
     public var handler: ConnectionDelegate? {
-        didSet { if handlerIsDelegate, let activeDriver { activeDriver.delegate = handler } }
+        // A driver that calls the handler itself (this connection only its `endObserver`)
+        // follows the change.
+        didSet { if let activeDriver, activeDriver.endObserver === self { activeDriver.delegate = handler } }
     }
-    /// The driver's events go straight to `handler` (nothing per client to apply between
-    /// them); this connection hears only of the ending (`ConnectionEndObserver`).
-    private var handlerIsDelegate = false
     private weak var server: ServerDriver?
 
     init(info: ClientInfo, server: ServerDriver) {
@@ -150,7 +149,6 @@ public final class ServerConnection: ConnectionDelegate, ConnectionEndObserver {
             // echoed message (scripts/profile echo-server): the driver calls the handler.
             // (Without one, a client woken after its mode went, this connection stays the
             // delegate: a driver without one would not read the client's Close.)
-            handlerIsDelegate = true
             driver.delegate = handler
             driver.endObserver = self
         }
