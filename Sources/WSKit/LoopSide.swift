@@ -12,8 +12,14 @@ final class LoopSide: ConnectionDelegate, @unchecked Sendable {
     private var driver: ConnectionDriver?
     @exclusivity(unchecked) private var kind = MessageKind.text
     /// A message's first piece stays in the receive buffer (one copy, into the message);
-    /// a second piece moves it into `assembled`.
-    @exclusivity(unchecked) private var first: (start: UnsafeMutableRawPointer, count: Int, buffer: ByteBuffer)?
+    /// a second piece moves it into `assembled`. The receive buffer is not retained: the
+    /// driver calls `connectionWillReleaseReceiveBuffer` before it lets go of it or reuses
+    /// it, and the piece moves out then (a retain and a release per message saved).
+    @exclusivity(unchecked) private var first: (start: UnsafeMutableRawPointer, count: Int)?
+    /// The first piece's buffer, held under permessage-deflate only: an inflated piece is in
+    /// the inflater's buffer, which is reused for the next piece unless held.
+    @exclusivity(unchecked) private var firstOwner: ByteBuffer?
+    @exclusivity(unchecked) private var holdsFirstOwner = false
     @exclusivity(unchecked) private var assembled: [UInt8] = []
     @exclusivity(unchecked) private var pieces = 0
     /// Kept alive until the ending: the socket's own reference is weak in spirit (deinit
@@ -80,7 +86,11 @@ final class LoopSide: ConnectionDelegate, @unchecked Sendable {
         var index = items.startIndex
         while index < items.endIndex {
             if !all && driver.queuedBytes >= limit { break }
-            switch items[index] {
+            // Moved out (a placeholder left behind): the message's storage is released once,
+            // here, rather than retained for the send and released twice.
+            var item = Outgoing.written(0)
+            swap(&item, &items[index])
+            switch consume item {
             case .text(var text):
                 text.withUTF8 { driver.send(.text, fin: true, UnsafeMutableRawPointer(mutating: $0.baseAddress), count: $0.count, in: nil) }
             case .binary(let bytes):
@@ -160,12 +170,14 @@ final class LoopSide: ConnectionDelegate, @unchecked Sendable {
         self.kind = kind
         pieces = 0
         first = nil
+        holdsFirstOwner = connection.isCompressing
     }
 
     func connection(_ connection: ConnectionDriver, didReceive bytes: UnsafeMutableRawPointer, count: Int, in buffer: ByteBuffer) {
         pieces += 1
         if pieces == 1 {
-            first = (bytes, count, buffer)
+            first = (bytes, count)
+            if holdsFirstOwner { firstOwner = buffer }
             return
         }
         moveHeldPiece(connection, before: count)
@@ -186,6 +198,7 @@ final class LoopSide: ConnectionDelegate, @unchecked Sendable {
     private func moveHeldPiece(_ connection: ConnectionDriver, before next: Int) {
         guard let held = first else { return }
         first = nil
+        defer { firstOwner = nil }
         let expected = held.count + next + Int(min(connection.core.frameBytesRemaining, 1 << 20))
         assembled.removeAll(keepingCapacity: true)
         assembled.reserveCapacity(expected)
@@ -200,6 +213,7 @@ final class LoopSide: ConnectionDelegate, @unchecked Sendable {
             let bytes = UnsafeRawBufferPointer(start: held.start, count: held.count)
             message = kind == .text ? .text(String(decoding: bytes, as: UTF8.self)) : .binary(Array(bytes))
             first = nil
+            if holdsFirstOwner { firstOwner = nil }
         } else if pieces == 0 {
             message = kind == .text ? .text("") : .binary([])
         } else {
@@ -230,7 +244,7 @@ final class LoopSide: ConnectionDelegate, @unchecked Sendable {
     private func postMessages(_ connection: ConnectionDriver) {
         guard !unposted.isEmpty, let socket = owner else { return }
         let limit = socket.receiveLimit
-        let (handOffs, pause, caughtUp) = socket.shared.withLock { state in
+        let (handOff, handOffs, pause, caughtUp) = socket.shared.withLock { state in
             state.inbox.append(taking: &unposted)
             state.inboxBytes += unpostedBytes
             var pause = false
@@ -238,7 +252,10 @@ final class LoopSide: ConnectionDelegate, @unchecked Sendable {
                 state.readingPaused = true
                 pause = true
             }
-            return (state.takeHandOffs(), pause, state.unpauseIfCaughtUp(limit: limit))
+            // Usually one consumer waits, or none: an array only for more.
+            let first = state.takeHandOff()
+            let more = first == nil ? [] : state.takeHandOffs()
+            return (first, more, pause, state.unpauseIfCaughtUp(limit: limit))
         }
         // What came back from the inbox is empty; it keeps room for a read's worth of small
         // messages (a 256 KiB read holds 15,000 of 15 bytes), not more.
@@ -249,6 +266,7 @@ final class LoopSide: ConnectionDelegate, @unchecked Sendable {
         if pause && !caughtUp { connection.pauseReading() }
         if !pause && caughtUp { connection.resumeReading() }
         boundEndingIfPaused()
+        if let (receiver, message) = handOff { receiver.resume(returning: .success(message)) }
         for (receiver, message) in handOffs { receiver.resume(returning: .success(message)) }
     }
 

@@ -84,7 +84,10 @@ public final class WebSocket: Sendable {
     /// it on whatever thread lets go of the last reference).
     var side: LoopSide? { shared.withLock { $0.side } }
     /// Bytes waiting for the socket beyond which `send` suspends (the driver's queue limit).
-    static let sendLimit = 192 * 1024
+    /// As the CLI's queue (384 KiB for binary stdin): at 192 KiB a 64 KiB upload suspended
+    /// and resumed the sender every three messages, and wrote 192 KiB per `sendmsg`
+    /// (scripts/bench-api: 0.73× the CLI then, about 1.0× now).
+    static let sendLimit = 384 * 1024
     var sendLimit: Int { WebSocket.sendLimit }
     let receiveLimit: Int
     /// `WebSocketOptions.log` (nil on a server's connection).
@@ -264,20 +267,22 @@ public final class WebSocket: Sendable {
     // MARK: - Sending
 
     /// Sends one message (RFC 6455 §5.6). Returns once the message is queued and the socket
-    /// queue is below its limit (192 KiB): while the peer is slow, `send` suspends.
+    /// queue is below its limit (384 KiB): while the peer is slow, `send` suspends.
     /// Cancelling the waiting task closes the connection with 1001 and throws `.cancelled`
     /// (the message may or may not have gone out).
     /// - Throws: `.closed` once a Close was sent or received; the connection's failure.
-    nonisolated(nonsending) public func send(_ message: Message) async throws(WebSocketError) {
+    nonisolated(nonsending) public func send(_ message: consuming Message) async throws(WebSocketError) {
         if try sendNow(message) { try await waitForRoom() }
     }
 
     /// Queues `message` for the engine at once (in call order with every other send and
     /// ping) without waiting; true when the queue is full: wait in `waitForRoom()` before
     /// the next. WSKitFoundation's completion-handler sends use it (no task per send).
-    package func sendNow(_ message: Message) throws(WebSocketError) -> Bool {
+    package func sendNow(_ message: consuming Message) throws(WebSocketError) -> Bool {
+        // Moved, not copied, from the caller into the outbox (and there to the engine):
+        // a retain and a release fewer per message.
         let outgoing: Outgoing
-        switch message {
+        switch consume message {
         case .text(let text): outgoing = .text(text)
         case .binary(let bytes): outgoing = .binary(bytes)
         }
@@ -289,10 +294,10 @@ public final class WebSocket: Sendable {
     /// As `sendNow`, and calls `onWritten` exactly once: when the message's last byte was
     /// written to the socket, or with the failure (the connection ended before). Not called
     /// when this throws. WSKitFoundation's sends complete with it (URLSession's meaning).
-    package func sendNow(_ message: Message,
+    package func sendNow(_ message: consuming Message,
                          onWritten: @escaping @Sendable (Result<Void, WebSocketError>) -> Void) throws(WebSocketError) -> Bool {
         let outgoing: Outgoing
-        switch message {
+        switch consume message {
         case .text(let text): outgoing = .text(text)
         case .binary(let bytes): outgoing = .binary(bytes)
         }
@@ -440,8 +445,11 @@ public final class WebSocket: Sendable {
 
     /// `onWritten`: a `.written` mark follows the message in the outbox (WSKit's own sends
     /// add none: nothing per message for them).
-    private func enqueue(_ outgoing: Outgoing,
+    private func enqueue(_ outgoing: consuming Outgoing,
                          onWritten: (@Sendable (Result<Void, WebSocketError>) -> Void)? = nil) throws(WebSocketError) -> (wake: Bool, full: Bool) {
+        let byteCount = outgoing.byteCount
+        // Taken inside the lock's closure (a captured value could only be copied).
+        var pending: Outgoing? = consume outgoing
         let result = shared.withLock { state -> Result<(Bool, Bool), WebSocketError> in
             // `ending` is only set with `.closed`: the open state is checked first, so a send
             // does not copy the optional error.
@@ -449,8 +457,8 @@ public final class WebSocket: Sendable {
                 if let ending = state.ending { return .failure(ending) }
                 return .failure(.closed(code: state.closeCode, reason: state.closeReason ?? ""))
             }
-            state.outbox.append(outgoing)
-            state.outboxBytes += outgoing.byteCount
+            if let item = pending.take() { state.outbox.append(item) }
+            state.outboxBytes += byteCount
             if let onWritten {
                 state.nextWritten += 1
                 state.outbox.append(.written(state.nextWritten))
@@ -679,11 +687,16 @@ struct Shared {
     /// Pairs waiting receivers with buffered messages, in order (the caller resumes them).
     mutating func takeHandOffs() -> [(CheckedContinuation<Result<Message?, WebSocketError>, Never>, Message)] {
         var handOffs: [(CheckedContinuation<Result<Message?, WebSocketError>, Never>, Message)] = []
-        while !receivers.isEmpty, let message = inbox.popFirst() {
-            inboxBytes -= message.byteCount
-            handOffs.append((receivers.removeFirst().continuation, message))
-        }
+        while let handOff = takeHandOff() { handOffs.append(handOff) }
         return handOffs
+    }
+
+    /// The first waiting receiver and the first buffered message, if both are there (one
+    /// consumer waiting: no array made).
+    mutating func takeHandOff() -> (CheckedContinuation<Result<Message?, WebSocketError>, Never>, Message)? {
+        guard !receivers.isEmpty, let message = inbox.popFirst() else { return nil }
+        inboxBytes -= message.byteCount
+        return (receivers.removeFirst().continuation, message)
     }
 
     /// What `messages` says after the last message: its failure once, then the end.

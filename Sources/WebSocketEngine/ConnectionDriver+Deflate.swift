@@ -6,6 +6,9 @@ import WebSocketTransport
 extension ConnectionDriver {
     /// The agreed permessage-deflate configuration, if any.
     public var compression: DeflateConfiguration? { deflate?.configuration }
+    /// Whether permessage-deflate was agreed (cheaper to ask than `compression`): then a
+    /// received message's pieces may come from the inflater's buffer, which it reuses.
+    public var isCompressing: Bool { deflate != nil }
     /// Compressed messages received and sent: wire bytes against payload bytes.
     public var compressionIn: CompressionCount { deflate?.received ?? CompressionCount() }
     public var compressionOut: CompressionCount { deflate?.sent ?? CompressionCount() }

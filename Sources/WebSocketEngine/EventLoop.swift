@@ -88,7 +88,10 @@ public final class EventLoop {
     private var watchSerial: UInt64 = 0
     private var heap: [(deadline: Instant, generation: UInt64, timer: Timer)] = []
     private var timerGeneration: UInt64 = 0
-    private var soon: [() -> Void] = []
+    private var soon: [LaterWork] = []
+    /// The other array of `soon`: the two change places at each turn, so queued work costs
+    /// no allocation (copying the array and emptying it made a new buffer every turn).
+    private var spareSoon: [LaterWork] = []
     private var events: UnsafeMutableBufferPointer<epoll_event>
     /// Scratch iovecs for one writev at a time, shared by everything on this loop (one
     /// thread): a connection holds none of its own.
@@ -198,7 +201,11 @@ public final class EventLoop {
     }
 
     /// Runs `work` on this loop before it next waits.
-    public func later(_ work: @escaping () -> Void) { soon.append(work) }
+    public func later(_ work: @escaping () -> Void) { soon.append(.closure(work)) }
+
+    /// Runs `task.runLater()` on this loop before it next waits: as `later(_:)` with a
+    /// closure, without making one (a connection schedules itself once per turn).
+    public func later(_ task: any LoopTask) { soon.append(.task(task)) }
 
     /// Wakes the loop from any thread (or a signal handler, via `wakeFD`).
     public func wake() { wsp_eventfd_signal(wakeFD) }
@@ -239,9 +246,17 @@ public final class EventLoop {
     private func runQueued() {
         // Work queued by this work runs in the next turn, after a look at the descriptors.
         guard !soon.isEmpty else { return }
-        let work = soon
-        soon.removeAll(keepingCapacity: true)
-        for item in work { item() }
+        var work: [LaterWork] = []
+        swap(&work, &spareSoon)  // the spare, held only here, becomes the queue
+        swap(&work, &soon)
+        for item in work {
+            switch item {
+            case .closure(let run): run()
+            case .task(let task): task.runLater()
+            }
+        }
+        work.removeAll(keepingCapacity: true)
+        spareSoon = work
     }
 
     private func fireTimers() {
@@ -296,4 +311,15 @@ public final class EventLoop {
             i = parent
         }
     }
+}
+
+/// Work an object does when the loop runs it (`EventLoop.later(_:)`).
+public protocol LoopTask: AnyObject {
+    func runLater()
+}
+
+/// What `EventLoop.later` queued.
+private enum LaterWork {
+    case closure(() -> Void)
+    case task(any LoopTask)
 }
