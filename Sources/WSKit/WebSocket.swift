@@ -89,6 +89,8 @@ public final class WebSocket: Sendable {
     /// (scripts/bench-api: 0.73× the CLI then, about 1.0× now).
     static let sendLimit = 384 * 1024
     var sendLimit: Int { WebSocket.sendLimit }
+    /// A client connection's socket reads, at most (see `LoopSide.start`).
+    static let clientReadSize = 1 << 20
     let receiveLimit: Int
     /// `WebSocketOptions.log` (nil on a server's connection).
     let log: (@Sendable (String) -> Void)?
