@@ -35,11 +35,13 @@ public struct WebSocketOptions: Sendable {
     public var maximumMessageSize: Int = 64 << 20
     /// Bytes of whole received messages buffered for a consumer of `messages` that is
     /// behind; beyond it the socket is not read until the consumer catches up (one socket
-    /// read, up to 256 KiB, and the message in progress may come on top). Default 1 MiB.
+    /// read may come on top, up to 1 MiB for a client and 256 KiB for a server's client,
+    /// and the message in progress). Default 1 MiB.
     public var receiveBufferLimit: Int = 1 << 20
     /// Keep the receive buffer and the send arena between socket reads: faster for a busy
-    /// connection, about 256 KiB more for an idle one. Default false (an idle connection
-    /// holds no buffer: thousands of connections stay small).
+    /// connection, about 1 MiB more for an idle client (256 KiB for a server's client).
+    /// Default false (an idle connection holds no buffer: thousands of connections stay
+    /// small; the engine keeps at most four free buffers of each size for the next reads).
     public var keepsBuffersWhenIdle = false
     /// permessage-deflate (RFC 7692) to offer; nil: offer no compression. Offered by
     /// default, as the CLI does (`permessage-deflate; client_max_window_bits`). What the

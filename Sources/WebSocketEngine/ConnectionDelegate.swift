@@ -20,8 +20,11 @@ public protocol ConnectionDelegate: AnyObject {
     func connection(_ connection: ConnectionDriver, didFail error: ReceiveError)
     /// Everything of one socket read has been reported (a good moment to flush output).
     func connectionDidProcessInput(_ connection: ConnectionDriver)
-    /// The receive buffer is about to be let go (the connection went idle): copy out small
-    /// pieces you hold of it, so that it can be reused (`ByteBuffer` stays valid anyway).
+    /// The receive buffer is about to be let go or reused (the connection went idle, or
+    /// the buffer is full): copy out pieces you hold of it. Called before every reuse and
+    /// every release while the connection runs, so a delegate may keep a piece's pointer
+    /// without holding the `ByteBuffer` (WSKit's `LoopSide` does); at the ending it is not
+    /// called, and nothing of the buffer may be read after `didEnd`.
     func connectionWillReleaseReceiveBuffer(_ connection: ConnectionDriver)
     func connection(_ connection: ConnectionDriver, note: ConnectionNote)
     /// The socket took bytes and the queue is below `queueLimit`: there is room to send.
