@@ -20,7 +20,6 @@ final class LoopSide: ConnectionDelegate, @unchecked Sendable {
     /// The first piece's buffer, held under permessage-deflate only: an inflated piece is in
     /// the inflater's buffer, which is reused for the next piece unless held.
     @exclusivity(unchecked) private var firstOwner: ByteBuffer?
-    @exclusivity(unchecked) private var holdsFirstOwner = false
     @exclusivity(unchecked) private var assembled: [UInt8] = []
     @exclusivity(unchecked) private var pieces = 0
     /// Kept alive until the ending: the socket's own reference is weak in spirit (deinit
@@ -177,15 +176,14 @@ final class LoopSide: ConnectionDelegate, @unchecked Sendable {
         self.kind = kind
         pieces = 0
         first = nil
-        if holdsFirstOwner { firstOwner = nil }  // a message abandoned half-way held it
-        holdsFirstOwner = connection.isCompressing
+        firstOwner = nil  // a message abandoned half-way may have held it
     }
 
     func connection(_ connection: ConnectionDriver, didReceive bytes: UnsafeMutableRawPointer, count: Int, in buffer: ByteBuffer) {
         pieces += 1
         if pieces == 1 {
             first = (bytes, count)
-            if holdsFirstOwner { firstOwner = buffer }
+            if connection.isCompressing { firstOwner = buffer }
             return
         }
         moveHeldPiece(connection, before: count)
@@ -221,7 +219,7 @@ final class LoopSide: ConnectionDelegate, @unchecked Sendable {
             let bytes = UnsafeRawBufferPointer(start: held.start, count: held.count)
             message = kind == .text ? .text(String(decoding: bytes, as: UTF8.self)) : .binary(Array(bytes))
             first = nil
-            if holdsFirstOwner { firstOwner = nil }
+            firstOwner = nil
         } else if pieces == 0 {
             message = kind == .text ? .text("") : .binary([])
         } else {
