@@ -92,6 +92,8 @@ public final class WebSocket: Sendable {
     /// A client connection's socket reads, at most (see `LoopSide.start`).
     static let clientReadSize = 1 << 20
     let receiveLimit: Int
+    /// `WebSocketOptions.keepsBuffersWhenIdle`.
+    let keepsBuffersWhenIdle: Bool
     /// `WebSocketOptions.log` (nil on a server's connection).
     let log: (@Sendable (String) -> Void)?
 
@@ -128,12 +130,13 @@ public final class WebSocket: Sendable {
         self.url = url
         request = nil
         subprotocol = negotiated.subprotocol
-        var initial = Shared()
+        var initial = Shared(keepsBuffers: options.keepsBuffersWhenIdle)
         initial.extensions = negotiated.extensions.map { "\($0)" }
         initial.deflate = deflate.map(DeflateAgreement.init)
         self.engine = engine
         shared = Mutex(initial)
         receiveLimit = max(options.receiveBufferLimit, 1)
+        keepsBuffersWhenIdle = options.keepsBuffersWhenIdle
         log = options.log
     }
 
@@ -143,8 +146,9 @@ public final class WebSocket: Sendable {
         self.request = request
         self.subprotocol = subprotocol
         self.engine = engine
-        shared = Mutex(Shared())
+        shared = Mutex(Shared(keepsBuffers: options.keepsBuffersWhenIdle))
         receiveLimit = max(options.receiveBufferLimit, 1)
+        keepsBuffersWhenIdle = options.keepsBuffersWhenIdle
         log = options.log
     }
 
@@ -400,7 +404,7 @@ public final class WebSocket: Sendable {
     package func receiveNow() -> Message? {
         let taken = shared.withLock { state -> (Message?, Bool) in
             // Callers already waiting come first: each takes the messages in turn.
-            guard state.receivers.isEmpty, let message = state.inbox.popFirst() else { return (nil, false) }
+            guard state.receivers.isEmpty, let message = state.inbox.removeFirst() else { return (nil, false) }
             state.inboxBytes -= message.byteCount
             return (message, state.unpauseIfCaughtUp(limit: receiveLimit))
         }
@@ -421,7 +425,7 @@ public final class WebSocket: Sendable {
                     // Under the lock: a cancellation either came first (seen here) or finds
                     // this waiter registered (the flag is set before the handler runs).
                     if Task.isCancelled { return (.failure(.cancelled), false) }
-                    if state.receivers.isEmpty, let message = state.inbox.popFirst() {
+                    if state.receivers.isEmpty, let message = state.inbox.removeFirst() {
                         state.inboxBytes -= message.byteCount
                         return (.success(message), state.unpauseIfCaughtUp(limit: receiveLimit))
                     }
@@ -640,7 +644,7 @@ struct FIFO<Element> {
 }
 
 /// The state both sides see, under the connection's mutex.
-struct Shared {
+struct Shared: ~Copyable {
     /// The handshake's agreement (fixed before the socket reaches the caller).
     var extensions: [String] = []
     var deflate: WebSocket.DeflateAgreement?
@@ -653,14 +657,20 @@ struct Shared {
     var connectionEnding: ConnectionEnding?
     var endReported = false
 
-    var inbox = FIFO<Message>()
+    var inbox: MessageQueue
     var inboxBytes = 0
     var readingPaused = false
     /// Callers of `receive` waiting, in the order they started (usually none or one).
     var receivers: [(id: UInt64, continuation: CheckedContinuation<Result<Message?, WebSocketError>, Never>)] = []
     var nextReceiver: UInt64 = 0
 
-    var outbox: [Outgoing] = []
+    var outbox = BlockQueue<Outgoing>()
+
+    /// `keepsBuffers`: `WebSocketOptions.keepsBuffersWhenIdle`, which keeps the queues'
+    /// large blocks as well between bursts.
+    init(keepsBuffers: Bool) {
+        inbox = MessageQueue(keepsLargeSpare: keepsBuffers)
+    }
     var outboxBytes = 0
     var drainScheduled = false
     /// The driver's queued bytes, as of its last report.
@@ -696,7 +706,7 @@ struct Shared {
     /// The first waiting receiver and the first buffered message, if both are there (one
     /// consumer waiting: no array made).
     mutating func takeHandOff() -> (CheckedContinuation<Result<Message?, WebSocketError>, Never>, Message)? {
-        guard !receivers.isEmpty, let message = inbox.popFirst() else { return nil }
+        guard !receivers.isEmpty, let message = inbox.removeFirst() else { return nil }
         inboxBytes -= message.byteCount
         return (receivers.removeFirst().continuation, message)
     }

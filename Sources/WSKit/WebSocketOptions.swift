@@ -38,8 +38,10 @@ public struct WebSocketOptions: Sendable {
     /// read may come on top, up to 1 MiB for a client and 256 KiB for a server's client,
     /// and the message in progress). Default 1 MiB.
     public var receiveBufferLimit: Int = 1 << 20
-    /// Keep the receive buffer and the send arena between socket reads: faster for a busy
-    /// connection, about 1 MiB more for an idle client (256 KiB for a server's client).
+    /// Keep the receive buffer, the send arena and the message queues' blocks between
+    /// socket reads: faster for a busy connection, about 1 MiB more for an idle client
+    /// (256 KiB for a server's client; up to 96 KiB each of received and of sent messages'
+    /// blocks on top, once they were used).
     /// Default false (an idle connection holds no buffer: thousands of connections stay
     /// small; the engine keeps at most four free buffers of each size for the next reads).
     public var keepsBuffersWhenIdle = false

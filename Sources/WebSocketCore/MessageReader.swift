@@ -96,6 +96,13 @@ public struct MessageReader: Sendable {
         }
     }
 
+    /// Ends reading: `next` returns nil from now on, even where a message's end was due
+    /// (the connection failed for a reason found outside the reader).
+    mutating func finish() {
+        isFinished = true
+        endPending = false
+    }
+
     private mutating func step(_ input: UnsafeMutableRawBufferPointer, _ index: inout Int) throws(ReceiveError) -> InboundEvent? {
         while true {
             guard let event = try parser.next(UnsafeRawBufferPointer(input), &index) else { return nil }

@@ -191,6 +191,9 @@ public struct WebSocketConnection: Sendable {
     /// Fails the connection (§7.1.7): queues a Close with the error's code if none was sent.
     public mutating func fail(_ error: ReceiveError) {
         failure = error
+        // Nothing more is received, not even the end of a message whose last frame was read
+        // (an inflater that found bad data in it fails the connection before that end).
+        reader.finish()
         if closeSent == nil {
             let payload = ClosePayload(code: error.closeCode)
             closeSent = payload

@@ -66,6 +66,76 @@ final class WSKitClientTests: XCTestCase {
         XCTAssertEqual(ws.closeCode, 1000)
     }
 
+    /// Received text is made into a String without a second UTF-8 check (the engine checked
+    /// it): every byte arrives as sent, short and long, with 2-, 3- and 4-byte characters
+    /// split across socket reads (and the inflater's output chunks), uncompressed and under
+    /// permessage-deflate (Python `websockets` with its defaults compresses).
+    func testTextOfEveryWidthArrivesByteForByte() async throws {
+        let texts = ["é", "héllo", "€uro", "😀", String(repeating: #"{"name":"Zoë","v":"日本","e":"🎉"},"#, count: 40),
+                     String(repeating: "aé€😀", count: 100_000), String(repeating: "x", count: 70_000) + "é"]
+        for library in [false, true] {
+            let peer = try python("echo.py", library ? ["--library-defaults"] : [])
+            let ws = try await WebSocket.connect(to: "ws://127.0.0.1:\(peer.port)/")
+            XCTAssertEqual(ws.deflate != nil, library)
+            let received = try await bounded { () -> [String] in
+                for text in texts { try await ws.send(.text(text)) }
+                var iterator = ws.messages.makeAsyncIterator()
+                var received: [String] = []
+                for _ in texts {
+                    guard case .text(let text)? = try await iterator.next() else { return received }
+                    received.append(text)
+                }
+                try await ws.close()
+                return received
+            }
+            XCTAssertEqual(received.count, texts.count)
+            for (got, sent) in zip(received, texts) {
+                XCTAssertEqual(Array(got.utf8), Array(sent.utf8), "deflate \(library): \(sent.prefix(20))")
+                XCTAssertEqual(got.unicodeScalars.count, sent.unicodeScalars.count)
+                XCTAssertEqual(got, sent)
+            }
+        }
+    }
+
+    /// Text that is not UTF-8 in any shape fails the connection with 1007 and none of it is
+    /// delivered (what came before is): a bad byte in a later fragment, a character cut at
+    /// the final fragment's end, and the same found only once inflated (permessage-deflate).
+    /// WSKit makes Strings without checking again, so the engine's checks must all hold.
+    func testTextThatIsNotUTF8FailsWith1007WhateverItsShape() async throws {
+        let deflate = Array("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: {accept}\r\nSec-WebSocket-Extensions: permessage-deflate\r\n\r\n".utf8)
+        // Raw deflate, the 00 00 FF FF tail removed (RFC 7692 §7.2.1): "fine é", "ok" + C3, FF.
+        let fineCompressed: [UInt8] = [0x4A, 0xCB, 0xCC, 0x4B, 0x55, 0x38, 0xBC, 0x12, 0x00]
+        let cases: [(String, [UInt8])] = [
+            ("a bad byte in a later fragment",
+             Wire.switching + Wire.text("fine é") + Wire.frame(0x1, Array("ok".utf8), fin: false) + Wire.frame(0x0, [0xFF])),
+            ("a character cut at the end",
+             Wire.switching + Wire.text("fine é") + Wire.frame(0x1, [0x68], fin: false) + Wire.frame(0x0, [0xC3, 0xA9], fin: false)
+                + Wire.frame(0x0, [0xC3])),
+            ("a character cut at the end, once inflated",
+             deflate + Wire.frame(0x1, fineCompressed, rsv: 4) + Wire.frame(0x1, [0xCA, 0xCF, 0x3E, 0x0C, 0x00], rsv: 4)),
+            ("a bad byte, once inflated", deflate + Wire.frame(0x1, fineCompressed, rsv: 4) + Wire.frame(0x1, [0xFA, 0x0F, 0x00], rsv: 4)),
+        ]
+        for (shape, bytes) in cases {
+            let script = directory + "/script-\(UUID().uuidString)"
+            try Data(bytes).write(to: URL(fileURLWithPath: script))
+            let peer = try python("raw.py", ["--scenario", "script", "--script", script, "--then", "behave"], record: true)
+            let ws = try await WebSocket.connect(to: "ws://127.0.0.1:\(peer.port)/")
+            let (received, failure) = try await bounded { () -> ([Message], WebSocketError?) in
+                var received: [Message] = []
+                do {
+                    for try await message in ws.messages { received.append(message) }
+                    return (received, nil)
+                } catch {
+                    return (received, error as? WebSocketError)
+                }
+            }
+            XCTAssertEqual(received, [.text("fine é")], shape)
+            guard case .protocolError(let code, _)? = failure else { XCTFail("\(shape): \(String(describing: failure))"); continue }
+            XCTAssertEqual(code, 1007, shape)
+            XCTAssertEqual(try peer.record(1, as: FramesRecord.self).close?.code, 1007, shape)
+        }
+    }
+
     func testFragmentedMessagesArriveWhole() async throws {
         let peer = try python("frames.py", ["--send-text", "fragmented text message", "--send-binary-hex", "00010203040506",
                                             "--fragment", "3", "--close-code", "1000"], record: true)

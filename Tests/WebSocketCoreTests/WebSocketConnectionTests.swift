@@ -280,6 +280,27 @@ final class WebSocketConnectionTests: XCTestCase {
         XCTAssertEqual(run.events, [])
     }
 
+    /// The owner fails the connection after a final frame's data (an inflater that found
+    /// bad bytes in it): the message's end is not reported, since its end was never checked
+    /// (WSKit makes text it is given the end of without checking it again).
+    func testAMessageCutByAFailureDoesNotEnd() {
+        var connection = fixedConnection()
+        var input = serverFrame(.text, Array("hé".utf8))
+        let first = input.withUnsafeMutableBytes { buffer -> [InboundEvent] in
+            var index = 0, events: [InboundEvent] = []
+            while events.count < 2, let event = try? connection.receive(buffer, &index) { events.append(event) }
+            return events
+        }
+        XCTAssertEqual(first, [.messageStart(.text), .messageData(2..<5)])
+        connection.fail(.invalidUTF8("found by the owner"))
+        var rest: [UInt8] = []
+        let after = rest.withUnsafeMutableBytes { buffer in
+            var index = 0
+            return try? connection.receive(buffer, &index)
+        }
+        XCTAssertNil(after, "no messageEnd after the failure")
+    }
+
     func testFailQueuesCloseWithTheErrorsCode() {
         var connection = fixedConnection()
         connection.fail(.messageTooBig(size: 2, limit: 1))
