@@ -104,8 +104,8 @@ struct BlockQueue<Element>: ~Copyable {
         last = tail
     }
 
-    /// Puts all of `other`'s elements before this queue's, leaving it empty (its spares
-    /// stay).
+    /// Puts all of `other`'s elements before this queue's, leaving it empty (its spare
+    /// stays).
     mutating func prepend(taking other: inout BlockQueue) {
         guard let head = other.first.take(), let tail = other.last.take() else { return }
         tail.next = first.take()

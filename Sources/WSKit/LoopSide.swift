@@ -81,7 +81,7 @@ final class LoopSide: ConnectionDelegate, @unchecked Sendable {
     func drainOutbox(all: Bool = false) {
         guard let socket = owner else { return }
         // Taken out for the drain (what a callback might start cannot reach it), its spare
-        // blocks kept.
+        // block and settings kept.
         var items = BlockQueue<Outgoing>()  // empty: no allocation
         swap(&items, &draining)
         defer { swap(&items, &draining) }
