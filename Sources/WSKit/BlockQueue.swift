@@ -136,13 +136,6 @@ struct BlockQueue<Element>: ~Copyable {
     mutating func takeSpare(from other: inout BlockQueue) {
         if spare == nil { spare = other.spare.take() }
     }
-
-    /// Every element left, oldest first.
-    mutating func removeAll() -> [Element] {
-        var elements: [Element] = []
-        while let element = removeFirst() { elements.append(element) }
-        return elements
-    }
 }
 
 /// The received messages waiting for a consumer.

@@ -285,16 +285,7 @@ public final class WebSocket: Sendable {
     /// ping) without waiting; true when the queue is full: wait in `waitForRoom()` before
     /// the next. WSKitFoundation's completion-handler sends use it (no task per send).
     package func sendNow(_ message: consuming Message) throws(WebSocketError) -> Bool {
-        // Moved, not copied, from the caller into the outbox (and there to the engine):
-        // a retain and a release fewer per message.
-        let outgoing: Outgoing
-        switch consume message {
-        case .text(let text): outgoing = .text(text)
-        case .binary(let bytes): outgoing = .binary(bytes)
-        }
-        let (wake, full) = try enqueue(outgoing)
-        if wake { scheduleDrain() }
-        return full
+        try queue(message, onWritten: nil)
     }
 
     /// As `sendNow`, and calls `onWritten` exactly once: when the message's last byte was
@@ -302,12 +293,14 @@ public final class WebSocket: Sendable {
     /// when this throws. WSKitFoundation's sends complete with it (URLSession's meaning).
     package func sendNow(_ message: consuming Message,
                          onWritten: @escaping @Sendable (Result<Void, WebSocketError>) -> Void) throws(WebSocketError) -> Bool {
-        let outgoing: Outgoing
-        switch consume message {
-        case .text(let text): outgoing = .text(text)
-        case .binary(let bytes): outgoing = .binary(bytes)
-        }
-        let (wake, full) = try enqueue(outgoing, onWritten: onWritten)
+        try queue(message, onWritten: onWritten)
+    }
+
+    /// Both `sendNow`s: the message is moved, not copied, from the caller into the outbox
+    /// (and there to the engine): a retain and a release fewer per message.
+    private func queue(_ message: consuming Message,
+                       onWritten: (@Sendable (Result<Void, WebSocketError>) -> Void)?) throws(WebSocketError) -> Bool {
+        let (wake, full) = try enqueue(Outgoing(message), onWritten: onWritten)
         if wake { scheduleDrain() }
         return full
     }
@@ -586,6 +579,14 @@ enum Outgoing {
     /// Report when the message before is written (`Shared.writeWaiters`, by this token).
     case written(UInt64)
 
+    /// A message to send, moved in.
+    init(_ message: consuming Message) {
+        switch consume message {
+        case .text(let text): self = .text(text)
+        case .binary(let bytes): self = .binary(bytes)
+        }
+    }
+
     var byteCount: Int {
         switch self {
         case .text(let text): return text.utf8.count
@@ -665,12 +666,6 @@ struct Shared: ~Copyable {
     var nextReceiver: UInt64 = 0
 
     var outbox = BlockQueue<Outgoing>()
-
-    /// `keepsBuffers`: `WebSocketOptions.keepsBuffersWhenIdle`, which keeps the queues'
-    /// large blocks as well between bursts.
-    init(keepsBuffers: Bool) {
-        inbox = MessageQueue(keepsLargeSpare: keepsBuffers)
-    }
     var outboxBytes = 0
     var drainScheduled = false
     /// The driver's queued bytes, as of its last report.
@@ -688,6 +683,12 @@ struct Shared: ~Copyable {
     var deliveryConfirmed: Bool?
     /// Set on the engine thread when the driver starts, cleared at its ending.
     var side: LoopSide?
+
+    /// `keepsBuffers`: `WebSocketOptions.keepsBuffersWhenIdle`, which keeps the queues'
+    /// large blocks as well between bursts.
+    init(keepsBuffers: Bool) {
+        inbox = MessageQueue(keepsLargeSpare: keepsBuffers)
+    }
 
     /// Reading may resume once half the limit is free (true: tell the engine).
     mutating func unpauseIfCaughtUp(limit: Int) -> Bool {

@@ -141,3 +141,12 @@ private final class Tracked {
     init() { Tracked.alive += 1 }
     deinit { Tracked.alive -= 1 }
 }
+
+extension BlockQueue {
+    /// Every element left, oldest first.
+    mutating func removeAll() -> [Element] {
+        var elements: [Element] = []
+        while let element = removeFirst() { elements.append(element) }
+        return elements
+    }
+}
