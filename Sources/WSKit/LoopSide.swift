@@ -192,6 +192,14 @@ final class LoopSide: ConnectionDelegate, @unchecked Sendable {
         assembled.append(contentsOf: UnsafeRawBufferPointer(start: bytes, count: count))
     }
 
+    func connection(_ connection: ConnectionDriver, didReceiveMessage kind: MessageKind, bytes: UnsafeMutableRawPointer, count: Int,
+                    in buffer: ByteBuffer) {
+        // Between messages: nothing held or assembled.
+        let payload = UnsafeRawBufferPointer(start: bytes, count: count)
+        unposted.append(kind == .text ? .text(LoopSide.checkedText(payload)) : .binary(Array(payload)))
+        unpostedBytes += count
+    }
+
     func connectionWillReleaseReceiveBuffer(_ connection: ConnectionDriver) {
         // The buffer will be reused: a held first piece moves out of it.
         moveHeldPiece(connection, before: 0)

@@ -170,6 +170,12 @@ public struct WebSocketConnection: Sendable {
         return event
     }
 
+    /// A whole data message in one step (`MessageReader.nextWholeMessage`), or nil with
+    /// nothing consumed: `receive` takes what comes next. Nothing to queue for a data message.
+    public mutating func receiveWholeMessage(_ input: UnsafeMutableRawBufferPointer, _ index: inout Int) -> (kind: MessageKind, range: Range<Int>)? {
+        reader.nextWholeMessage(input, &index)
+    }
+
     /// Starts the closing handshake, or answers the peer's Close (`echoesClose` off):
     /// queues a Close frame. Does nothing if one was sent.
     public mutating func close(_ payload: ClosePayload) {

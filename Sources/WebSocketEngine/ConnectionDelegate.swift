@@ -5,11 +5,18 @@ import WebSocketTransport
 ///
 /// Payload bytes arrive as pieces of the driver's receive buffers (`didReceive`): keep the
 /// `ByteBuffer` to keep the bytes; nothing is copied. Text is valid UTF-8 so far; a message
-/// counts only once `connectionDidEndMessage` comes (an ending before that drops it).
+/// counts only once `connectionDidEndMessage` comes (an ending before that drops it). A
+/// message that came whole, in one frame of one read, comes in one `didReceiveMessage`
+/// call instead (by default: the three calls).
 public protocol ConnectionDelegate: AnyObject {
     func connection(_ connection: ConnectionDriver, didStartMessage kind: MessageKind)
     func connection(_ connection: ConnectionDriver, didReceive bytes: UnsafeMutableRawPointer, count: Int, in buffer: ByteBuffer)
     func connectionDidEndMessage(_ connection: ConnectionDriver)
+    /// A whole message that arrived in one frame of one read: `didStartMessage`,
+    /// `didReceive` (unless empty) and `connectionDidEndMessage` in one call, which is what
+    /// the default does. A delegate that makes a message of it at once saves two calls.
+    func connection(_ connection: ConnectionDriver, didReceiveMessage kind: MessageKind, bytes: UnsafeMutableRawPointer, count: Int,
+                    in buffer: ByteBuffer)
     /// A Ping arrived; the pong is already queued while the connection is open.
     func connection(_ connection: ConnectionDriver, didReceivePing payload: [UInt8])
     /// A Pong arrived (not the barrier's); `roundTrip` in seconds if it answers our ping.
@@ -41,6 +48,12 @@ public protocol ConnectionDelegate: AnyObject {
 }
 
 public extension ConnectionDelegate {
+    func connection(_ connection: ConnectionDriver, didReceiveMessage kind: MessageKind, bytes: UnsafeMutableRawPointer, count: Int,
+                    in buffer: ByteBuffer) {
+        self.connection(connection, didStartMessage: kind)
+        if count > 0 { self.connection(connection, didReceive: bytes, count: count, in: buffer) }
+        connectionDidEndMessage(connection)
+    }
     func connection(_ connection: ConnectionDriver, didReceivePing payload: [UInt8]) {}
     func connection(_ connection: ConnectionDriver, didReceivePong payload: [UInt8], roundTrip: Double?) {}
     func connection(_ connection: ConnectionDriver, didReceiveClose payload: ClosePayload) {}

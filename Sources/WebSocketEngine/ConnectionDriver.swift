@@ -380,7 +380,21 @@ public final class ConnectionDriver: MessageSink {
         // Mutable: a server unmasks client payloads in place.
         let input = UnsafeMutableRawBufferPointer(start: buffer.base, count: buffer.count)
         do throws(ReceiveError) {
-            receiving: while let event = try core.receive(input, &parsed) {
+            receiving: while true {
+                // A whole message in one step: one call to the core and one to the
+                // delegate, not three of each (a compressed one, RSV1 set, is not taken: it
+                // goes through the inflater below).
+                if let whole = core.receiveWholeMessage(input, &parsed) {
+                    delegate.connection(self, didReceiveMessage: whole.kind, bytes: buffer.base + whole.range.lowerBound,
+                                        count: whole.range.count, in: buffer)
+                    turnMessages &-= 1
+                    if turnMessages == 0 || throttled {
+                        holdsInput = true
+                        break
+                    }
+                    continue
+                }
+                guard let event = try core.receive(input, &parsed) else { break }
                 switch event {
                 case .messageStart(let kind):
                     if let deflate { inflating = deflate.beginMessage(kind, rsv: core.receivingMessageRSV) }

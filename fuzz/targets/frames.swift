@@ -25,6 +25,9 @@
 //   - differential: whole-buffer feeding, piecewise feeding and an independent reference
 //     model of RFC 6455's receiving rules give the same events and payload bytes
 //   - MaskingKey.apply in two pieces equals a plain byte-by-byte XOR
+//   - the engine's fast path: trying receiveWholeMessage before each receive (as the
+//     driver does) gives exactly the same items, errors and outbound frames, in both roles;
+//     a nil from it consumes nothing
 //   - server role: the same stream with every frame masked (a key per frame from the
 //     input, payloads XORed, cut frames too) gives a server-role connection, whole and in
 //     the same pieces, exactly the client role's events, errors included; its control
@@ -61,6 +64,8 @@ struct Options {
     var nilEmpty: Bool
     var closeFirst: Bool
     var role: Role = .client
+    /// Try `receiveWholeMessage` before each `receive`, as the engine's driver does.
+    var wholeFirst = false
 }
 
 struct RunResult {
@@ -126,6 +131,25 @@ func feed(_ stream: [UInt8], cuts: [Int], _ options: Options) -> RunResult {
             calls += 1
             check(calls <= 2 * count + 16, "no progress")
             let before = index
+            if options.wholeFirst {
+                if let whole = connection.receiveWholeMessage(buffer, &index) {
+                    check(!finished && !inMessage, "a whole message after the end or inside a message")
+                    check(whole.range.lowerBound >= before && whole.range.upperBound == index && index <= count,
+                          "a whole message outside the consumed bytes")
+                    check(!connection.isReceivingMessage)
+                    let bytes = Array(buffer[whole.range])
+                    check(UInt64(bytes.count) <= options.limit, "message exceeds the limit")
+                    if whole.kind == .text {
+                        check(String(validating: bytes, as: UTF8.self) != nil, "accepted invalid UTF-8 text")
+                    }
+                    appendItem(&result.items, .start(whole.kind))
+                    if !bytes.isEmpty { appendItem(&result.items, .data(bytes)) }
+                    appendItem(&result.items, .end)
+                    collectOutbound()
+                    continue
+                }
+                check(index == before, "receiveWholeMessage consumed bytes and returned nil")
+            }
             let event: InboundEvent?
             do {
                 event = try connection.receive(buffer, &index)
@@ -456,10 +480,20 @@ public func fuzzFrames(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
     check(sameItems(expected, whole.items, codesOnly: true),
                  "the reference model differs:\nmodel \(expected)\nwhole \(whole.items)")
 
+    var fastOptions = options
+    fastOptions.wholeFirst = true
+    let fast = feed(stream, cuts: cuts, fastOptions)
+    check(fast.items == pieces.items && fast.outbound == pieces.outbound,
+          "the whole-message fast path differs:\n\(pieces.items)\n\(fast.items)")
+
     if let masked = maskedAsClient(stream) {
         var serverOptions = options
         serverOptions.role = .server
         let served = feed(masked, cuts: cuts.map { min($0, masked.count) }, serverOptions)
+        serverOptions.wholeFirst = true
+        let servedFast = feed(masked, cuts: cuts.map { min($0, masked.count) }, serverOptions)
+        check(servedFast.items == served.items && servedFast.outbound == served.outbound,
+              "server role: the whole-message fast path differs:\n\(served.items)\n\(servedFast.items)")
         let servedWhole = feed(masked, cuts: [], serverOptions)
         check(sameItems(whole.items, servedWhole.items, codesOnly: false),
               "the server role differs on the masked stream:\nclient \(whole.items)\nserver \(servedWhole.items)")
