@@ -101,7 +101,8 @@ public struct MessageReader: Sendable {
     /// advanced past it. The same as `next`'s `.messageStart`, `.messageData` (unless empty)
     /// and `.messageEnd`, in one call instead of three (a 15-byte message read by wspipe:
     /// 968 instructions before, 536 after). Nil,
-    /// with nothing consumed and nothing changed, for anything else (a fragment, a control
+    /// with nothing consumed and nothing `next` reads changed (the UTF-8 validator, which
+    /// `next` resets at a message's start, aside), for anything else (a fragment, a control
     /// frame, a frame not all here yet, one that breaks a rule): `next` takes those, and
     /// names the rule.
     public mutating func nextWholeMessage(_ input: UnsafeMutableRawBufferPointer, _ index: inout Int) -> (kind: MessageKind, range: Range<Int>)? {

@@ -70,6 +70,12 @@ final class WholeMessageTests: XCTestCase {
                     }
                 }
                 result.outbound += connection.takeOutboundControl()
+                if finished, wholeFirst {
+                    // After a Close or an error: nothing more, from the rest of this piece.
+                    let before = index
+                    precondition(connection.receiveWholeMessage(buffer, &index) == nil && index == before,
+                                 "a whole message after the reader finished")
+                }
             }
         }
         return result
@@ -177,25 +183,77 @@ final class WholeMessageTests: XCTestCase {
             XCTAssertEqual(bytes, frame, "\(name): the bytes changed")
             XCTAssertFalse(connection.isReceivingMessage, name)
             XCTAssertEqual(connection.dataMessagesReceived, 0, name)
+            XCTAssertEqual(connection.dataPayloadReceived, 0, name)
+            XCTAssertEqual(connection.receivingMessageRSV, [], name)
         }
     }
 
-    /// The counters a server's metrics read move as with `receive`.
+    /// Limits at their edges: 0 takes only empty messages; the largest limit still leaves a
+    /// 127-length frame with the top bit set (or one longer than the input) to `receive`.
+    func testLimitsAtTheirEdges() {
+        for role in [Role.client, .server] {
+            let masked = role == .server
+            let zero = Self.stream([Self.f(.binary, []), Self.f(.text, []), Self.f(.binary, [1])], masked: masked)
+            let plainZero = Self.run(zero, role: role, limit: 0, wholeFirst: false)
+            let fastZero = Self.run(zero, role: role, limit: 0, wholeFirst: true)
+            XCTAssertEqual(fastZero, Run(items: plainZero.items, error: plainZero.error, outbound: plainZero.outbound, wholeMessages: 2), "\(role)")
+            XCTAssertEqual(plainZero.error?.closeCode, .messageTooBig, "\(role)")
+            let key: [UInt8] = masked ? [1, 2, 3, 4] : []
+            let topBit: [UInt8] = [0x82, (masked ? 0x80 : 0) | 127, 0x80, 0, 0, 0, 0, 0, 0, 5] + key + [1, 2, 3, 4, 5]
+            let long: [UInt8] = [0x82, (masked ? 0x80 : 0) | 127, 0, 0, 0, 0, 0, 0x01, 0, 0] + key + [1, 2, 3]
+            for input in [topBit, long] {
+                let plain = Self.run(input, role: role, limit: .max, wholeFirst: false)
+                let fast = Self.run(input, role: role, limit: .max, wholeFirst: true)
+                XCTAssertEqual(fast, plain, "\(role)")
+                XCTAssertEqual(fast.wholeMessages, 0, "\(role)")
+            }
+        }
+    }
+
+    /// With an extension's RSV bit agreed, an uncompressed message is taken whole and a
+    /// compressed one (RSV1) is left to `next`, which reports its bits; the next whole
+    /// message reports none again.
+    func testAnExtensionsMessagesAreLeftToNext() throws {
+        var reader = MessageReader(role: .client, extensionRSV: .rsv1)
+        var bytes = serverFrame(.text, utf8("plain")) + serverFrame(.text, [0xF2, 0x48, 0xCD], rsv: 4) + serverFrame(.binary, [7])
+        try bytes.withUnsafeMutableBytes { buffer in
+            var index = 0
+            XCTAssertEqual(reader.nextWholeMessage(buffer, &index)?.kind, .text)
+            XCTAssertEqual(reader.messageRSV, [])
+            let before = index
+            XCTAssertNil(reader.nextWholeMessage(buffer, &index))
+            XCTAssertEqual(index, before)
+            XCTAssertEqual(try reader.next(buffer, &index), .messageStart(.text))
+            XCTAssertEqual(reader.messageRSV, .rsv1)
+            XCTAssertNil(reader.nextWholeMessage(buffer, &index), "inside a message")
+            XCTAssertEqual(try reader.next(buffer, &index), .messageData((before + 2)..<(before + 5)))
+            XCTAssertNil(reader.nextWholeMessage(buffer, &index), "its end is pending")
+            XCTAssertEqual(try reader.next(buffer, &index), .messageEnd)
+            XCTAssertEqual(reader.nextWholeMessage(buffer, &index)?.kind, .binary)
+            XCTAssertEqual(reader.messageRSV, [])
+            XCTAssertEqual(reader.messagesReceived, 3)
+            XCTAssertEqual(index, buffer.count)
+        }
+    }
+
+    /// The counters a server's metrics read move as with `receive`, in both roles.
     func testCountersMoveAsWithReceive() {
         let frames = [Self.f(.text, utf8("hello")), Self.f(.binary, patternBytes(300), fin: false),
                       Self.f(.continuation, [1, 2]), Self.f(.binary, [])]
         for wholeFirst in [false, true] {
-            var connection = WebSocketConnection(role: .client)
-            var bytes = Self.stream(frames, masked: false)
-            bytes.withUnsafeMutableBytes { buffer in
-                var index = 0
-                while true {
-                    if wholeFirst, connection.receiveWholeMessage(buffer, &index) != nil { continue }
-                    guard (try? connection.receive(buffer, &index)) != nil else { break }
+            for role in [Role.client, .server] {
+                var connection = WebSocketConnection(role: role)
+                var bytes = Self.stream(frames, masked: role == .server)
+                bytes.withUnsafeMutableBytes { buffer in
+                    var index = 0
+                    while true {
+                        if wholeFirst, connection.receiveWholeMessage(buffer, &index) != nil { continue }
+                        guard (try? connection.receive(buffer, &index)) != nil else { break }
+                    }
                 }
+                XCTAssertEqual(connection.dataMessagesReceived, 3, "wholeFirst \(wholeFirst), \(role)")
+                XCTAssertEqual(connection.dataPayloadReceived, 307, "wholeFirst \(wholeFirst), \(role)")
             }
-            XCTAssertEqual(connection.dataMessagesReceived, 3, "wholeFirst \(wholeFirst)")
-            XCTAssertEqual(connection.dataPayloadReceived, 307, "wholeFirst \(wholeFirst)")
         }
     }
 }

@@ -490,8 +490,9 @@ public func fuzzFrames(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
         var serverOptions = options
         serverOptions.role = .server
         let served = feed(masked, cuts: cuts.map { min($0, masked.count) }, serverOptions)
-        serverOptions.wholeFirst = true
-        let servedFast = feed(masked, cuts: cuts.map { min($0, masked.count) }, serverOptions)
+        var serverFastOptions = serverOptions
+        serverFastOptions.wholeFirst = true
+        let servedFast = feed(masked, cuts: cuts.map { min($0, masked.count) }, serverFastOptions)
         check(servedFast.items == served.items && servedFast.outbound == served.outbound,
               "server role: the whole-message fast path differs:\n\(served.items)\n\(servedFast.items)")
         let servedWhole = feed(masked, cuts: [], serverOptions)
