@@ -667,6 +667,8 @@ struct Shared: ~Copyable {
 
     var outbox = BlockQueue<Outgoing>()
     var outboxBytes = 0
+    /// The engine will look at the outbox without a wake: a drain is submitted, or the
+    /// driver holds bytes and drains again once they are written (`LoopSide.drainOutbox`).
     var drainScheduled = false
     /// The driver's queued bytes, as of its last report.
     var engineQueued = 0

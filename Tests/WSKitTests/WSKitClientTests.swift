@@ -66,6 +66,33 @@ final class WSKitClientTests: XCTestCase {
         XCTAssertEqual(ws.closeCode, 1000)
     }
 
+    /// A burst of sends (the engine drains while the caller keeps adding, and comes back by
+    /// itself once the driver has written), then a quiet moment, then a single send and a
+    /// ping: each is delivered, so nothing is left waiting for a wake that never comes.
+    func testASendAfterABurstAndAQuietMomentStillGoesOut() async throws {
+        let peer = try python("echo.py")
+        let ws = try await WebSocket.connect(to: "ws://127.0.0.1:\(peer.port)/")
+        try await bounded {
+            let count = 5_000
+            for i in 0..<count { try await ws.send(.text("burst \(i)")) }
+            var iterator = ws.messages.makeAsyncIterator()
+            for i in 0..<count {
+                let echoed = try await iterator.next()
+                XCTAssertEqual(echoed, .text("burst \(i)"))
+                if echoed != .text("burst \(i)") { break }
+            }
+            for round in 0..<3 {
+                try await Task.sleep(for: .milliseconds(50))
+                try await ws.send(.text("after \(round)"))
+                let echoed = try await iterator.next()
+                XCTAssertEqual(echoed, .text("after \(round)"))
+                _ = try await ws.ping()
+            }
+            try await ws.close()
+        }
+        XCTAssertEqual(ws.closeCode, 1000)
+    }
+
     /// Received text is made into a String without a second UTF-8 check (the engine checked
     /// it): every byte arrives as sent, short and long, with 2-, 3- and 4-byte characters
     /// split across socket reads (and the inflater's output chunks), uncompressed and under
