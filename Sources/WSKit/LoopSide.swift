@@ -209,8 +209,7 @@ final class LoopSide: ConnectionDelegate, @unchecked Sendable {
     func connection(_ connection: ConnectionDriver, didReceiveMessage kind: MessageKind, bytes: UnsafeMutableRawPointer, count: Int,
                     in buffer: ByteBuffer) {
         // Between messages: nothing held or assembled.
-        let payload = UnsafeRawBufferPointer(start: bytes, count: count)
-        unposted.append(kind == .text ? .text(LoopSide.checkedText(payload)) : .binary(Array(payload)))
+        unposted.append(LoopSide.message(kind, UnsafeRawBufferPointer(start: bytes, count: count)))
         unpostedBytes += count
     }
 
@@ -240,8 +239,7 @@ final class LoopSide: ConnectionDelegate, @unchecked Sendable {
         // message): `postMessages` checks it once per read.
         let message: Message
         if let held = first {
-            let bytes = UnsafeRawBufferPointer(start: held.start, count: held.count)
-            message = kind == .text ? .text(LoopSide.checkedText(bytes)) : .binary(Array(bytes))
+            message = LoopSide.message(kind, UnsafeRawBufferPointer(start: held.start, count: held.count))
             first = nil
             firstOwner = nil
         } else if pieces == 0 {
@@ -257,6 +255,11 @@ final class LoopSide: ConnectionDelegate, @unchecked Sendable {
         // all the same, so the receive limit holds as before.
         unpostedBytes += message.byteCount
         unposted.append(message)  // its last use: moved in
+    }
+
+    /// A message of `kind` copied from `bytes` (text not checked again: `checkedText`).
+    static func message(_ kind: MessageKind, _ bytes: UnsafeRawBufferPointer) -> Message {
+        kind == .text ? .text(checkedText(bytes)) : .binary(Array(bytes))
     }
 
     /// A text message's bytes as a String, not checked again: the engine checked them as

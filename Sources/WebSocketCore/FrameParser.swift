@@ -105,8 +105,9 @@ public struct FrameParser: Sendable {
     }
 
     /// Parses a header from `available` contiguous bytes; nil if they are not enough.
+    /// (`MessageReader.nextWholeMessage` reads a whole frame's header with it too.)
     @inline(__always)
-    private static func parseHeader(_ p: UnsafeRawPointer, available: Int) throws(ReceiveError) -> (FrameHeader, Int)? {
+    static func parseHeader(_ p: UnsafeRawPointer, available: Int) throws(ReceiveError) -> (FrameHeader, Int)? {
         if available < 2 { return nil }
         let size = headerSize(p)
         if available < size { return nil }
