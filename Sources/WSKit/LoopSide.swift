@@ -37,7 +37,7 @@ final class LoopSide: ConnectionDelegate, @unchecked Sendable {
         connection.closeTimeout = options.closeTimeout.seconds
         connection.pingInterval = options.pingInterval?.seconds
         connection.pingTimeout = options.pingTimeout?.seconds
-        connection.queueLimit = WebSocket.sendLimit
+        connection.queueLimit = WebSocket.socketQueueLimit
         // A busy connection continues reading where the last read ended; an idle one gives
         // its buffers back anyway once the consumer has taken its messages.
         connection.keepsBuffersWhenIdle = options.keepsBuffersWhenIdle

@@ -102,3 +102,37 @@ package func waitForLoopbackListener(port: Int, timeout: Double = 15) -> Bool {
     }
     return false
 }
+
+/// The bytes both ends of the loopback connection to `port` hold in the kernel: the
+/// client's send queue (tx_queue) and the server's receive queue (rx_queue).
+package func kernelHeldBytes(port: Int) -> Int {
+    guard let table = procFile("/proc/net/tcp") else { return 0 }
+    let hex = String(port, radix: 16, uppercase: true)
+    let hexPort = ":" + String(repeating: "0", count: max(0, 4 - hex.count)) + hex
+    var total = 0
+    for line in table.split(separator: "\n").dropFirst() {
+        let fields = line.split(separator: " ")
+        guard fields.count > 4, fields[3] == "01" else { continue }  // established
+        let local = fields[1], remote = fields[2]
+        let queues = fields[4].split(separator: ":")
+        guard queues.count == 2, let tx = Int(queues[0], radix: 16), let rx = Int(queues[1], radix: 16) else { continue }
+        if remote.hasSuffix(hexPort) { total += tx }  // ours: its peer is the server's port
+        if local.hasSuffix(hexPort) { total += rx }   // the server's
+    }
+    return total
+}
+
+/// A /proc file's text (its size reads as 0, so read until the end).
+package func procFile(_ path: String) -> String? {
+    let fd = open(path, O_RDONLY)
+    guard fd >= 0 else { return nil }
+    defer { close(fd) }
+    var bytes: [UInt8] = []
+    var chunk = [UInt8](repeating: 0, count: 65536)
+    while true {
+        let n = read(fd, &chunk, chunk.count)
+        if n <= 0 { break }
+        bytes += chunk[0..<n]
+    }
+    return String(decoding: bytes, as: UTF8.self)
+}

@@ -284,6 +284,51 @@ final class WSKitClientTests: XCTestCase {
         XCTAssertNotEqual(ws.state, .open)
     }
 
+    /// `send` suspends once 768 KiB wait for the socket (the documented limit): against a
+    /// peer that does not read, what the returned sends queued beyond the kernel's bytes is
+    /// the limit, give or take two messages; once the peer reads, every send returns. (Not
+    /// before the limit either: at the driver's own 384 KiB a 64 KiB upload waited on the
+    /// sender after every message the socket took.)
+    func testSendSuspendsOnceTheLimitWaitsForTheSocket() async throws {
+        let go = directory + "/go-\(UUID().uuidString)"
+        let peer = try Peer.launch(executable: Locations.python,
+                                   arguments: ["\(Locations.peers)/slow_reader.py", "--port", "0", "--go", go, "--rcvbuf", "16384"],
+                                   environment: Locations.baseEnvironment)
+        defer { peer.process.kill() }
+        let ws = try await WebSocket.connect(to: "ws://127.0.0.1:\(peer.port)/")
+        let size = 16384, frame = 16384 + 8  // a client's frame: 2 + 2 length + 4 mask
+        let limit = 768 * 1024
+        // More than the kernel and the limit hold together.
+        let sendBufferMax = procFile("/proc/sys/net/ipv4/tcp_wmem")
+            .flatMap { $0.split(whereSeparator: \.isWhitespace).last.flatMap { Int($0) } } ?? 4 << 20
+        let count = (sendBufferMax + limit) / size + 64
+        let returned = Counter()
+        let payload = [UInt8](repeating: 0x61, count: size)
+        let sender = Task { () -> WebSocketError? in
+            do {
+                for i in 0..<count {
+                    try await ws.send(.binary(payload))
+                    returned.add(i)
+                }
+                return nil
+            } catch {
+                return error as? WebSocketError
+            }
+        }
+        let stalled = try await stalledCount { returned.count }
+        let held = kernelHeldBytes(port: peer.port)
+        XCTAssertGreaterThan(held, 0, "the connection's queues in /proc/net/tcp")
+        XCTAssertLessThan(stalled, count, "a send suspends while the peer does not read")
+        // The suspended send's message is queued too.
+        let waiting = (stalled + 1) * frame - held
+        XCTAssertGreaterThanOrEqual(waiting, limit - 2 * frame, "\(stalled) sends returned, the kernel holds \(held)")
+        XCTAssertLessThanOrEqual(waiting, limit + 2 * frame, "\(stalled) sends returned, the kernel holds \(held)")
+        try Data().write(to: URL(fileURLWithPath: go))
+        let failure = try await bounded { await sender.value }
+        XCTAssertNil(failure)
+        XCTAssertEqual(returned.count, count)
+    }
+
     func testConnectFailuresAreCases() async throws {
         // Nothing listens on a port that was free a moment ago.
         let port = try LoopbackSocket(listening: false).port

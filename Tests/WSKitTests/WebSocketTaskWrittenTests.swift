@@ -39,17 +39,8 @@ final class WebSocketTaskWrittenTests: XCTestCase {
                 completed.add(i)
             }
         }
-        // Stalled: the count stays the same for 0.5 s.
-        var last = -1, stableSince = monotonicSeconds()
-        let end = monotonicSeconds() + 15
-        while monotonicSeconds() < end {
-            let now = completed.count
-            if now != last { last = now; stableSince = monotonicSeconds() }
-            if monotonicSeconds() - stableSince > 0.5 { break }
-            try await Task.sleep(for: .milliseconds(20))
-        }
+        let stalled = try await stalledCount { completed.count }
         let held = kernelHeldBytes(port: peer.port)
-        let stalled = completed.count
         let frame = 65536 + 14  // a client's 64 KiB frame: 2 + 8 length + 4 mask
         XCTAssertGreaterThan(held, 0, "the connection's queues in /proc/net/tcp")
         XCTAssertLessThan(stalled, messages, "not every send completes while the peer does not read")
@@ -60,39 +51,5 @@ final class WebSocketTaskWrittenTests: XCTestCase {
         XCTAssertEqual(completed.ordered, Array(0..<messages), "completions in call order")
         XCTAssertEqual(failures.count, 0)
         task.cancel(with: .normalClosure, reason: nil)
-    }
-
-    /// The bytes both ends of the loopback connection to `port` hold in the kernel: the
-    /// client's send queue (tx_queue) and the server's receive queue (rx_queue).
-    private func kernelHeldBytes(port: Int) -> Int {
-        guard let table = procFile("/proc/net/tcp") else { return 0 }
-        let hex = String(port, radix: 16, uppercase: true)
-        let hexPort = ":" + String(repeating: "0", count: max(0, 4 - hex.count)) + hex
-        var total = 0
-        for line in table.split(separator: "\n").dropFirst() {
-            let fields = line.split(separator: " ")
-            guard fields.count > 4, fields[3] == "01" else { continue }  // established
-            let local = fields[1], remote = fields[2]
-            let queues = fields[4].split(separator: ":")
-            guard queues.count == 2, let tx = Int(queues[0], radix: 16), let rx = Int(queues[1], radix: 16) else { continue }
-            if remote.hasSuffix(hexPort) { total += tx }  // ours: its peer is the server's port
-            if local.hasSuffix(hexPort) { total += rx }   // the server's
-        }
-        return total
-    }
-
-    /// A /proc file's text (its size reads as 0, so read until the end).
-    private func procFile(_ path: String) -> String? {
-        let fd = open(path, O_RDONLY)
-        guard fd >= 0 else { return nil }
-        defer { close(fd) }
-        var bytes: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 65536)
-        while true {
-            let n = read(fd, &chunk, chunk.count)
-            if n <= 0 { break }
-            bytes += chunk[0..<n]
-        }
-        return String(decoding: bytes, as: UTF8.self)
     }
 }
