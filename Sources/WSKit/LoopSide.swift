@@ -74,10 +74,11 @@ final class LoopSide: ConnectionDelegate, @unchecked Sendable {
     /// (Its emptied blocks go back to the outbox then, for the callers to fill.)
     private var draining: BlockQueue<Outgoing>
 
-    /// Gives queued sends to the driver while its queue is under its limit (`all`: every
-    /// one, before a close). The rest stay first in the outbox until `connectionHasRoom`:
-    /// a send past the limit would wait in the driver as a copy of its own (an allocation
-    /// per message), and the caller's `send` waits on the outbox's bytes all the same.
+    /// Gives queued sends to the driver while its queue is under its own limit (`all`:
+    /// every one, before a close). The rest stay first in the outbox until
+    /// `connectionHasRoom`: a send past the driver's limit would wait in the driver as a copy
+    /// of its own (an allocation per message), and the caller's `send` waits on the outbox's
+    /// weight and the driver's bytes (the send limit, twice the driver's) all the same.
     ///
     /// `drainScheduled` (a caller's send wakes the engine only while it is false) stays set
     /// while the engine will come back by itself: the driver holds bytes, and once it has
@@ -101,14 +102,14 @@ final class LoopSide: ConnectionDelegate, @unchecked Sendable {
         var passedClosed = false
         while true {
             let taken = socket.shared.withLock { state in
-                defer { state.outboxBytes = 0 }
+                defer { state.outboxWeight = 0 }
                 items.append(taking: &state.outbox)
                 state.outbox.takeSpare(from: &items)
-                return state.outboxBytes
+                return state.outboxWeight
             }
             var given = 0
             while all || driver.queuedBytes < limit, let item = items.removeFirst() {
-                given += item.byteCount
+                given += item.weight
                 // Moved out of the queue: the message's storage is released once, here.
                 switch consume item {
                 case .text(var text):
@@ -132,7 +133,7 @@ final class LoopSide: ConnectionDelegate, @unchecked Sendable {
             let (again, senders) = socket.shared.withLock { state -> (Bool, [CheckedContinuation<Result<Void, WebSocketError>, Never>]) in
                 if !items.isEmpty {
                     state.outbox.prepend(taking: &items)
-                    state.outboxBytes += taken - given
+                    state.outboxWeight += taken - given
                     // `connectionHasRoom` drains the rest: no submitted drain is needed.
                     state.drainScheduled = true
                 } else if !comesBack && !state.outbox.isEmpty && (open || !passedClosed) {
@@ -143,7 +144,7 @@ final class LoopSide: ConnectionDelegate, @unchecked Sendable {
                     state.drainScheduled = comesBack
                 }
                 state.engineQueued = queued
-                guard state.outboxBytes + queued < socket.sendLimit, !state.senders.isEmpty else { return (false, []) }
+                guard state.outboxWeight + queued < socket.sendLimit, !state.senders.isEmpty else { return (false, []) }
                 defer { state.senders.removeAll() }
                 return (false, state.senders)
             }

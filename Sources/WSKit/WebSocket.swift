@@ -279,7 +279,8 @@ public final class WebSocket: Sendable {
     // MARK: - Sending
 
     /// Sends one message (RFC 6455 §5.6). Returns once the message is queued and less than
-    /// 768 KiB wait for the socket: while the peer is slow, `send` suspends.
+    /// 768 KiB wait for the socket (payload, and a few dozen bytes per message): while the
+    /// peer is slow, `send` suspends.
     /// Cancelling the waiting task closes the connection with 1001 and throws `.cancelled`
     /// (the message may or may not have gone out).
     /// - Throws: `.closed` once a Close was sent or received; the connection's failure.
@@ -348,7 +349,9 @@ public final class WebSocket: Sendable {
             if let ending = state.ending { return .failure(ending) }
             if state.state != .open { return .failure(.closed(code: state.closeCode, reason: state.closeReason ?? "")) }
             state.pings[payload] = onPong
-            state.outbox.append(.ping(payload))
+            let ping = Outgoing.ping(payload)
+            state.outboxWeight += ping.weight
+            state.outbox.append(ping)
             defer { state.drainScheduled = true }
             return .success(!state.drainScheduled)
         }
@@ -452,7 +455,7 @@ public final class WebSocket: Sendable {
     /// add none: nothing per message for them).
     private func enqueue(_ outgoing: consuming Outgoing,
                          onWritten: (@Sendable (Result<Void, WebSocketError>) -> Void)? = nil) throws(WebSocketError) -> (wake: Bool, full: Bool) {
-        let byteCount = outgoing.byteCount
+        let weight = outgoing.weight
         // Taken inside the lock's closure (a captured value could only be copied).
         var pending: Outgoing? = consume outgoing
         let result = shared.withLock { state -> Result<(Bool, Bool), WebSocketError> in
@@ -463,15 +466,16 @@ public final class WebSocket: Sendable {
                 return .failure(.closed(code: state.closeCode, reason: state.closeReason ?? ""))
             }
             if let item = pending.take() { state.outbox.append(item) }
-            state.outboxBytes += byteCount
+            state.outboxWeight += weight
             if let onWritten {
+                state.outboxWeight += Outgoing.entryCost
                 state.nextWritten += 1
                 state.outbox.append(.written(state.nextWritten))
                 state.writeWaiters.append((state.nextWritten, onWritten))
             }
             let wake = !state.drainScheduled
             state.drainScheduled = true
-            return .success((wake, state.outboxBytes + state.engineQueued >= sendLimit))
+            return .success((wake, state.outboxWeight + state.engineQueued >= sendLimit))
         }
         return try result.get()
     }
@@ -487,7 +491,7 @@ public final class WebSocket: Sendable {
                 let ready = shared.withLock { state -> Result<Void, WebSocketError>? in
                     if let ending = state.ending { return .failure(ending) }
                     if state.state == .closed { return .failure(.closed(code: state.closeCode, reason: state.closeReason ?? "")) }
-                    if state.outboxBytes + state.engineQueued < sendLimit { return .success(()) }
+                    if state.outboxWeight + state.engineQueued < sendLimit { return .success(()) }
                     state.senders.append(continuation)
                     return nil
                 }
@@ -593,11 +597,19 @@ enum Outgoing {
         }
     }
 
-    var byteCount: Int {
+    /// What an entry of the outbox weighs against the send limit besides its payload: its
+    /// place in a block. Without it, empty messages weighed nothing and a caller sending
+    /// them to a peer that does not read was never suspended (the engine's own queues count
+    /// an entry too, `MessageQueue.entryCost`).
+    static let entryCost = MemoryLayout<Outgoing>.stride
+
+    /// The entry's weight against the send limit: its payload and `entryCost`.
+    var weight: Int {
         switch self {
-        case .text(let text): return text.utf8.count
-        case .binary(let bytes): return bytes.count
-        case .ping, .written: return 0
+        case .text(let text): return text.utf8.count + Outgoing.entryCost
+        case .binary(let bytes): return bytes.count + Outgoing.entryCost
+        case .ping(let payload): return payload.count + Outgoing.entryCost
+        case .written: return Outgoing.entryCost
         }
     }
 }
@@ -672,7 +684,9 @@ struct Shared: ~Copyable {
     var nextReceiver: UInt64 = 0
 
     var outbox = BlockQueue<Outgoing>()
-    var outboxBytes = 0
+    /// The outbox's weight against the send limit (`Outgoing.weight`: payload bytes and a
+    /// cost per entry).
+    var outboxWeight = 0
     /// The engine will look at the outbox without a wake: a drain is submitted, or the
     /// driver holds bytes and drains again once they are written (`LoopSide.drainOutbox`).
     var drainScheduled = false

@@ -1,15 +1,15 @@
-// Waiting in tests for a count that stops moving.
+// Waiting in tests for values that stop moving.
 
-/// Returns `count()` once it has stayed the same for `quiet` seconds (or when `within`
+/// Returns `value()` once it has stayed the same for `quiet` seconds (or when `within`
 /// seconds have passed): a stall, such as sends that a peer which does not read holds up.
-package func stalledCount(quiet: Double = 0.5, within: Double = 15, _ count: () -> Int) async throws -> Int {
-    var last = -1, stableSince = monotonicSeconds()
+package func settledValue<T: Equatable>(quiet: Double = 0.5, within: Double = 15, _ value: () -> T) async throws -> T {
+    var last = value(), stableSince = monotonicSeconds()
     let end = monotonicSeconds() + within
     while monotonicSeconds() < end {
-        let now = count()
+        try await Task.sleep(for: .milliseconds(20))
+        let now = value()
         if now != last { last = now; stableSince = monotonicSeconds() }
         if monotonicSeconds() - stableSince > quiet { break }
-        try await Task.sleep(for: .milliseconds(20))
     }
-    return count()
+    return last
 }
