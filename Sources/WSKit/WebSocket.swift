@@ -279,7 +279,7 @@ public final class WebSocket: Sendable {
     // MARK: - Sending
 
     /// Sends one message (RFC 6455 §5.6). Returns once the message is queued and less than
-    /// 768 KiB wait for the socket (payload, and a few dozen bytes per message): while the
+    /// 768 KiB wait for the socket (payload, and 24 bytes per message): while the
     /// peer is slow, `send` suspends.
     /// Cancelling the waiting task closes the connection with 1001 and throws `.cancelled`
     /// (the message may or may not have gone out).
