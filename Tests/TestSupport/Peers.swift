@@ -104,3 +104,13 @@ extension Peer {
         return Peer(process: process, port: port, recordFile: recordFile)
     }
 }
+
+extension Peer {
+    /// peers/slow_reader.py: a server with a 16 KiB receive buffer that leaves the client's
+    /// frames in the kernel until the file `go` exists.
+    package static func slowReader(go: String) throws -> Peer {
+        try launch(executable: Locations.python,
+                   arguments: ["\(Locations.peers)/slow_reader.py", "--port", "0", "--go", go, "--rcvbuf", "16384"],
+                   environment: Locations.baseEnvironment)
+    }
+}

@@ -136,3 +136,9 @@ package func procFile(_ path: String) -> String? {
     }
     return String(decoding: bytes, as: UTF8.self)
 }
+
+/// The largest send buffer the kernel gives a TCP socket (tcp_wmem's third value), 4 MiB
+/// when it cannot be read.
+package func largestSendBuffer() -> Int {
+    procFile("/proc/sys/net/ipv4/tcp_wmem").flatMap { $0.split(whereSeparator: \.isWhitespace).last.flatMap { Int($0) } } ?? 4 << 20
+}

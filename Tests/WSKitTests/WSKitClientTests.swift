@@ -291,30 +291,16 @@ final class WSKitClientTests: XCTestCase {
     /// sender after every message the socket took.)
     func testSendSuspendsOnceTheLimitWaitsForTheSocket() async throws {
         let go = directory + "/go-\(UUID().uuidString)"
-        let peer = try Peer.launch(executable: Locations.python,
-                                   arguments: ["\(Locations.peers)/slow_reader.py", "--port", "0", "--go", go, "--rcvbuf", "16384"],
-                                   environment: Locations.baseEnvironment)
+        let peer = try Peer.slowReader(go: go)
         defer { peer.process.kill() }
         let ws = try await WebSocket.connect(to: "ws://127.0.0.1:\(peer.port)/")
         let size = 16384, frame = 16384 + 8  // a client's frame: 2 + 2 length + 4 mask
         let limit = 768 * 1024
         // More than the kernel and the limit hold together.
-        let sendBufferMax = procFile("/proc/sys/net/ipv4/tcp_wmem")
-            .flatMap { $0.split(whereSeparator: \.isWhitespace).last.flatMap { Int($0) } } ?? 4 << 20
+        let sendBufferMax = largestSendBuffer()
         let count = (sendBufferMax + limit) / size + 64
         let returned = Counter()
-        let payload = [UInt8](repeating: 0x61, count: size)
-        let sender = Task { () -> WebSocketError? in
-            do {
-                for i in 0..<count {
-                    try await ws.send(.binary(payload))
-                    returned.add(i)
-                }
-                return nil
-            } catch {
-                return error as? WebSocketError
-            }
-        }
+        let sender = sendInALoop(ws, .binary([UInt8](repeating: 0x61, count: size)), count: count, counting: returned)
         // The count and the kernel's bytes both still for 0.5 s; once more while under the
         // limit (a caller's task not run for that long on a loaded machine looks the same).
         var stalled = 0, held = 0, waiting = 0
@@ -341,20 +327,29 @@ final class WSKitClientTests: XCTestCase {
     /// suspended, not left to grow the queue until memory runs out.
     func testEmptyMessagesAreSuspendedToo() async throws {
         let go = directory + "/go-\(UUID().uuidString)"
-        let peer = try Peer.launch(executable: Locations.python,
-                                   arguments: ["\(Locations.peers)/slow_reader.py", "--port", "0", "--go", go, "--rcvbuf", "16384"],
-                                   environment: Locations.baseEnvironment)
+        let peer = try Peer.slowReader(go: go)
+        defer { peer.process.kill() }
         let ws = try await WebSocket.connect(to: "ws://127.0.0.1:\(peer.port)/")
         // Far more 6-byte frames than the kernel holds (its largest send buffer) and the
         // limit's share of them.
-        let sendBufferMax = procFile("/proc/sys/net/ipv4/tcp_wmem")
-            .flatMap { $0.split(whereSeparator: \.isWhitespace).last.flatMap { Int($0) } } ?? 4 << 20
+        let sendBufferMax = largestSendBuffer()
         let count = 3 * sendBufferMax / 6
         let returned = Counter()
-        let sender = Task { () -> WebSocketError? in
+        let sender = sendInALoop(ws, .binary([]), count: count, counting: returned)
+        let stalled = try await settledValue { returned.count }
+        XCTAssertLessThan(stalled, count, "a send of an empty message suspends while the peer does not read")
+        peer.process.kill()
+        let failure = try await bounded { await sender.value }
+        XCTAssertNotNil(failure, "the peer went away with sends still waiting")
+    }
+
+    /// Sends `message` `count` times from a task of its own, adding each returned send to
+    /// `returned`; the task's value is the error that stopped it, if any.
+    private func sendInALoop(_ ws: WebSocket, _ message: Message, count: Int, counting returned: Counter) -> Task<WebSocketError?, Never> {
+        Task {
             do {
                 for i in 0..<count {
-                    try await ws.send(.binary([]))
+                    try await ws.send(message)
                     returned.add(i)
                 }
                 return nil
@@ -362,11 +357,6 @@ final class WSKitClientTests: XCTestCase {
                 return error as? WebSocketError
             }
         }
-        let stalled = try await settledValue { returned.count }
-        XCTAssertLessThan(stalled, count, "a send of an empty message suspends while the peer does not read")
-        peer.process.kill()
-        let failure = try await bounded { await sender.value }
-        XCTAssertNotNil(failure, "the peer went away with sends still waiting")
     }
 
     func testConnectFailuresAreCases() async throws {

@@ -19,9 +19,7 @@ final class WebSocketTaskWrittenTests: XCTestCase {
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let go = directory + "/go"
-        let peer = try Peer.launch(executable: Locations.python,
-                                   arguments: ["\(Locations.peers)/slow_reader.py", "--port", "0", "--go", go, "--rcvbuf", "16384"],
-                                   environment: Locations.baseEnvironment)
+        let peer = try Peer.slowReader(go: go)
         defer { peer.process.kill() }
         let task = WebSocketTask(with: URL(string: "ws://127.0.0.1:\(peer.port)/")!)
         task.resume()
@@ -29,8 +27,7 @@ final class WebSocketTaskWrittenTests: XCTestCase {
         let failures = Counter()
         // More than the kernel can hold: its largest send buffer (tcp_wmem's third value)
         // and the peer's receive buffer, in 64 KiB messages, plus some.
-        let sendBufferMax = procFile("/proc/sys/net/ipv4/tcp_wmem")
-            .flatMap { $0.split(whereSeparator: \.isWhitespace).last.flatMap { Int($0) } } ?? 4 << 20
+        let sendBufferMax = largestSendBuffer()
         let messages = sendBufferMax / 65536 + 16
         let payload = Data(repeating: 0x61, count: 65536)
         for i in 0..<messages {
