@@ -101,11 +101,11 @@ final class LoopSide: ConnectionDelegate, @unchecked Sendable {
         // One more pass once data cannot go out, not a loop as long as a caller keeps sending.
         var passedClosed = false
         while true {
-            let taken = socket.shared.withLock { state in
-                defer { state.outboxWeight = 0 }
+            // What is taken keeps its weight until the driver has it (a sender meanwhile
+            // counts it once: in the outbox's weight, not yet in `engineQueued`).
+            socket.shared.withLock { state in
                 items.append(taking: &state.outbox)
                 state.outbox.takeSpare(from: &items)
-                return state.outboxWeight
             }
             var given = 0
             while all || driver.queuedBytes < limit, let item = items.removeFirst() {
@@ -131,9 +131,10 @@ final class LoopSide: ConnectionDelegate, @unchecked Sendable {
             let queued = driver.queuedBytes
             let comesBack = open && queued > 0
             let (again, senders) = socket.shared.withLock { state -> (Bool, [CheckedContinuation<Result<Void, WebSocketError>, Never>]) in
+                state.outboxWeight -= given
+                state.engineQueued = queued
                 if !items.isEmpty {
                     state.outbox.prepend(taking: &items)
-                    state.outboxWeight += taken - given
                     // `connectionHasRoom` drains the rest: no submitted drain is needed.
                     state.drainScheduled = true
                 } else if !comesBack && !state.outbox.isEmpty && (open || !passedClosed) {
@@ -143,7 +144,6 @@ final class LoopSide: ConnectionDelegate, @unchecked Sendable {
                 } else {
                     state.drainScheduled = comesBack
                 }
-                state.engineQueued = queued
                 guard state.outboxWeight + queued < socket.sendLimit, !state.senders.isEmpty else { return (false, []) }
                 defer { state.senders.removeAll() }
                 return (false, state.senders)
