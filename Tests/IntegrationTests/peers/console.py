@@ -357,6 +357,8 @@ def scenario_reconnect(args):
     term.wait_for("< hi")
     term.type("one\r")
     term.wait_for("< one")
+    # "connected to" is the client's side: the server may not have its handler yet.
+    server.wait(lambda: server.connections, "a connection")
     server.run(server.connections[0].close(1012, "restart"))
     term.wait_for("closed by the server: 1012 restart")
     term.wait_for(lambda t: re.search(r"^connected to ws://\S+ again after [0-9.]+ s \(attempt 2\)$", t.text(), re.M))
@@ -389,6 +391,8 @@ def scenario_reconnect_status(args):
     term.wait_for("connected to")
     term.type("half typed")
     term.wait_for(lambda t: t.cursor_line() == "> half typed")
+    # "connected to" is the client's side: the server may not have its handler yet.
+    server.wait(lambda: server.connections, "a connection")
     server.run(server.connections[0].close(1012, "restart"))
     term.wait_for("closed by the server: 1012 restart")
     countdown = re.compile(r"^reconnecting in (\d+(?:\.\d)?) s \(attempt 3\); lines entered now are sent once connected$")
@@ -423,6 +427,8 @@ def scenario_close_once(args):
     """The server's Close is told once: the console's closed line, not the status's line too."""
     server = Server()
     term = open_console(args, server)
+    # "connected to" is the client's side: the server may not have its handler yet.
+    server.wait(lambda: server.connections, "a connection")
     server.run(server.connections[0].close(4001, "bye now"))
     status, _ = term.wait_exit()
     check(status == 8, "exit status %r" % status)
