@@ -37,12 +37,16 @@ import WebSocketTransport
 /// permessage-deflate (RFC 7692) is accepted as the CLI's server does
 /// (`WebSocketServerOptions.deflate`).
 ///
-/// Memory per client, beyond the connection itself: what waits for its socket, up to
-/// 768 KiB of sends (a `send` to it then suspends), and up to `receiveBufferLimit` of
-/// messages it sent that no task has taken. A server's total is that times its clients:
-/// 10,000 clients that stop reading while a task per client keeps sending to them hold
-/// about 7.3 GiB of sends. Bound it in the handler (drop or skip a client whose `send`
-/// has not returned) or with `maximumClients`.
+/// Memory per client, beyond the connection itself: its sends waiting for the socket (a
+/// `send` suspends once 768 KiB wait, counted as payload and 24 bytes per message, so the
+/// message that crosses the limit, and one per task sending to that client at once, come
+/// on top), and its messages that no task has taken (reading stops at
+/// `receiveBufferLimit`, past it by at most the last read or one message of up to
+/// `maximumMessageSize`). A server that keeps sending to every client adds that up over
+/// its clients: 10,000 that stop reading are 7.3 GiB of sends by that count (less where
+/// one message's payload is shared between clients, more with small messages' allocation
+/// overhead and the kernel's socket buffers). Bound it in the handler (drop or skip a
+/// client whose `send` has not returned) or with `maximumClients`.
 public final class WebSocketServer: AsyncSequence, Sendable {
     /// Each handshake waiting for the handler's verdict.
     public typealias Element = PendingConnection
