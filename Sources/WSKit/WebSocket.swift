@@ -468,9 +468,10 @@ public final class WebSocket: Sendable {
             if let item = pending.take() { state.outbox.append(item) }
             state.outboxWeight += weight
             if let onWritten {
-                state.outboxWeight += Outgoing.entryCost
                 state.nextWritten += 1
-                state.outbox.append(.written(state.nextWritten))
+                let mark = Outgoing.written(state.nextWritten)
+                state.outboxWeight += mark.weight
+                state.outbox.append(mark)
                 state.writeWaiters.append((state.nextWritten, onWritten))
             }
             let wake = !state.drainScheduled
